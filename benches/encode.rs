@@ -1,0 +1,52 @@
+//! Criterion bench for the encoder: realistic short questions (demo/faq.txt), batch 1 and 32.
+//! Needs the model (KINDRED_MODEL or the cached default; fetched on first use).
+//! The peer comparison against sentence-transformers is benches/compare_encode.py.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use kindred::model;
+use kindred::{Encoder, EncoderOptions};
+
+fn encoder(batch_size: usize) -> Encoder {
+    let explicit = std::env::var_os("KINDRED_MODEL").map(PathBuf::from);
+    let home = std::env::var_os("KINDRED_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(model::default_home);
+    let dir = model::resolve(explicit.as_deref(), &home, true).expect("model resolves");
+    Encoder::load(
+        &dir,
+        EncoderOptions {
+            batch_size,
+            ..EncoderOptions::default()
+        },
+    )
+    .expect("model loads")
+}
+
+fn bench_encode(c: &mut Criterion) {
+    let faq: Vec<&str> = include_str!("../demo/faq.txt").lines().collect();
+    let mut group = c.benchmark_group("encode");
+    group.sample_size(10);
+
+    let one = encoder(1);
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("batch1_one_question", |b| {
+        b.iter(|| {
+            one.encode_one(black_box("How do I reset my password?"))
+                .expect("encodes")
+        })
+    });
+
+    let batched = encoder(32);
+    let texts = &faq[..32];
+    group.throughput(Throughput::Elements(texts.len() as u64));
+    group.bench_function("batch32_32_questions", |b| {
+        b.iter(|| batched.encode(black_box(texts)).expect("encodes"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_encode);
+criterion_main!(benches);

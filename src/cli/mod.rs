@@ -1,0 +1,266 @@
+//! Command-line interface: clap definitions and the glue from arguments to the library.
+//! The only place (with main.rs) that uses anyhow, prints to stdout or draws progress bars.
+
+mod demo;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::{Args as ClapArgs, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+use kindred::model::{self, ModelDir};
+use kindred::{Encoded, Encoder, EncoderOptions};
+
+/// kindred: a duplicate-question search database with explainable reranking.
+#[derive(Debug, Parser)]
+#[command(name = "kindred", version, about, long_about = None)]
+pub struct Args {
+    #[command(flatten)]
+    pub global: Global,
+    /// More logging (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, ClapArgs)]
+pub struct Global {
+    /// A local BERT-family model directory (config.json, model.safetensors, tokenizer.json).
+    /// Default: the cached sentence-transformers/all-MiniLM-L6-v2, fetched on first use.
+    #[arg(long, env = "KINDRED_MODEL", global = true, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// kindred's home: model cache (and, later, data). Default: <user cache dir>/kindred.
+    #[arg(long, env = "KINDRED_HOME", global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// Where the encoder runs: cpu, cuda or cuda:N (cuda needs a build with --features cuda).
+    #[arg(long, env = "KINDRED_DEVICE", global = true, default_value = "cpu")]
+    pub device: String,
+    /// Texts per encoder forward pass.
+    #[arg(long, env = "KINDRED_BATCH_SIZE", global = true, default_value_t = 32)]
+    pub batch_size: usize,
+}
+
+impl Global {
+    fn home(&self) -> PathBuf {
+        self.home.clone().unwrap_or_else(model::default_home)
+    }
+
+    fn model_dir(&self) -> Result<ModelDir> {
+        Ok(model::resolve(self.model.as_deref(), &self.home(), true)?)
+    }
+
+    fn encoder(&self) -> Result<Encoder> {
+        let dir = self.model_dir()?;
+        let options = EncoderOptions {
+            device: self.device.parse()?,
+            batch_size: self.batch_size,
+            ..EncoderOptions::default()
+        };
+        Encoder::load(&dir, options)
+            .with_context(|| format!("loading model {}", dir.path.display()))
+    }
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Manage the model: fetch the default one, show what is in use.
+    Model {
+        #[command(subcommand)]
+        command: ModelCommand,
+    },
+    /// Encode texts and print their wordpieces, sentence vector and intent.
+    Encode {
+        /// The texts.
+        #[arg(required_unless_present = "file")]
+        texts: Vec<String>,
+        /// Read texts from FILE, one per line (blank lines skipped), after any given inline.
+        #[arg(long, value_name = "FILE")]
+        file: Option<PathBuf>,
+        /// Print only timing as JSON ({"texts", "seconds", "texts_per_sec"}), with a progress bar.
+        #[arg(long, conflicts_with = "json")]
+        stats: bool,
+        /// Print JSON instead of a summary.
+        #[arg(long)]
+        json: bool,
+        /// Include the content token vectors in the JSON.
+        #[arg(long)]
+        token_vectors: bool,
+    },
+    /// Encode the bundled demo FAQ and answer sample (or your) questions by cosine similarity.
+    Demo {
+        /// Questions to look up (default: a few samples).
+        queries: Vec<String>,
+        /// How many matches to show per question.
+        #[arg(short, default_value_t = 3)]
+        k: usize,
+    },
+}
+
+/// `kindred model …`
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Make sure the model is available (fetch the default model into the cache if needed).
+    Fetch,
+    /// Print the model's id, fingerprint, dimension and maximum length.
+    Info {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs a parsed command line.
+pub fn run(args: Args) -> Result<ExitCode> {
+    let g = &args.global;
+    match &args.command {
+        Command::Model {
+            command: ModelCommand::Fetch,
+        } => {
+            let dir = g.model_dir()?;
+            println!("model ready: {} ({})", dir.path.display(), dir.id);
+        }
+        Command::Model {
+            command: ModelCommand::Info { json },
+        } => {
+            let dir = g.model_dir()?;
+            let identity = dir.identity()?;
+            if *json {
+                let out = json!({ "path": dir.path, "identity": identity, "config": dir.config });
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                println!("path:        {}", dir.path.display());
+                println!("id:          {}", identity.id);
+                println!("fingerprint: {}", identity.fingerprint);
+                println!("dim:         {}", identity.dim);
+                println!("layers:      {}", dir.config.num_hidden_layers);
+                println!("max length:  {} wordpieces", identity.max_len);
+            }
+        }
+        Command::Encode {
+            texts,
+            file,
+            stats,
+            json,
+            token_vectors,
+        } => {
+            let mut texts = texts.clone();
+            if let Some(file) = file {
+                let raw = std::fs::read_to_string(file)
+                    .with_context(|| format!("reading texts from {}", file.display()))?;
+                texts.extend(
+                    raw.lines()
+                        .filter(|l| !l.trim().is_empty())
+                        .map(String::from),
+                );
+            }
+            let encoder = g.encoder()?;
+            if *stats {
+                return encode_stats(&encoder, &texts);
+            }
+            let encoded = encoder.encode(&texts)?;
+            if *json {
+                let items: Vec<_> = texts
+                    .iter()
+                    .zip(&encoded)
+                    .map(|(t, e)| encoded_json(t, e, *token_vectors))
+                    .collect();
+                let out = json!({ "model": encoder.identity(), "texts": items });
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                for (t, e) in texts.iter().zip(&encoded) {
+                    print_encoded(t, e);
+                }
+            }
+        }
+        Command::Demo { queries, k } => demo::run(&g.encoder()?, queries, *k)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn encode_stats(encoder: &Encoder, texts: &[String]) -> Result<ExitCode> {
+    let bar = ProgressBar::new(texts.len() as u64).with_style(ProgressStyle::with_template(
+        "encoding {bar:30} {pos}/{len} {per_sec} eta {eta}",
+    )?);
+    let start = Instant::now();
+    // Like sentence-transformers' encode: all texts in, sorted by length, cut into batches.
+    encoder.encode_with_progress(texts, |n| bar.inc(n as u64))?;
+    let seconds = start.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let out = json!({
+        "texts": texts.len(),
+        "batch_size": encoder.options().batch_size,
+        "seconds": seconds,
+        "texts_per_sec": texts.len() as f64 / seconds,
+    });
+    println!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn encoded_json(text: &str, e: &Encoded, with_token_vectors: bool) -> serde_json::Value {
+    let mut v = json!({
+        "text": text,
+        "tokens": e.tokens,
+        "truncated": e.truncated,
+        "sentence": e.sentence,
+        "intent": e.intent,
+    });
+    if with_token_vectors {
+        let rows: Vec<&[f32]> = (0..e.tokens.len()).map(|i| e.token_vector(i)).collect();
+        v["token_vectors"] = json!(rows);
+    }
+    v
+}
+
+fn print_encoded(text: &str, e: &Encoded) {
+    println!("{text:?}");
+    let pieces: Vec<String> = e
+        .tokens
+        .iter()
+        .map(|t| format!("{}[{}..{}]", t.text, t.start, t.end))
+        .collect();
+    println!(
+        "  tokens ({}{}): {}",
+        e.tokens.len(),
+        if e.truncated { ", truncated" } else { "" },
+        pieces.join(" ")
+    );
+    let head: Vec<String> = e
+        .sentence
+        .iter()
+        .take(6)
+        .map(|x| format!("{x:+.4}"))
+        .collect();
+    println!("  sentence (d={}): [{} …]", e.dim(), head.join(", "));
+    let mean_sigma = e.intent.sigma.iter().sum::<f32>() / e.intent.sigma.len() as f32;
+    println!(
+        "  intent: ‖μ‖={:.4}, mean σ={mean_sigma:.4}",
+        norm(&e.intent.mu)
+    );
+}
+
+fn norm(v: &[f32]) -> f32 {
+    v.iter().map(|x| x * x).sum::<f32>().sqrt()
+}
+
+/// Installs the tracing subscriber: RUST_LOG if set, else warn/info/debug by -v count.
+pub fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn,kindred=info",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

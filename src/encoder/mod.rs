@@ -1,0 +1,209 @@
+//! The encoder: text in, [`Encoded`] out (wordpieces with offsets, content token vectors, the
+//! sentence vector, the default intent).
+//!
+//! Owns the burn network (`bert.rs`), weight loading (`weights.rs`), the pure pooling heads
+//! (`heads.rs`) and the device choice (`backend.rs`, the only file naming a backend). Knows
+//! nothing of stores, indexes or servers.
+//!
+//! Batches are bucketed by length (texts sorted by wordpiece count, then cut into batches) so
+//! little time is spent on padding; padding is masked out of attention and pooling, so a text's
+//! vectors do not depend on which texts share its batch.
+
+mod backend;
+mod bert;
+pub mod heads;
+mod weights;
+
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use tracing::instrument;
+
+pub use backend::DeviceKind;
+pub use bert::Bert;
+
+use crate::error::{InternalError, Result, UserError};
+use crate::model::{ModelDir, ModelIdentity};
+use crate::text::{TextTokenizer, Tokenized};
+use crate::types::Encoded;
+
+/// Encoder settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EncoderOptions {
+    /// Where to run.
+    pub device: DeviceKind,
+    /// Texts per forward pass.
+    pub batch_size: usize,
+    /// Floor on the intent σ.
+    pub sigma_floor: f32,
+}
+
+impl Default for EncoderOptions {
+    fn default() -> Self {
+        EncoderOptions {
+            device: DeviceKind::Cpu,
+            batch_size: 32,
+            sigma_floor: heads::SIGMA_FLOOR,
+        }
+    }
+}
+
+/// A loaded model ready to encode text.
+pub struct Encoder {
+    bert: Bert,
+    tokenizer: TextTokenizer,
+    device: Device,
+    identity: ModelIdentity,
+    options: EncoderOptions,
+}
+
+impl std::fmt::Debug for Encoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Encoder")
+            .field("identity", &self.identity)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl Encoder {
+    /// Loads the tokenizer and weights of `model`.
+    #[instrument(skip_all, fields(model = %model.path.display()))]
+    pub fn load(model: &ModelDir, options: EncoderOptions) -> Result<Self> {
+        if options.batch_size == 0 {
+            return Err(UserError::InvalidArgument {
+                name: "batch size",
+                reason: "0; use at least 1".into(),
+            }
+            .into());
+        }
+        let device = options.device.device()?;
+        let tokenizer = TextTokenizer::from_file(&model.tokenizer_path(), model.max_len)?;
+        let mut bert = Bert::new(&model.config, &device);
+        weights::load(&mut bert, &model.weights_path())?;
+        let identity = model.identity()?;
+        tracing::info!(id = %identity.id, fingerprint = %identity.fingerprint, "model loaded");
+        Ok(Encoder {
+            bert,
+            tokenizer,
+            device,
+            identity,
+            options,
+        })
+    }
+
+    /// The model's identity (id, fingerprint, dim, max length).
+    pub fn identity(&self) -> &ModelIdentity {
+        &self.identity
+    }
+
+    /// The tokenizer.
+    pub fn tokenizer(&self) -> &TextTokenizer {
+        &self.tokenizer
+    }
+
+    /// The settings the encoder was loaded with.
+    pub fn options(&self) -> &EncoderOptions {
+        &self.options
+    }
+
+    /// Encodes one text.
+    pub fn encode_one(&self, text: &str) -> Result<Encoded> {
+        let mut out = self.encode(&[text])?;
+        Ok(out.pop().expect("one text in, one out"))
+    }
+
+    /// Encodes texts; the output is in input order. All texts are tokenized (and checked)
+    /// before any is encoded, so one bad text fails the call without wasted work.
+    pub fn encode<S: AsRef<str>>(&self, texts: &[S]) -> Result<Vec<Encoded>> {
+        self.encode_with_progress(texts, |_| {})
+    }
+
+    /// Like [`Encoder::encode`], calling `progress(n)` after each batch of `n` texts.
+    #[instrument(skip_all, fields(n = texts.len()))]
+    pub fn encode_with_progress<S: AsRef<str>>(
+        &self,
+        texts: &[S],
+        mut progress: impl FnMut(usize),
+    ) -> Result<Vec<Encoded>> {
+        let tokenized = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| self.tokenizer.tokenize(t.as_ref(), i))
+            .collect::<Result<Vec<_>>>()?;
+        // Length buckets: sort by length so each batch pads little.
+        let mut order: Vec<usize> = (0..tokenized.len()).collect();
+        order.sort_by_key(|&i| tokenized[i].ids.len());
+        let mut out: Vec<Option<Encoded>> = vec![None; tokenized.len()];
+        for chunk in order.chunks(self.options.batch_size) {
+            let batch: Vec<&Tokenized> = chunk.iter().map(|&i| &tokenized[i]).collect();
+            for (&i, enc) in chunk.iter().zip(self.forward_batch(&batch)?) {
+                out[i] = Some(enc);
+            }
+            progress(chunk.len());
+        }
+        Ok(out
+            .into_iter()
+            .map(|e| e.expect("every text is in exactly one batch"))
+            .collect())
+    }
+
+    /// Runs one padded batch through the network and applies the heads per text.
+    fn forward_batch(&self, batch: &[&Tokenized]) -> Result<Vec<Encoded>> {
+        let b = batch.len();
+        let len = batch.iter().map(|t| t.ids.len()).max().unwrap_or(0);
+        let pad_id = i64::from(self.tokenizer.pad_id());
+        let mut ids = Vec::with_capacity(b * len);
+        let mut pad = Vec::with_capacity(b * len);
+        for t in batch {
+            ids.extend(t.ids.iter().map(|&id| i64::from(id)));
+            ids.extend(std::iter::repeat_n(pad_id, len - t.ids.len()));
+            pad.extend(std::iter::repeat_n(false, t.ids.len()));
+            pad.extend(std::iter::repeat_n(true, len - t.ids.len()));
+        }
+        let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [b, len]), &self.device);
+        let pad = Tensor::<2, Bool>::from_data(TensorData::new(pad, [b, len]), &self.device);
+        let hidden = self
+            .bert
+            .forward(ids, pad)
+            .into_data()
+            .try_into_vec::<f32>()
+            .map_err(|e| InternalError::Backend(format!("reading hidden states: {e:?}")))?;
+        let d = self.identity.dim;
+        if hidden.len() != b * len * d {
+            return Err(InternalError::Backend(format!(
+                "hidden states have {} values, expected {b}×{len}×{d}",
+                hidden.len()
+            ))
+            .into());
+        }
+        Ok(batch
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let rows = &hidden[i * len * d..(i * len + t.ids.len()) * d];
+                self.heads(t, rows, d)
+            })
+            .collect())
+    }
+
+    /// Sentence vector, normalised content token vectors and intent from one text's
+    /// non-pad hidden states.
+    fn heads(&self, t: &Tokenized, rows: &[f32], d: usize) -> Encoded {
+        let sentence = heads::sentence_vector(rows, d);
+        let mut token_vectors = Vec::with_capacity(t.tokens.len() * d);
+        for (row, &special) in rows.chunks_exact(d).zip(&t.special) {
+            if !special {
+                let start = token_vectors.len();
+                token_vectors.extend_from_slice(row);
+                heads::l2_normalize(&mut token_vectors[start..]);
+            }
+        }
+        let intent = heads::moment_intent(&token_vectors, d, self.options.sigma_floor);
+        Encoded {
+            tokens: t.tokens.clone(),
+            truncated: t.truncated,
+            token_vectors,
+            sentence,
+            intent,
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The library's one error type.
+//!
+//! Errors are split by whose fault they are, as milli does: a [`UserError`] is something the
+//! caller can fix (bad text, a model directory that is not a BERT model, a missing tool) and its
+//! message says how; an [`InternalError`] is kindred's or the machine's problem (I/O, a corrupt
+//! tokenizer, a backend failure). Later layers (the HTTP server) map `User` to 4xx and `Internal`
+//! to 5xx; this module knows no status codes.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Every error the library returns.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The caller can fix this; the message says how.
+    #[error(transparent)]
+    User(#[from] UserError),
+    /// Not the caller's fault.
+    #[error(transparent)]
+    Internal(#[from] InternalError),
+}
+
+impl Error {
+    /// True when the caller (not kindred) is at fault.
+    pub fn is_user(&self) -> bool {
+        matches!(self, Error::User(_))
+    }
+}
+
+/// Problems the caller can fix.
+#[derive(Debug, thiserror::Error)]
+pub enum UserError {
+    /// Empty or whitespace-only input text.
+    #[error("text #{index} is empty or whitespace only: give a question with at least one word")]
+    EmptyText {
+        /// Position of the text in the request.
+        index: usize,
+    },
+    /// The text tokenized to nothing but special tokens.
+    #[error(
+        "text #{index} ({preview:?}) has no content tokens after tokenization (only special tokens \
+         such as [CLS]/[SEP]/[PAD]): give a question with at least one word"
+    )]
+    NoContentTokens {
+        /// Position of the text in the request.
+        index: usize,
+        /// The start of the text.
+        preview: String,
+    },
+    /// A model directory that cannot be used.
+    #[error(
+        "model directory {path} is not usable: {reason}. A model directory needs config.json, \
+         model.safetensors and tokenizer.json of a BERT-family model (pass another with --model DIR \
+         or KINDRED_MODEL, or drop the option to use the default model)"
+    )]
+    InvalidModelDir {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The weights do not fit the architecture in config.json.
+    #[error(
+        "model weights in {path} do not match config.json:\n  {}\nIs this a BERT-family checkpoint \
+         (BertModel / MiniLM) and does config.json belong to these weights?",
+        problems.join("\n  ")
+    )]
+    WeightsMismatch {
+        /// model.safetensors.
+        path: PathBuf,
+        /// One line per missing, unexpected or mis-shaped tensor.
+        problems: Vec<String>,
+    },
+    /// The default model is not cached and cannot be fetched.
+    #[error("cannot fetch the default model: {reason}. {fix}")]
+    FetchUnavailable {
+        /// Why it failed.
+        reason: String,
+        /// What to do about it.
+        fix: String,
+    },
+    /// A device that this build or machine does not have.
+    #[error("device {requested:?} is not available: {fix}")]
+    DeviceUnavailable {
+        /// The device asked for.
+        requested: String,
+        /// What to do about it.
+        fix: String,
+    },
+    /// An argument outside its allowed range.
+    #[error("invalid {name}: {reason}")]
+    InvalidArgument {
+        /// The argument.
+        name: &'static str,
+        /// What is wrong and what is allowed.
+        reason: String,
+    },
+}
+
+/// Problems that are not the caller's fault.
+#[derive(Debug, thiserror::Error)]
+pub enum InternalError {
+    /// File-system trouble, with what kindred was doing.
+    #[error("{context}: {source}")]
+    Io {
+        /// What kindred was doing.
+        context: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The tokenizers library failed.
+    #[error("tokenizer failed: {0}")]
+    Tokenizer(String),
+    /// The downloaded model did not verify or unpack.
+    #[error("model fetch failed: {0}")]
+    Fetch(String),
+    /// The tensor backend failed or returned data of an unexpected shape.
+    #[error("encoder backend failed: {0}")]
+    Backend(String),
+}
+
+impl InternalError {
+    /// Wraps an I/O error with what kindred was doing.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        InternalError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// Shorthand for an I/O error with context, as an [`Error`].
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    let context = context.into();
+    move |source| Error::Internal(InternalError::Io { context, source })
+}

@@ -1,0 +1,55 @@
+//! Plain data shared by every layer: what the encoder produces and what later layers store.
+//! No behaviour beyond trivial accessors; nothing here knows burn, sled or HTTP.
+
+use serde::{Deserialize, Serialize};
+
+/// One wordpiece of a text, with its span in the original text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Token {
+    /// The wordpiece as the tokenizer spells it (`##ing` for a continuation piece).
+    pub text: String,
+    /// Vocabulary id.
+    pub id: u32,
+    /// Start offset into the original text, in Unicode scalar values (chars), inclusive.
+    pub start: usize,
+    /// End offset into the original text, in chars, exclusive.
+    pub end: usize,
+}
+
+/// A diagonal Gaussian N(μ, diag σ²): a sentence's "intent" (design.md §3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gaussian {
+    /// Mean μ.
+    pub mu: Vec<f32>,
+    /// Per-dimension standard deviation σ (not the variance), each ≥ the floor it was made with.
+    pub sigma: Vec<f32>,
+}
+
+/// Everything the encoder produces for one text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Encoded {
+    /// The content wordpieces (no [CLS]/[SEP]/[PAD]) with char offsets, in text order.
+    pub tokens: Vec<Token>,
+    /// True when the text was cut at the model's maximum length.
+    pub truncated: bool,
+    /// One L2-normalised vector per entry of `tokens`, row-major: `tokens.len() × dim`.
+    pub token_vectors: Vec<f32>,
+    /// The sentence vector as sentence-transformers computes it: mean over all non-pad tokens
+    /// (including [CLS] and [SEP]) of the last hidden states, then L2-normalised.
+    pub sentence: Vec<f32>,
+    /// The default (moment-matched) intent of the content token vectors.
+    pub intent: Gaussian,
+}
+
+impl Encoded {
+    /// Vector dimension.
+    pub fn dim(&self) -> usize {
+        self.sentence.len()
+    }
+
+    /// The token vector of content token `i`.
+    pub fn token_vector(&self, i: usize) -> &[f32] {
+        let d = self.dim();
+        &self.token_vectors[i * d..(i + 1) * d]
+    }
+}

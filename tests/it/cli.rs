@@ -1,0 +1,98 @@
+//! The `kindred` binary as a user runs it.
+
+use std::process::Command;
+
+use crate::common::model_dir;
+
+fn kindred() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kindred"));
+    cmd.env("KINDRED_MODEL", &model_dir().path)
+        .env_remove("RUST_LOG");
+    cmd
+}
+
+#[test]
+fn encode_json_prints_tokens_sentence_and_intent() {
+    let out = kindred()
+        .args(["encode", "How do I learn Rust?", "--json"])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let t = &v["texts"][0];
+    assert_eq!(t["text"], "How do I learn Rust?");
+    assert_eq!(t["tokens"][4]["text"], "rust");
+    assert_eq!(t["tokens"][4]["start"], 15);
+    assert_eq!(t["tokens"][4]["end"], 19);
+    assert_eq!(t["truncated"], false);
+    assert_eq!(t["sentence"].as_array().expect("array").len(), 384);
+    assert_eq!(t["intent"]["mu"].as_array().expect("array").len(), 384);
+    assert_eq!(t["intent"]["sigma"].as_array().expect("array").len(), 384);
+    assert!(v["model"]["fingerprint"]
+        .as_str()
+        .expect("str")
+        .starts_with("sha256:"));
+}
+
+#[test]
+fn bad_model_dir_fails_with_a_message_and_exit_code_2() {
+    let out = kindred()
+        .args(["--model", "/nonexistent/model", "encode", "hi"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/nonexistent/model") && err.contains("--model DIR"),
+        "{err}"
+    );
+}
+
+#[test]
+fn empty_text_fails_with_a_message() {
+    let out = kindred().args(["encode", "  "]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("empty or whitespace"));
+}
+
+#[test]
+fn fetch_without_python_says_what_to_install() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let empty_path = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_kindred"))
+        .args(["model", "fetch"])
+        .env_remove("KINDRED_MODEL")
+        .env("KINDRED_HOME", home.path())
+        .env("PATH", empty_path.path())
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("python3 is not on PATH"), "{err}");
+    assert!(
+        err.contains("apt-get install python3 python3-pip") && err.contains("--model DIR"),
+        "{err}"
+    );
+}
+
+#[test]
+fn demo_answers_sample_questions() {
+    let out = kindred()
+        .args(["demo", "I can't remember my password", "-k", "1"])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("forgot my password") || stdout.contains("reset my password"),
+        "{stdout}"
+    );
+}

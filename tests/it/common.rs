@@ -1,0 +1,33 @@
+//! Shared fixtures: one model directory and one encoder per test binary.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use kindred::model::{self, ModelDir};
+use kindred::{Encoder, EncoderOptions};
+
+/// The model directory under test (fetched once if needed).
+pub fn model_dir() -> &'static ModelDir {
+    static DIR: OnceLock<ModelDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let explicit = std::env::var_os("KINDRED_MODEL").map(PathBuf::from);
+        let home = std::env::var_os("KINDRED_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(model::default_home);
+        model::resolve(explicit.as_deref(), &home, true).expect("the test model resolves")
+    })
+}
+
+/// A shared encoder with default options.
+pub fn encoder() -> &'static Encoder {
+    static ENC: OnceLock<Encoder> = OnceLock::new();
+    ENC.get_or_init(|| Encoder::load(model_dir(), EncoderOptions::default()).expect("model loads"))
+}
+
+/// Cosine of two vectors.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (na * nb).max(1e-12)
+}

