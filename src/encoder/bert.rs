@@ -130,9 +130,10 @@ impl Bert {
         }
     }
 
-    /// Runs the encoder. `ids` is `[batch, len]`; `pad` is `[batch, len]`, true at padding.
+    /// Runs the encoder. `ids` is `[batch, len]`; `pad` is `[batch, len]`, true at padding, or
+    /// `None` when no text in the batch is padded (a batch of one, or of equal lengths).
     /// Returns the last hidden states `[batch, len, d]`. All texts use token type 0.
-    pub fn forward(&self, ids: Tensor<2, Int>, pad: Tensor<2, Bool>) -> Tensor<3> {
+    pub fn forward(&self, ids: Tensor<2, Int>, pad: Option<Tensor<2, Bool>>) -> Tensor<3> {
         let [batch, len] = ids.dims();
         let emb = &self.embeddings;
         let words = emb.word_embeddings.forward(ids);
@@ -143,11 +144,12 @@ impl Bert {
         let x = emb.layer_norm.forward(x).reshape([batch * len, d]);
 
         // Key-padding mask broadcast over heads and query positions; true = masked.
-        let mask = pad
-            .reshape([batch, 1, 1, len])
-            .expand([batch, self.num_heads, len, len]);
+        let mask = pad.map(|pad| {
+            pad.reshape([batch, 1, 1, len])
+                .expand([batch, self.num_heads, len, len])
+        });
         let x = self.encoder.layer.iter().fold(x, |x, layer| {
-            layer.forward(x, batch, len, self.num_heads, self.gelu_tanh, &mask)
+            layer.forward(x, batch, len, self.num_heads, self.gelu_tanh, mask.as_ref())
         });
         x.reshape([batch, len, d])
     }
@@ -161,7 +163,7 @@ impl BertLayer {
         len: usize,
         heads: usize,
         gelu_tanh: bool,
-        mask: &Tensor<4, Bool>,
+        mask: Option<&Tensor<4, Bool>>,
     ) -> Tensor<2> {
         let [_, d] = x.dims();
         let split = |t: Tensor<2>| t.reshape([batch, len, heads, d / heads]).swap_dims(1, 2);
@@ -173,7 +175,7 @@ impl BertLayer {
             q,
             k,
             v,
-            Some(mask.clone()),
+            mask.cloned(),
             None,
             AttentionModuleOptions::default(),
         )

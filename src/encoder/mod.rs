@@ -160,7 +160,9 @@ impl Encoder {
             pad.extend(std::iter::repeat_n(true, len - t.ids.len()));
         }
         let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [b, len]), &self.device);
-        let pad = Tensor::<2, Bool>::from_data(TensorData::new(pad, [b, len]), &self.device);
+        let pad = pad
+            .contains(&true)
+            .then(|| Tensor::<2, Bool>::from_data(TensorData::new(pad, [b, len]), &self.device));
         let hidden = self
             .bert
             .forward(ids, pad)
