@@ -10,7 +10,8 @@
 //!             └─ content token vectors (L2-normalised)
 //! ```
 //!
-//! `model` finds and verifies model directories; `encoder` turns text into [`Encoded`];
+//! `score` is the pure math on those vectors (cosine, W2, RCMD with alignments and
+//! explanations). `model` finds and verifies model directories; `encoder` turns text into [`Encoded`];
 //! `types` holds the plain data every layer shares. The store, indexes, scoring, search and
 //! server layers build on these.
 #![warn(missing_docs)]
@@ -18,6 +19,7 @@
 pub mod encoder;
 pub mod error;
 pub mod model;
+pub mod score;
 pub mod text;
 pub mod types;
 

@@ -1,0 +1,298 @@
+//! Explanations as data: everything a UI needs to show why two questions match — both texts'
+//! words with char spans, per-direction RCMD scores, the token and word alignments with their
+//! cosines, and the contribution matrices whose entries add up to the score. Like tantivy's
+//! `Explanation`, it repeats the score computation term by term; rendering is someone else's job.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use super::rcmd::{rcmd, Link, Tokens, Weights};
+use super::words::{chunk_alignment, merge_words, word_matrix, ChunkLink, Word};
+use crate::types::{Encoded, Token};
+
+/// One side of an explanation, as input.
+#[derive(Debug, Clone, Copy)]
+pub struct Sentence<'a> {
+    /// The original text (offsets point into it).
+    pub text: &'a str,
+    /// Its content wordpieces.
+    pub tokens: &'a [Token],
+    /// One unit vector per content wordpiece.
+    pub vectors: Tokens<'a>,
+}
+
+impl<'a> Sentence<'a> {
+    /// The sentence an [`Encoded`] describes.
+    pub fn of(text: &'a str, encoded: &'a Encoded) -> Self {
+        Sentence {
+            text,
+            tokens: &encoded.tokens,
+            vectors: Tokens::new(&encoded.token_vectors, encoded.dim()),
+        }
+    }
+}
+
+/// One side of an explanation, as output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Side {
+    /// The original text.
+    pub text: String,
+    /// Content wordpieces with char spans.
+    pub tokens: Vec<Token>,
+    /// Words (merged wordpieces) with char spans and token ranges.
+    pub words: Vec<Word>,
+}
+
+/// A dense row-major matrix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Matrix {
+    /// Number of rows (side a).
+    pub rows: usize,
+    /// Number of columns (side b).
+    pub cols: usize,
+    /// `rows × cols` values, row-major.
+    pub values: Vec<f32>,
+}
+
+impl Matrix {
+    /// Entry (i, j).
+    pub fn get(&self, i: usize, j: usize) -> f32 {
+        self.values[i * self.cols + j]
+    }
+}
+
+/// How a word pair was chosen by the transport plans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// A token of the a-word sends its mass to a token of the b-word.
+    AToB,
+    /// A token of the b-word sends its mass to a token of the a-word.
+    BToA,
+    /// Both.
+    Both,
+}
+
+/// An aligned word pair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WordLink {
+    /// Word index in a.
+    pub a: usize,
+    /// Word index in b.
+    pub b: usize,
+    /// The highest cosine among the token links between the two words.
+    pub cosine: f32,
+    /// The pair's total contribution to the score.
+    pub contribution: f32,
+    /// Which plan(s) chose the pair.
+    pub direction: Direction,
+}
+
+/// Why two texts score what they score under RCMD.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Explanation {
+    /// Side a.
+    pub a: Side,
+    /// Side b.
+    pub b: Side,
+    /// `uniform` or `idf`.
+    pub weighting: String,
+    /// RCMD_1 (a→b).
+    pub forward: f32,
+    /// RCMD_2 (b→a).
+    pub backward: f32,
+    /// s_RCMD = (forward + backward) / 2 = the sum of every contribution.
+    pub score: f32,
+    /// For each token of a: its partner in b (the a→b plan).
+    pub a_to_b: Vec<Link>,
+    /// For each token of b: its partner in a (the b→a plan).
+    pub b_to_a: Vec<Link>,
+    /// Token-pair contributions ½(T1 + T2) ⊙ (1 − M), `a.tokens × b.tokens`.
+    pub token_contributions: Matrix,
+    /// Word-pair contributions (sums over their pieces), `a.words × b.words`.
+    pub word_contributions: Matrix,
+    /// Word pairs joined by the transport plans, by descending contribution.
+    pub word_alignments: Vec<WordLink>,
+    /// Chunk alignment (mutual argmax of mean contributions) with the words as chunks,
+    /// or the chunks passed to [`explain_with_chunks`].
+    pub chunk_alignments: Vec<ChunkLink>,
+}
+
+/// Each side's chunks as word-index ranges.
+pub type Chunks<'a> = (&'a [Range<usize>], &'a [Range<usize>]);
+
+/// Explains RCMD(a, b) with words as chunks.
+pub fn explain(a: Sentence<'_>, b: Sentence<'_>, weights: Weights<'_>) -> Explanation {
+    explain_with_chunks(a, b, weights, None)
+}
+
+/// Explains RCMD(a, b); `chunks` gives each side's chunks as word-index ranges (phrases) for
+/// the chunk alignment, instead of single words.
+pub fn explain_with_chunks(
+    a: Sentence<'_>,
+    b: Sentence<'_>,
+    weights: Weights<'_>,
+    chunks: Option<Chunks<'_>>,
+) -> Explanation {
+    let r = rcmd(a.vectors, b.vectors, weights);
+    let (l1, l2) = (a.vectors.len(), b.vectors.len());
+    let words_a = merge_words(a.text, a.tokens);
+    let words_b = merge_words(b.text, b.tokens);
+    let token_contributions = Matrix {
+        rows: l1,
+        cols: l2,
+        values: r.contribution_matrix(),
+    };
+    let word_contributions = Matrix {
+        rows: words_a.len(),
+        cols: words_b.len(),
+        values: word_matrix(&token_contributions.values, l2, &words_a, &words_b),
+    };
+    let word_alignments = word_links(
+        &r.a_to_b,
+        &r.b_to_a,
+        &words_a,
+        &words_b,
+        &word_contributions,
+    );
+
+    let to_tokens = |spans: &[Range<usize>], words: &[Word]| -> Vec<Range<usize>> {
+        spans
+            .iter()
+            .filter(|s| s.start < s.end && s.end <= words.len())
+            .map(|s| words[s.start].tokens.start..words[s.end - 1].tokens.end)
+            .collect()
+    };
+    let (chunks_a, chunks_b) = match chunks {
+        Some((ca, cb)) => (to_tokens(ca, &words_a), to_tokens(cb, &words_b)),
+        None => (
+            words_a.iter().map(|w| w.tokens.clone()).collect(),
+            words_b.iter().map(|w| w.tokens.clone()).collect(),
+        ),
+    };
+    let chunk_alignments = chunk_alignment(&token_contributions.values, l2, &chunks_a, &chunks_b);
+
+    let side = |s: Sentence<'_>, words: Vec<Word>| Side {
+        text: s.text.to_string(),
+        tokens: s.tokens.to_vec(),
+        words,
+    };
+    Explanation {
+        a: side(a, words_a),
+        b: side(b, words_b),
+        weighting: match weights {
+            Weights::Uniform => "uniform".into(),
+            Weights::Given(..) => "idf".into(),
+        },
+        forward: r.forward,
+        backward: r.backward,
+        score: r.score,
+        a_to_b: r.a_to_b,
+        b_to_a: r.b_to_a,
+        token_contributions,
+        word_contributions,
+        word_alignments,
+        chunk_alignments,
+    }
+}
+
+/// Word pairs joined by at least one token link, with the best cosine among those links.
+fn word_links(
+    a_to_b: &[Link],
+    b_to_a: &[Link],
+    words_a: &[Word],
+    words_b: &[Word],
+    contributions: &Matrix,
+) -> Vec<WordLink> {
+    let word_of = |words: &[Word], token: usize| {
+        words
+            .iter()
+            .position(|w| w.tokens.contains(&token))
+            .expect("every token is in a word")
+    };
+    let mut pairs: BTreeMap<(usize, usize), (f32, bool, bool)> = BTreeMap::new();
+    for (k, l) in a_to_b.iter().enumerate() {
+        let e = pairs
+            .entry((word_of(words_a, k), word_of(words_b, l.partner)))
+            .or_insert((f32::NEG_INFINITY, false, false));
+        e.0 = e.0.max(l.cosine);
+        e.1 = true;
+    }
+    for (k, l) in b_to_a.iter().enumerate() {
+        let e = pairs
+            .entry((word_of(words_a, l.partner), word_of(words_b, k)))
+            .or_insert((f32::NEG_INFINITY, false, false));
+        e.0 = e.0.max(l.cosine);
+        e.2 = true;
+    }
+    let mut links: Vec<WordLink> = pairs
+        .into_iter()
+        .map(|((a, b), (cosine, ab, ba))| WordLink {
+            a,
+            b,
+            cosine,
+            contribution: contributions.get(a, b),
+            direction: match (ab, ba) {
+                (true, true) => Direction::Both,
+                (true, false) => Direction::AToB,
+                _ => Direction::BToA,
+            },
+        })
+        .collect();
+    links.sort_by(|x, y| y.contribution.total_cmp(&x.contribution));
+    links
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tok(text: &str, start: usize, end: usize) -> Token {
+        Token {
+            text: text.into(),
+            id: 0,
+            start,
+            end,
+        }
+    }
+
+    #[test]
+    fn explanation_adds_up_and_merges_words() {
+        // a: "big cats" (big, cat, ##s); b: "large cat" (large, cat).
+        let a_tokens = [tok("big", 0, 3), tok("cat", 4, 7), tok("##s", 7, 8)];
+        let b_tokens = [tok("large", 0, 5), tok("cat", 6, 9)];
+        let s = std::f32::consts::FRAC_1_SQRT_2;
+        let a_vec = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, s, s];
+        let b_vec = [s, 0.0, s, 0.0, 1.0, 0.0];
+        let a = Sentence {
+            text: "big cats",
+            tokens: &a_tokens,
+            vectors: Tokens::new(&a_vec, 3),
+        };
+        let b = Sentence {
+            text: "large cat",
+            tokens: &b_tokens,
+            vectors: Tokens::new(&b_vec, 3),
+        };
+        let e = explain(a, b, Weights::Uniform);
+        let words: Vec<&str> = e.a.words.iter().map(|w| w.text.as_str()).collect();
+        assert_eq!(words, ["big", "cats"]);
+        let token_sum: f32 = e.token_contributions.values.iter().sum();
+        let word_sum: f32 = e.word_contributions.values.iter().sum();
+        assert!((token_sum - e.score).abs() < 1e-6 && (word_sum - e.score).abs() < 1e-6);
+        // "cats" ↔ "cat" is chosen by both plans; "big" ↔ "large" too.
+        let cat = e
+            .word_alignments
+            .iter()
+            .find(|l| l.a == 1)
+            .expect("cats aligned");
+        assert_eq!((cat.b, cat.direction), (1, Direction::Both));
+        assert!((cat.cosine - 1.0).abs() < 1e-6);
+        assert_eq!(e.chunk_alignments.len(), 2);
+        let json = serde_json::to_string(&e).expect("serialises");
+        let back: Explanation = serde_json::from_str(&json).expect("deserialises");
+        assert_eq!(back, e);
+    }
+}

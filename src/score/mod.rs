@@ -1,0 +1,24 @@
+//! The scoring math, pure: slices in, numbers and an [`Explanation`] out. No I/O, no burn, no
+//! sled, no async — everything here is a function of its arguments, which is what lets the
+//! property tests pin it down.
+//!
+//! - [`cosine`]: cosine similarity and dot products of token rows;
+//! - [`wasserstein`]: the 2-Wasserstein distance between diagonal Gaussian intents;
+//! - [`rcmd`]: relaxed optimal transport (RCMD) between two sentences' token vectors, sparse,
+//!   with optional IDF weights, its transport plans and token-pair contributions;
+//! - [`words`]: wordpieces merged into words, word-level contributions and chunk alignment;
+//! - [`explain`]: the serialisable [`Explanation`] a UI renders;
+//! - [`rerank`]: the scores-only fast path over many candidates, on f32 or int8 token vectors.
+
+pub mod cosine;
+pub mod explain;
+pub mod quant;
+pub mod rcmd;
+pub mod rerank;
+pub mod wasserstein;
+pub mod words;
+
+pub use cosine::{cosine, dot};
+pub use explain::{explain, Explanation};
+pub use rcmd::{rcmd, Rcmd, Tokens, Weights};
+pub use wasserstein::{w2, w2_squared};
