@@ -84,6 +84,23 @@ impl I8Tokens {
         }
     }
 
+    /// The raw codes as f32 (`out`) and each row's inverse code norm (`inv_norms`): the cosine
+    /// of a unit vector x with decoded row j is `dot(x, out_j) * inv_norms[j]`, which spares
+    /// the rerank fast path a normalisation pass.
+    pub fn decode_raw_into(&self, out: &mut Vec<f32>, inv_norms: &mut Vec<f32>) {
+        out.clear();
+        out.extend(self.codes.iter().map(|&q| f32::from(q)));
+        inv_norms.clear();
+        inv_norms.extend(self.codes.chunks_exact(self.dim).map(|row| {
+            let sq: i32 = row.iter().map(|&q| i32::from(q) * i32::from(q)).sum();
+            if sq > 0 {
+                1.0 / (sq as f32).sqrt()
+            } else {
+                0.0
+            }
+        }));
+    }
+
     /// Decodes into a new vector.
     pub fn decode(&self) -> Vec<f32> {
         let mut out = Vec::new();

@@ -12,6 +12,7 @@ pub struct Reranker {
     rows: Vec<(f32, usize)>,
     cols: Vec<(f32, usize)>,
     decoded: Vec<f32>,
+    inv_norms: Vec<f32>,
 }
 
 impl Reranker {
@@ -25,7 +26,11 @@ impl Reranker {
         if query.is_empty() || candidate.is_empty() {
             return 0.0;
         }
-        best_partners(query, candidate, &mut self.rows, &mut self.cols);
+        self.finish(query, candidate, None)
+    }
+
+    fn finish(&mut self, query: Tokens<'_>, candidate: Tokens<'_>, scale: Option<&[f32]>) -> f32 {
+        best_partners(query, candidate, scale, &mut self.rows, &mut self.cols);
         let forward = self.rows.iter().map(|r| r.0).sum::<f32>() / self.rows.len() as f32;
         let backward = self.cols.iter().map(|c| c.0).sum::<f32>() / self.cols.len() as f32;
         (0.5 * (forward + backward)).clamp(-1.0, 1.0)
@@ -33,10 +38,20 @@ impl Reranker {
 
     /// s_RCMD(query, candidate) for an int8-compressed candidate.
     pub fn score_i8(&mut self, query: Tokens<'_>, candidate: &I8Tokens) -> f32 {
-        let mut decoded = std::mem::take(&mut self.decoded);
-        candidate.decode_into(&mut decoded);
-        let s = self.score(query, Tokens::new(&decoded, candidate.dim()));
-        self.decoded = decoded;
+        if query.is_empty() || candidate.is_empty() {
+            return 0.0;
+        }
+        let (mut decoded, mut inv_norms) = (
+            std::mem::take(&mut self.decoded),
+            std::mem::take(&mut self.inv_norms),
+        );
+        candidate.decode_raw_into(&mut decoded, &mut inv_norms);
+        let s = self.finish(
+            query,
+            Tokens::new(&decoded, candidate.dim()),
+            Some(&inv_norms),
+        );
+        (self.decoded, self.inv_norms) = (decoded, inv_norms);
         s
     }
 }

@@ -31,3 +31,33 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
     dot / (na * nb).max(1e-12)
 }
+
+/// A file under ../shared/data (research data is read from there, never copied here).
+/// Missing data fails the test loudly, in CI and locally alike.
+pub fn shared_data(rel: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data")
+        .join(rel);
+    assert!(
+        path.is_file(),
+        "missing {} (CI={:?}): kindred's data-driven tests read ../shared/data beside the checkout",
+        path.display(),
+        std::env::var("CI").ok()
+    );
+    path
+}
+
+/// (sentence1, sentence2, score) rows of an STS-B file (tab-separated, fields 5 and 6).
+pub fn stsb_pairs(rel: &str) -> Vec<(String, String, f32)> {
+    let raw = std::fs::read_to_string(shared_data(rel)).expect("readable STS-B file");
+    raw.lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (
+                f[5].to_string(),
+                f[6].to_string(),
+                f[4].parse().expect("score"),
+            )
+        })
+        .collect()
+}

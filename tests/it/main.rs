@@ -8,3 +8,4 @@ mod common;
 mod encoder;
 mod golden;
 mod model;
+mod score;
