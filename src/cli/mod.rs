@@ -2,6 +2,7 @@
 //! The only place (with main.rs) that uses anyhow, prints to stdout or draws progress bars.
 
 mod demo;
+mod explain;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -94,6 +95,16 @@ pub enum Command {
         #[arg(long)]
         token_vectors: bool,
     },
+    /// Explain why two texts match: RCMD score in both directions, word alignments, heatmap.
+    Explain {
+        /// First text (a).
+        a: String,
+        /// Second text (b).
+        b: String,
+        /// Print the whole Explanation as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Encode the bundled demo FAQ and answer sample (or your) questions by cosine similarity.
     Demo {
         /// Questions to look up (default: a few samples).
@@ -180,6 +191,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 }
             }
         }
+        Command::Explain { a, b, json } => explain::run(&g.encoder()?, a, b, *json)?,
         Command::Demo { queries, k } => demo::run(&g.encoder()?, queries, *k)?,
     }
     Ok(ExitCode::SUCCESS)

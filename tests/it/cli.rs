@@ -96,3 +96,58 @@ fn demo_answers_sample_questions() {
         "{stdout}"
     );
 }
+
+#[test]
+fn explain_json_adds_up_and_aligns_the_shared_words() {
+    let out = kindred()
+        .args([
+            "explain",
+            "How do I learn Rust quickly?",
+            "fastest way to learn Rust?",
+            "--json",
+        ])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let e: kindred::score::Explanation =
+        serde_json::from_slice(&out.stdout).expect("Explanation JSON");
+    let total: f32 = e.token_contributions.values.iter().sum();
+    assert!((total - e.score).abs() < 1e-5);
+    assert!((e.score - 0.5 * (e.forward + e.backward)).abs() < 1e-6);
+    let rust = e
+        .word_alignments
+        .iter()
+        .find(|l| e.a.words[l.a].text == "Rust")
+        .expect("Rust is aligned");
+    assert_eq!(e.b.words[rust.b].text, "Rust");
+    assert_eq!(e.token_contributions.rows, e.a.tokens.len());
+}
+
+#[test]
+fn explain_prints_scores_alignments_and_heatmap() {
+    let out = kindred()
+        .args(["explain", "How do I learn Rust?", "learning Rust"])
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "s_RCMD",
+        "a→b",
+        "b→a",
+        "word alignments",
+        "Rust <-> Rust",
+        "Σ contributions",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+    assert!(
+        !text.contains('\x1b'),
+        "no colour codes when NO_COLOR is set or stdout is a pipe"
+    );
+}
