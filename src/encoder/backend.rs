@@ -64,3 +64,36 @@ impl FromStr for DeviceKind {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_devices_and_explains_bad_ones() {
+        assert_eq!("cpu".parse::<DeviceKind>().expect("cpu"), DeviceKind::Cpu);
+        assert_eq!(
+            "cuda".parse::<DeviceKind>().expect("cuda"),
+            DeviceKind::Cuda(0)
+        );
+        assert_eq!(
+            "cuda:3".parse::<DeviceKind>().expect("cuda:3"),
+            DeviceKind::Cuda(3)
+        );
+        let err = "gpu"
+            .parse::<DeviceKind>()
+            .expect_err("unknown")
+            .to_string();
+        assert!(err.contains("use cpu, cuda or cuda:N"), "{err}");
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    #[test]
+    fn cuda_without_the_feature_says_how_to_rebuild() {
+        let err = DeviceKind::Cuda(0)
+            .device()
+            .expect_err("no cuda")
+            .to_string();
+        assert!(err.contains("--features cuda"), "{err}");
+    }
+}
