@@ -89,6 +89,49 @@ pub enum UserError {
         /// What to do about it.
         fix: String,
     },
+    /// A store this build cannot open.
+    #[error("cannot open the store at {path}: {reason}")]
+    IncompatibleStore {
+        /// The store directory.
+        path: PathBuf,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// No collection of that name.
+    #[error(
+        "collection {name:?} does not exist: create it first (or check `kindred collection list`)"
+    )]
+    UnknownCollection {
+        /// The name asked for.
+        name: String,
+    },
+    /// A collection of that name already exists.
+    #[error("collection {name:?} already exists: pick another name, or drop it first")]
+    CollectionExists {
+        /// The name.
+        name: String,
+    },
+    /// A document that cannot be stored as given.
+    #[error("document {id:?} rejected: {reason}")]
+    InvalidDocument {
+        /// Its external id (possibly truncated for display).
+        id: String,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+    /// Vectors from a model other than the collection's.
+    #[error(
+        "collection {collection:?} was created with model {expected}, but the encoder runs {found}: \
+         open it with the same model (--model), or create a new collection and re-ingest"
+    )]
+    ModelMismatch {
+        /// The collection.
+        collection: String,
+        /// Its model (id and fingerprint).
+        expected: String,
+        /// The model offered.
+        found: String,
+    },
     /// An argument outside its allowed range.
     #[error("invalid {name}: {reason}")]
     InvalidArgument {
@@ -117,6 +160,12 @@ pub enum InternalError {
     /// The downloaded model did not verify or unpack.
     #[error("model fetch failed: {0}")]
     Fetch(String),
+    /// The storage engine failed.
+    #[error("storage engine failed: {0}")]
+    Store(String),
+    /// Data on disk that cannot be decoded.
+    #[error("corrupt data: {0}")]
+    Corrupt(String),
     /// The tensor backend failed or returned data of an unexpected shape.
     #[error("encoder backend failed: {0}")]
     Backend(String),
@@ -136,4 +185,16 @@ impl InternalError {
 pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     let context = context.into();
     move |source| Error::Internal(InternalError::Io { context, source })
+}
+
+impl From<sled::Error> for Error {
+    fn from(e: sled::Error) -> Self {
+        match e {
+            sled::Error::Io(io) => Error::Internal(InternalError::Io {
+                context: "storage engine I/O".into(),
+                source: io,
+            }),
+            other => Error::Internal(InternalError::Store(other.to_string())),
+        }
+    }
 }

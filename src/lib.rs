@@ -16,10 +16,13 @@
 //! server layers build on these.
 #![warn(missing_docs)]
 
+pub mod db;
 pub mod encoder;
 pub mod error;
+pub mod index;
 pub mod model;
 pub mod score;
+pub mod store;
 pub mod text;
 pub mod types;
 

@@ -1,6 +1,7 @@
 //! Command-line interface: clap definitions and the glue from arguments to the library.
 //! The only place (with main.rs) that uses anyhow, prints to stdout or draws progress bars.
 
+mod db;
 mod demo;
 mod explain;
 
@@ -43,6 +44,13 @@ pub struct Global {
     /// Where the encoder runs: cpu, cuda or cuda:N (cuda needs a build with --features cuda).
     #[arg(long, env = "KINDRED_DEVICE", global = true, default_value = "cpu")]
     pub device: String,
+    /// Database directory. Default: $KINDRED_HOME/data.
+    #[arg(long, env = "KINDRED_DATA", global = true, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Acknowledge writes before they are flushed to disk (faster; a crash can lose the last
+    /// ~500 ms of writes). Default: every acknowledged write is on disk.
+    #[arg(long, env = "KINDRED_RELAXED_DURABILITY", global = true)]
+    pub relaxed: bool,
     /// Texts per encoder forward pass.
     #[arg(long, env = "KINDRED_BATCH_SIZE", global = true, default_value_t = 32)]
     pub batch_size: usize,
@@ -51,6 +59,16 @@ pub struct Global {
 impl Global {
     fn home(&self) -> PathBuf {
         self.home.clone().unwrap_or_else(model::default_home)
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.data
+            .clone()
+            .unwrap_or_else(|| self.home().join("data"))
+    }
+
+    fn database(&self) -> Result<kindred::db::Database> {
+        db::open(&self.data_dir(), self.relaxed)
     }
 
     fn model_dir(&self) -> Result<ModelDir> {
@@ -95,6 +113,58 @@ pub enum Command {
         #[arg(long)]
         token_vectors: bool,
     },
+    /// Manage collections.
+    Collection {
+        #[command(subcommand)]
+        command: CollectionCommand,
+    },
+    /// Upsert documents from a JSONL file ({"id", "text", "metadata"} per line); prints
+    /// `ack ID` once each batch is acknowledged.
+    Add {
+        /// Target collection.
+        #[arg(long, short)]
+        collection: String,
+        /// The JSONL file.
+        file: PathBuf,
+    },
+    /// Print a stored document as JSON.
+    Get {
+        /// Collection.
+        #[arg(long, short)]
+        collection: String,
+        /// External id.
+        id: String,
+    },
+    /// Delete a document.
+    Delete {
+        /// Collection.
+        #[arg(long, short)]
+        collection: String,
+        /// External id.
+        id: String,
+    },
+    /// Nearest stored questions by one first stage (cosine, w2 or lexical).
+    Search {
+        /// Collection.
+        #[arg(long, short)]
+        collection: String,
+        /// The question.
+        text: String,
+        /// cosine | w2 | lexical.
+        #[arg(long, default_value = "cosine")]
+        mode: String,
+        /// How many hits.
+        #[arg(short, default_value_t = 10)]
+        k: usize,
+    },
+    /// A collection's size (bytes per document and per token vector) and index health.
+    Stats {
+        /// Collection.
+        collection: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Explain why two texts match: RCMD score in both directions, word alignments, heatmap.
     Explain {
         /// First text (a).
@@ -112,6 +182,23 @@ pub enum Command {
         /// How many matches to show per question.
         #[arg(short, default_value_t = 3)]
         k: usize,
+    },
+}
+
+/// `kindred collection …`
+#[derive(Debug, Subcommand)]
+pub enum CollectionCommand {
+    /// Create a collection for the current model.
+    Create {
+        /// Name: 1-64 ASCII letters, digits, '_' or '-'.
+        name: String,
+    },
+    /// List collections.
+    List,
+    /// Drop a collection and everything in it.
+    Drop {
+        /// Name.
+        name: String,
     },
 }
 
@@ -191,6 +278,33 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 }
             }
         }
+        Command::Collection { command } => {
+            let db = g.database()?;
+            match command {
+                CollectionCommand::Create { name } => db::create(&db, &g.encoder()?, name)?,
+                CollectionCommand::List => db::list(&db)?,
+                CollectionCommand::Drop { name } => {
+                    db.drop_collection(name)?;
+                    println!("dropped collection {name}");
+                }
+            }
+        }
+        Command::Add { collection, file } => {
+            let encoder = g.encoder()?;
+            db::add(&g.database()?, &encoder, collection, file, g.batch_size)?
+        }
+        Command::Get { collection, id } => db::get(&g.database()?, collection, id)?,
+        Command::Delete { collection, id } => db::delete(&g.database()?, collection, id)?,
+        Command::Search {
+            collection,
+            text,
+            mode,
+            k,
+        } => {
+            let encoder = g.encoder()?;
+            db::search(&g.database()?, &encoder, collection, text, mode, *k)?
+        }
+        Command::Stats { collection, json } => db::stats(&g.database()?, collection, *json)?,
         Command::Explain { a, b, json } => explain::run(&g.encoder()?, a, b, *json)?,
         Command::Demo { queries, k } => demo::run(&g.encoder()?, queries, *k)?,
     }

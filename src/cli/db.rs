@@ -1,0 +1,182 @@
+//! Collection and document commands: `collection …`, `add`, `get`, `delete`, `search`, `stats`.
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+use kindred::db::{Database, NewDocument};
+use kindred::store::{CollectionSettings, Durability};
+use kindred::Encoder;
+
+/// Opens the database, drawing index rebuilds as a progress bar.
+pub fn open(dir: &Path, relaxed: bool) -> Result<Database> {
+    let durability = if relaxed {
+        Durability::Relaxed
+    } else {
+        Durability::Flush
+    };
+    let bar = ProgressBar::hidden();
+    bar.set_style(ProgressStyle::with_template("{msg} {bar:30} {pos}/{len}").expect("template"));
+    let progress = Arc::new(move |what: &str, done: u64, total: u64| {
+        if bar.is_hidden() && total > 0 {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        }
+        bar.set_message(what.to_string());
+        bar.set_length(total);
+        bar.set_position(done);
+        if done >= total {
+            bar.finish_and_clear();
+        }
+    });
+    Database::open(dir, durability)
+        .with_context(|| format!("opening the database in {}", dir.display()))
+        .map(|db| db.with_progress(progress))
+}
+
+pub fn create(db: &Database, encoder: &Encoder, name: &str) -> Result<()> {
+    db.create_collection(
+        name,
+        &CollectionSettings::for_model(encoder.identity().clone()),
+    )?;
+    println!(
+        "created collection {name} (model {})",
+        encoder.identity().id
+    );
+    Ok(())
+}
+
+pub fn list(db: &Database) -> Result<()> {
+    for (name, settings) in db.collections()? {
+        println!(
+            "{name}\t{} documents\t{}",
+            db.store().count(&name)?,
+            settings.model.id
+        );
+    }
+    Ok(())
+}
+
+pub fn stats(db: &Database, name: &str, as_json: bool) -> Result<()> {
+    let info = db.info(name)?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&info)?);
+        return Ok(());
+    }
+    let s = &info.stats;
+    println!("collection      {}", info.name);
+    println!(
+        "model           {} ({})",
+        info.settings.model.id, info.settings.model.fingerprint
+    );
+    println!("format version  {}", info.format_version);
+    println!("documents       {}", s.documents);
+    println!("token vectors   {}", s.token_vectors);
+    println!("bytes/document  {:.0}", s.bytes_per_document);
+    println!(
+        "bytes/token vec {:.1} ({} codec)",
+        s.bytes_per_token_vector, info.settings.codec
+    );
+    println!(
+        "indexes         cosine {} points, W2 {} points, {} tombstones, lexical {} documents",
+        info.index.cosine_points,
+        info.index.w2_points,
+        info.index.tombstones,
+        info.index.lexical_documents
+    );
+    Ok(())
+}
+
+/// Upserts JSONL documents ({"id", "text", "metadata"}) in batches; prints `ack ID` for each
+/// document once its batch is acknowledged (durable unless --relaxed).
+pub fn add(db: &Database, encoder: &Encoder, name: &str, file: &Path, batch: usize) -> Result<()> {
+    let reader = std::io::BufReader::new(
+        std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?,
+    );
+    let mut stdout = std::io::stdout().lock();
+    let mut pending: Vec<NewDocument> = Vec::with_capacity(batch);
+    let flush = |pending: &mut Vec<NewDocument>| -> Result<()> {
+        if !pending.is_empty() {
+            db.upsert(name, encoder, std::mem::take(pending))?;
+        }
+        Ok(())
+    };
+    let mut acked = 0usize;
+    for (n, line) in reader.lines().enumerate() {
+        let line = line.with_context(|| format!("reading line {}", n + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let doc: NewDocument = serde_json::from_str(&line).with_context(|| {
+            format!(
+                "line {}: expected {{\"id\", \"text\", \"metadata\"}}",
+                n + 1
+            )
+        })?;
+        pending.push(doc);
+        if pending.len() == batch.max(1) {
+            let ids: Vec<String> = pending.iter().map(|d| d.id.clone()).collect();
+            flush(&mut pending)?;
+            for id in ids {
+                writeln!(stdout, "ack {id}")?;
+            }
+            stdout.flush()?;
+            acked += batch;
+        }
+    }
+    let ids: Vec<String> = pending.iter().map(|d| d.id.clone()).collect();
+    flush(&mut pending)?;
+    for id in &ids {
+        writeln!(stdout, "ack {id}")?;
+    }
+    acked += ids.len();
+    eprintln!("{acked} documents upserted into {name}");
+    Ok(())
+}
+
+pub fn get(db: &Database, name: &str, id: &str) -> Result<()> {
+    let Some(doc) = db.get(name, id)? else {
+        bail!("no document {id:?} in collection {name:?}");
+    };
+    let out = json!({
+        "id": doc.id,
+        "text": doc.text,
+        "metadata": doc.metadata(),
+        "tokens": doc.tokens,
+        "truncated": doc.truncated,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+pub fn delete(db: &Database, name: &str, id: &str) -> Result<()> {
+    if db.delete(name, id)? {
+        println!("deleted {id}");
+        Ok(())
+    } else {
+        bail!("no document {id:?} in collection {name:?}")
+    }
+}
+
+pub fn search(
+    db: &Database,
+    encoder: &Encoder,
+    name: &str,
+    text: &str,
+    mode: &str,
+    k: usize,
+) -> Result<()> {
+    let hits = match mode {
+        "cosine" => db.search_cosine(name, &encoder.encode_one(text)?.sentence, k)?,
+        "w2" => db.search_w2(name, &encoder.encode_one(text)?.intent, k)?,
+        "lexical" => db.search_lexical(name, text, k)?,
+        other => bail!("unknown mode {other:?}: use cosine, w2 or lexical"),
+    };
+    for (doc, score) in hits {
+        println!("{score:.4}\t{}\t{}", doc.id, doc.text);
+    }
+    Ok(())
+}

@@ -1,0 +1,441 @@
+//! The database: the store (source of truth) plus each collection's indexes, kept in step.
+//!
+//! Writes go to the store first — atomically, and acknowledged only once durable — then to the
+//! in-memory indexes. Indexes are saved with the store checkpoint (`seq`) they reflect; opening
+//! a collection loads them when they match the store and rebuilds them from it otherwise (after
+//! a crash, say). Replaced and deleted documents are tombstoned in the vector indexes and a
+//! graph is rebuilt when its tombstones pass [`index::hnsw::COMPACTION_RATIO`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, UserError};
+use crate::index::hnsw::{Metric, VectorIndex};
+use crate::index::LexicalIndex;
+use crate::model::ModelIdentity;
+use crate::score::wasserstein::embed;
+use crate::store::{
+    validate_id, CollectionSettings, CollectionStats, Durability, Store, StoredDoc, Upserted,
+};
+use crate::types::{Encoded, Gaussian};
+use crate::Encoder;
+
+/// A document as a user gives it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewDocument {
+    /// External id (1–512 bytes).
+    pub id: String,
+    /// The question.
+    pub text: String,
+    /// A JSON object (or absent).
+    #[serde(default)]
+    pub metadata: serde_json::Value,
+}
+
+/// Index health of a collection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndexInfo {
+    /// Points in the cosine graph (tombstones included).
+    pub cosine_points: usize,
+    /// Points in the W2 graph (tombstones included).
+    pub w2_points: usize,
+    /// Tombstoned points (per graph).
+    pub tombstones: usize,
+    /// Documents in the lexical index.
+    pub lexical_documents: usize,
+}
+
+/// What `kindred collection stats` shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectionInfo {
+    /// Name.
+    pub name: String,
+    /// Settings.
+    pub settings: CollectionSettings,
+    /// Store format version.
+    pub format_version: u32,
+    /// Sizes.
+    pub stats: CollectionStats,
+    /// Indexes.
+    pub index: IndexInfo,
+}
+
+/// Progress of a long operation: (what, done, total).
+pub type Progress = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
+
+struct Indexes {
+    cosine: RwLock<VectorIndex>,
+    w2: RwLock<VectorIndex>,
+    lexical: LexicalIndex,
+    settings: CollectionSettings,
+    /// Serialises writers (and checkpoints) of one collection; readers never take it.
+    writer: Mutex<()>,
+}
+
+/// The database.
+pub struct Database {
+    store: Store,
+    index_dir: PathBuf,
+    open: RwLock<HashMap<String, Arc<Indexes>>>,
+    progress: Option<Progress>,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("store", &self.store)
+            .finish()
+    }
+}
+
+impl Database {
+    /// Opens the database in `dir` (store in `dir/store`, index files in `dir/indexes`).
+    pub fn open(dir: &Path, durability: Durability) -> Result<Self> {
+        Ok(Database {
+            store: Store::open(&dir.join("store"), durability)?,
+            index_dir: dir.join("indexes"),
+            open: RwLock::new(HashMap::new()),
+            progress: None,
+        })
+    }
+
+    /// Reports index rebuilds to `progress`.
+    pub fn with_progress(mut self, progress: Progress) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Creates a collection.
+    pub fn create_collection(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
+        self.store.create_collection(name, settings)
+    }
+
+    /// Drops a collection, its documents and its index files.
+    pub fn drop_collection(&self, name: &str) -> Result<()> {
+        self.store.drop_collection(name)?;
+        self.open.write().expect("lock").remove(name);
+        let dir = self.index_dir.join(name);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .map_err(crate::error::io_err(format!("removing {}", dir.display())))?;
+        }
+        Ok(())
+    }
+
+    /// Names and settings of all collections.
+    pub fn collections(&self) -> Result<Vec<(String, CollectionSettings)>> {
+        self.store.collections()
+    }
+
+    /// A collection's settings, stats and index health.
+    pub fn info(&self, name: &str) -> Result<CollectionInfo> {
+        let ix = self.indexes(name)?;
+        let index = {
+            let (cosine, w2) = (ix.cosine.read().expect("lock"), ix.w2.read().expect("lock"));
+            IndexInfo {
+                cosine_points: cosine.points(),
+                w2_points: w2.points(),
+                tombstones: cosine.tombstones(),
+                lexical_documents: ix.lexical.len(),
+            }
+        };
+        Ok(CollectionInfo {
+            name: name.into(),
+            settings: ix.settings.clone(),
+            format_version: self.store.format_version(),
+            stats: self.store.stats(name)?,
+            index,
+        })
+    }
+
+    /// Encodes and upserts documents: all of them, or (on any error) none.
+    pub fn upsert(
+        &self,
+        name: &str,
+        encoder: &Encoder,
+        docs: Vec<NewDocument>,
+    ) -> Result<Vec<Upserted>> {
+        self.check_model(name, encoder.identity())?;
+        for d in &docs {
+            validate(d)?;
+        }
+        let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
+        let encoded = encoder.encode(&texts)?;
+        self.upsert_encoded(
+            name,
+            encoder.identity(),
+            docs.into_iter().zip(encoded).collect(),
+        )
+    }
+
+    /// Upserts documents whose vectors were computed already (by `model`).
+    pub fn upsert_encoded(
+        &self,
+        name: &str,
+        model: &ModelIdentity,
+        docs: Vec<(NewDocument, Encoded)>,
+    ) -> Result<Vec<Upserted>> {
+        self.check_model(name, model)?;
+        let mut records = Vec::with_capacity(docs.len());
+        for (d, e) in &docs {
+            validate(d)?;
+            let metadata = match &d.metadata {
+                serde_json::Value::Null => "{}".to_string(),
+                m => m.to_string(),
+            };
+            records.push(StoredDoc::new(d.id.clone(), 0, d.text.clone(), metadata, e));
+        }
+        let ix = self.indexes(name)?;
+        let _writer = ix.writer.lock().expect("lock");
+        let out = self.store.upsert(name, records)?;
+        let (cosine, w2) = (ix.cosine.read().expect("lock"), ix.w2.read().expect("lock"));
+        for ((d, e), up) in docs.iter().zip(&out) {
+            if let Some(old) = up.replaced {
+                cosine.remove(old as usize);
+                w2.remove(old as usize);
+            }
+            cosine.insert(up.internal as usize, &e.sentence);
+            w2.insert(up.internal as usize, &embed(&e.intent));
+            ix.lexical.upsert(&d.id, &d.text);
+        }
+        let compact = cosine.needs_compaction();
+        drop((cosine, w2));
+        if compact {
+            self.compact(name, &ix)?;
+        }
+        Ok(out)
+    }
+
+    /// Deletes a document; true if it existed.
+    pub fn delete(&self, name: &str, id: &str) -> Result<bool> {
+        let ix = self.indexes(name)?;
+        let _writer = ix.writer.lock().expect("lock");
+        let Some(internal) = self.store.delete(name, id)? else {
+            return Ok(false);
+        };
+        ix.cosine.read().expect("lock").remove(internal as usize);
+        ix.w2.read().expect("lock").remove(internal as usize);
+        ix.lexical.remove(id);
+        let compact = ix.cosine.read().expect("lock").needs_compaction();
+        if compact {
+            self.compact(name, &ix)?;
+        }
+        Ok(true)
+    }
+
+    /// A stored document.
+    pub fn get(&self, name: &str, id: &str) -> Result<Option<StoredDoc>> {
+        self.store.get(name, id)
+    }
+
+    /// The k nearest documents by cosine of sentence vectors: (doc, cosine), best first.
+    pub fn search_cosine(
+        &self,
+        name: &str,
+        sentence: &[f32],
+        k: usize,
+    ) -> Result<Vec<(StoredDoc, f32)>> {
+        let ix = self.indexes(name)?;
+        let hits = ix.cosine.read().expect("lock").search(sentence, k);
+        self.resolve(name, hits, |d| 1.0 - d)
+    }
+
+    /// The k nearest documents by W2 of intents: (doc, W2), nearest first.
+    pub fn search_w2(
+        &self,
+        name: &str,
+        intent: &Gaussian,
+        k: usize,
+    ) -> Result<Vec<(StoredDoc, f32)>> {
+        let ix = self.indexes(name)?;
+        let hits = ix.w2.read().expect("lock").search(&embed(intent), k);
+        self.resolve(name, hits, |d| d)
+    }
+
+    /// The k best documents by TF-IDF cosine: (doc, score), best first.
+    pub fn search_lexical(
+        &self,
+        name: &str,
+        text: &str,
+        k: usize,
+    ) -> Result<Vec<(StoredDoc, f32)>> {
+        let ix = self.indexes(name)?;
+        let mut out = Vec::new();
+        for (id, score) in ix.lexical.search(text, k) {
+            if let Some(doc) = self.store.get(name, &id)? {
+                out.push((doc, score));
+            }
+        }
+        Ok(out)
+    }
+
+    /// IDF of a lexical term in a collection.
+    pub fn idf(&self, name: &str, term: &str) -> Result<f32> {
+        Ok(self.indexes(name)?.lexical.idf(term))
+    }
+
+    /// Saves every open collection's vector indexes with the checkpoint they reflect.
+    pub fn checkpoint(&self) -> Result<()> {
+        let open: Vec<(String, Arc<Indexes>)> = self
+            .open
+            .read()
+            .expect("lock")
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (name, ix) in open {
+            let _writer = ix.writer.lock().expect("lock");
+            let seq = self.store.seq(&name)?;
+            let dir = self.index_dir.join(&name);
+            ix.cosine.read().expect("lock").save(&dir, "cosine", seq)?;
+            ix.w2.read().expect("lock").save(&dir, "w2", seq)?;
+        }
+        Ok(())
+    }
+
+    fn resolve(
+        &self,
+        name: &str,
+        hits: Vec<(usize, f32)>,
+        score: impl Fn(f32) -> f32,
+    ) -> Result<Vec<(StoredDoc, f32)>> {
+        let mut out = Vec::with_capacity(hits.len());
+        for (internal, dist) in hits {
+            // A hit whose document was replaced between search and lookup is skipped.
+            if let Some(doc) = self.store.get_internal(name, internal as u64)? {
+                out.push((doc, score(dist)));
+            }
+        }
+        Ok(out)
+    }
+
+    fn check_model(&self, name: &str, model: &ModelIdentity) -> Result<()> {
+        let settings = self.store.settings(name)?;
+        if settings.model.fingerprint != model.fingerprint || settings.model.dim != model.dim {
+            return Err(UserError::ModelMismatch {
+                collection: name.into(),
+                expected: format!("{} ({})", settings.model.id, settings.model.fingerprint),
+                found: format!("{} ({})", model.id, model.fingerprint),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The collection's indexes, loading or rebuilding them on first use.
+    fn indexes(&self, name: &str) -> Result<Arc<Indexes>> {
+        if let Some(ix) = self.open.read().expect("lock").get(name) {
+            return Ok(ix.clone());
+        }
+        let settings = self.store.settings(name)?;
+        let mut open = self.open.write().expect("lock");
+        if let Some(ix) = open.get(name) {
+            return Ok(ix.clone());
+        }
+        let seq = self.store.seq(name)?;
+        let dir = self.index_dir.join(name);
+        let (d, p) = (settings.model.dim, settings.hnsw);
+        let loaded = (
+            VectorIndex::load(&dir, "cosine", Metric::Cosine, d, p, seq)?,
+            VectorIndex::load(&dir, "w2", Metric::L2, 2 * d, p, seq)?,
+        );
+        let lexical = LexicalIndex::new();
+        let (cosine, w2) = match loaded {
+            (Some(c), Some(w)) => {
+                tracing::info!(collection = name, seq, "vector indexes loaded");
+                for doc in self.store.iter(name)? {
+                    let doc = doc?;
+                    lexical.upsert(&doc.id, &doc.text);
+                }
+                (c, w)
+            }
+            _ => {
+                tracing::info!(collection = name, seq, "rebuilding indexes from the store");
+                self.rebuild(name, &settings, &lexical)?
+            }
+        };
+        let ix = Arc::new(Indexes {
+            cosine: RwLock::new(cosine),
+            w2: RwLock::new(w2),
+            lexical,
+            settings,
+            writer: Mutex::new(()),
+        });
+        open.insert(name.into(), ix.clone());
+        Ok(ix)
+    }
+
+    fn rebuild(
+        &self,
+        name: &str,
+        settings: &CollectionSettings,
+        lexical: &LexicalIndex,
+    ) -> Result<(VectorIndex, VectorIndex)> {
+        let total = self.store.count(name)?;
+        let (mut sentences, mut intents) = (Vec::new(), Vec::new());
+        for (n, doc) in self.store.iter(name)?.enumerate() {
+            let doc = doc?;
+            lexical.upsert(&doc.id, &doc.text);
+            sentences.push((doc.internal as usize, doc.sentence.clone()));
+            intents.push((doc.internal as usize, embed(&doc.intent())));
+            if let Some(p) = &self.progress {
+                if n % 1024 == 0 {
+                    p("reading store", n as u64, total);
+                }
+            }
+        }
+        if let Some(p) = &self.progress {
+            p("building indexes", 0, total);
+        }
+        let d = settings.model.dim;
+        let cosine = VectorIndex::build(Metric::Cosine, d, settings.hnsw, &sentences);
+        let w2 = VectorIndex::build(Metric::L2, 2 * d, settings.hnsw, &intents);
+        if let Some(p) = &self.progress {
+            p("building indexes", total, total);
+        }
+        Ok((cosine, w2))
+    }
+
+    fn compact(&self, name: &str, ix: &Indexes) -> Result<()> {
+        tracing::info!(collection = name, "compacting vector indexes");
+        let scratch = LexicalIndex::new();
+        let (c, w) = self.rebuild(name, &ix.settings, &scratch)?;
+        *ix.cosine.write().expect("lock") = c;
+        *ix.w2.write().expect("lock") = w;
+        Ok(())
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        if let Err(e) = self.checkpoint() {
+            tracing::warn!(error = %e, "could not save the indexes; they will be rebuilt on open");
+        }
+    }
+}
+
+fn validate(d: &NewDocument) -> Result<()> {
+    validate_id(&d.id)?;
+    let reject = |reason: &str| -> Result<()> {
+        Err(UserError::InvalidDocument {
+            id: d.id.chars().take(40).collect(),
+            reason: reason.into(),
+        }
+        .into())
+    };
+    if d.text.trim().is_empty() {
+        return reject("the text is empty; give the question's text");
+    }
+    match d.metadata {
+        serde_json::Value::Object(_) | serde_json::Value::Null => Ok(()),
+        _ => reject("metadata must be a JSON object, like {\"source\": \"faq\"}"),
+    }
+}

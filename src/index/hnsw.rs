@@ -1,0 +1,272 @@
+//! Approximate nearest neighbours with hnsw_rs: cosine over unit sentence vectors (`DistDot`,
+//! distance 1 − cos) and L2 over intents [μ; σ] (`DistL2`, which is exactly W2; design.md §3).
+//!
+//! hnsw_rs has no deletion: deleted and replaced documents become tombstones, filtered out at
+//! query time; [`VectorIndex::needs_compaction`] tells the owner when to rebuild. Saved with
+//! `file_dump` plus a small JSON file recording the store checkpoint (`seq`) the dump reflects
+//! and the tombstones.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::RwLock;
+
+use hnsw_rs::api::AnnT;
+use hnsw_rs::hnswio::HnswIo;
+use hnsw_rs::prelude::{DistDot, DistL2, Hnsw};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{io_err, InternalError, Result};
+use crate::store::HnswParams;
+
+/// Tombstones over live points beyond which a rebuild pays off.
+pub const COMPACTION_RATIO: f64 = 0.2;
+const MAX_LAYERS: usize = 16;
+
+/// Which distance an index answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// 1 − dot on unit vectors (cosine distance).
+    Cosine,
+    /// Euclidean distance (W2 on [μ; σ]).
+    L2,
+}
+
+enum Graph {
+    Cosine(Hnsw<'static, f32, DistDot>),
+    L2(Hnsw<'static, f32, DistL2>),
+}
+
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    metric: Metric,
+    seq: u64,
+    params: HnswParams,
+    dim: usize,
+    tombstones: Vec<usize>,
+    points: usize,
+    /// Folder of this save, under the index directory.
+    folder: String,
+    /// Basename hnsw_rs dumped under.
+    dump: String,
+}
+
+fn read_meta(path: &Path) -> Option<Meta> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+/// One HNSW graph with tombstones.
+pub struct VectorIndex {
+    graph: Graph,
+    metric: Metric,
+    params: HnswParams,
+    dim: usize,
+    tombstones: RwLock<HashSet<usize>>,
+}
+
+impl std::fmt::Debug for VectorIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VectorIndex")
+            .field("metric", &self.metric)
+            .field("points", &self.points())
+            .finish()
+    }
+}
+
+impl VectorIndex {
+    /// An empty index sized for about `capacity` points.
+    pub fn new(metric: Metric, dim: usize, params: HnswParams, capacity: usize) -> Self {
+        let cap = capacity.max(1024);
+        let graph = match metric {
+            Metric::Cosine => Graph::Cosine(Hnsw::new(
+                params.m,
+                cap,
+                MAX_LAYERS,
+                params.ef_construction,
+                DistDot {},
+            )),
+            Metric::L2 => Graph::L2(Hnsw::new(
+                params.m,
+                cap,
+                MAX_LAYERS,
+                params.ef_construction,
+                DistL2 {},
+            )),
+        };
+        VectorIndex {
+            graph,
+            metric,
+            params,
+            dim,
+            tombstones: RwLock::new(HashSet::new()),
+        }
+    }
+
+    /// Builds an index over `points` (id, vector) in parallel.
+    pub fn build(
+        metric: Metric,
+        dim: usize,
+        params: HnswParams,
+        points: &[(usize, Vec<f32>)],
+    ) -> Self {
+        let index = Self::new(metric, dim, params, points.len());
+        let refs: Vec<(&Vec<f32>, usize)> = points.iter().map(|(id, v)| (v, *id)).collect();
+        match &index.graph {
+            Graph::Cosine(h) => h.parallel_insert(&refs),
+            Graph::L2(h) => h.parallel_insert(&refs),
+        }
+        index
+    }
+
+    /// The metric.
+    pub fn metric(&self) -> Metric {
+        self.metric
+    }
+
+    /// Points in the graph, tombstoned ones included.
+    pub fn points(&self) -> usize {
+        match &self.graph {
+            Graph::Cosine(h) => h.get_nb_point(),
+            Graph::L2(h) => h.get_nb_point(),
+        }
+    }
+
+    /// Tombstoned points.
+    pub fn tombstones(&self) -> usize {
+        self.tombstones.read().expect("lock").len()
+    }
+
+    /// True when tombstones exceed [`COMPACTION_RATIO`] of the live points.
+    pub fn needs_compaction(&self) -> bool {
+        let dead = self.tombstones();
+        dead > 0 && dead as f64 > COMPACTION_RATIO * (self.points() - dead).max(1) as f64
+    }
+
+    /// Inserts a point.
+    pub fn insert(&self, id: usize, v: &[f32]) {
+        debug_assert_eq!(v.len(), self.dim);
+        match &self.graph {
+            Graph::Cosine(h) => h.insert_slice((v, id)),
+            Graph::L2(h) => h.insert_slice((v, id)),
+        }
+    }
+
+    /// Marks a point deleted.
+    pub fn remove(&self, id: usize) {
+        self.tombstones.write().expect("lock").insert(id);
+    }
+
+    /// The k nearest live points: (id, distance), nearest first.
+    pub fn search(&self, q: &[f32], k: usize) -> Vec<(usize, f32)> {
+        if k == 0 || self.points() == 0 {
+            return Vec::new();
+        }
+        let dead = self.tombstones.read().expect("lock");
+        let filter = |id: &usize| !dead.contains(id);
+        let filter: Option<&dyn hnsw_rs::filter::FilterT> =
+            if dead.is_empty() { None } else { Some(&filter) };
+        let ef = self.params.ef_search.max(k);
+        let found = match &self.graph {
+            Graph::Cosine(h) => h.search_filter(q, k, ef, filter),
+            Graph::L2(h) => h.search_filter(q, k, ef, filter),
+        };
+        found.into_iter().map(|n| (n.d_id, n.distance)).collect()
+    }
+
+    /// Saves the graph, recording the store checkpoint `seq` it reflects. Each save dumps into
+    /// its own folder `dir/basename-SEQ/`; the small `dir/basename.meta.json`, replaced
+    /// atomically last, names the folder to load. A crash mid-save leaves the previous save in
+    /// force; older folders are removed after the switch.
+    pub fn save(&self, dir: &Path, basename: &str, seq: u64) -> Result<()> {
+        let folder = format!("{basename}-{seq}");
+        let meta_path = dir.join(format!("{basename}.meta.json"));
+        if let Some(meta) = read_meta(&meta_path) {
+            if meta.seq == seq && meta.folder == folder && meta.points == self.points() {
+                return Ok(()); // already saved at this checkpoint
+            }
+        }
+        let target = dir.join(&folder);
+        if target.exists() {
+            std::fs::remove_dir_all(&target)
+                .map_err(io_err(format!("clearing {}", target.display())))?;
+        }
+        std::fs::create_dir_all(&target)
+            .map_err(io_err(format!("creating {}", target.display())))?;
+        let dumped = match &self.graph {
+            Graph::Cosine(h) => h.file_dump(&target, basename),
+            Graph::L2(h) => h.file_dump(&target, basename),
+        }
+        .map_err(|e| InternalError::Store(format!("saving index {basename}: {e}")))?;
+        let meta = Meta {
+            metric: self.metric,
+            seq,
+            params: self.params,
+            dim: self.dim,
+            tombstones: self
+                .tombstones
+                .read()
+                .expect("lock")
+                .iter()
+                .copied()
+                .collect(),
+            points: self.points(),
+            folder: folder.clone(),
+            dump: dumped,
+        };
+        let tmp = dir.join(format!("{basename}.meta.json.tmp"));
+        std::fs::write(&tmp, serde_json::to_vec(&meta).expect("json"))
+            .map_err(io_err("writing index meta"))?;
+        std::fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(io_err("syncing index meta"))?;
+        std::fs::rename(&tmp, &meta_path).map_err(io_err("installing index meta"))?;
+        // Remove superseded saves.
+        let prefix = format!("{basename}-");
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with(&prefix) && name != folder {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Loads a saved graph if it reflects store checkpoint `seq` with these parameters;
+    /// `Ok(None)` when it is missing or stale (the caller rebuilds).
+    pub fn load(
+        dir: &Path,
+        basename: &str,
+        metric: Metric,
+        dim: usize,
+        params: HnswParams,
+        seq: u64,
+    ) -> Result<Option<Self>> {
+        let Some(meta) = read_meta(&dir.join(format!("{basename}.meta.json"))) else {
+            return Ok(None);
+        };
+        if meta.seq != seq || meta.metric != metric || meta.params != params || meta.dim != dim {
+            return Ok(None);
+        }
+        // hnsw_rs ties a loaded graph's lifetime to its HnswIo; the loader is small and lives
+        // as long as the process keeps the collection open, so it is leaked deliberately.
+        let io: &'static mut HnswIo =
+            Box::leak(Box::new(HnswIo::new(&dir.join(&meta.folder), &meta.dump)));
+        let graph = match metric {
+            Metric::Cosine => io.load_hnsw::<f32, DistDot>().map(Graph::Cosine),
+            Metric::L2 => io.load_hnsw::<f32, DistL2>().map(Graph::L2),
+        };
+        let Ok(graph) = graph else {
+            return Ok(None);
+        };
+        let index = VectorIndex {
+            graph,
+            metric,
+            params,
+            dim,
+            tombstones: RwLock::new(meta.tombstones.into_iter().collect()),
+        };
+        Ok((index.points() == meta.points).then_some(index))
+    }
+}

@@ -1,0 +1,8 @@
+//! Indexes over what the store holds: ids and vectors in, ids and distances out. Knows no text
+//! beyond the lexical index's terms, no sled, no burn. Every index can be rebuilt from the store.
+
+pub mod hnsw;
+pub mod lexical;
+
+pub use hnsw::{Metric, VectorIndex};
+pub use lexical::LexicalIndex;

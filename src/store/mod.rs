@@ -1,0 +1,443 @@
+//! The store: sled on disk, the source of truth every index is rebuilt from.
+//!
+//! Owns collections (settings, documents, internal ids, the write sequence), the record format
+//! and its versioning (`migrate`). Knows nothing of burn, HNSW or HTTP: it stores what the
+//! encoder produced and hands it back.
+//!
+//! Layout (format 1): sled's default tree holds `format_version`; tree `collections` maps a name
+//! to its settings; per collection `c`, tree `docs/c` maps external id → [`StoredDoc`], `ids/c`
+//! maps internal id (u64 BE) → external id, and `state/c` holds `next` (next internal id) and
+//! `seq` (bumped by every write: the checkpoint index files are saved against).
+
+pub mod migrate;
+mod record;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
+
+use crate::error::{io_err, Error, InternalError, Result, UserError};
+use crate::model::ModelIdentity;
+
+pub use record::StoredDoc;
+
+/// Longest accepted external id, in bytes.
+pub const MAX_ID_BYTES: usize = 512;
+/// Longest accepted collection name, in bytes.
+pub const MAX_NAME_BYTES: usize = 64;
+
+/// When a write is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// After sled has flushed it to disk (fsync): survives a crash or power loss. The default.
+    #[default]
+    Flush,
+    /// After it is in sled's memory; sled flushes in the background every 500 ms. Faster
+    /// bulk loads; a crash can lose the last half second of acknowledged writes.
+    Relaxed,
+}
+
+/// HNSW parameters of a collection's vector indexes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HnswParams {
+    /// Links per node (M).
+    pub m: usize,
+    /// Candidate list size while building.
+    pub ef_construction: usize,
+    /// Candidate list size while searching (at least k).
+    pub ef_search: usize,
+}
+
+impl Default for HnswParams {
+    fn default() -> Self {
+        HnswParams {
+            m: 16,
+            ef_construction: 200,
+            ef_search: 64,
+        }
+    }
+}
+
+/// A collection's settings, fixed at creation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectionSettings {
+    /// The model its vectors come from.
+    pub model: ModelIdentity,
+    /// Token-vector codec: `int8` (per-vector scale).
+    pub codec: String,
+    /// Vector index parameters.
+    pub hnsw: HnswParams,
+}
+
+impl CollectionSettings {
+    /// Settings for vectors of `model` with default codec and index parameters.
+    pub fn for_model(model: ModelIdentity) -> Self {
+        CollectionSettings {
+            model,
+            codec: "int8".into(),
+            hnsw: HnswParams::default(),
+        }
+    }
+}
+
+/// Size statistics of a collection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectionStats {
+    /// Documents.
+    pub documents: u64,
+    /// Content token vectors.
+    pub token_vectors: u64,
+    /// Bytes of all document records (text, metadata, tokens, vectors).
+    pub record_bytes: u64,
+    /// Bytes of the compressed token vectors alone.
+    pub token_vector_bytes: u64,
+    /// record_bytes / documents.
+    pub bytes_per_document: f64,
+    /// token_vector_bytes / token_vectors.
+    pub bytes_per_token_vector: f64,
+    /// The write sequence number.
+    pub seq: u64,
+}
+
+/// The result of upserting one document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Upserted {
+    /// Its new internal id.
+    pub internal: u64,
+    /// The internal id of the version it replaced, if any.
+    pub replaced: Option<u64>,
+}
+
+/// The sled store.
+pub struct Store {
+    db: sled::Db,
+    path: PathBuf,
+    durability: Durability,
+    collections: sled::Tree,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+const VERSION_KEY: &[u8] = b"format_version";
+
+fn tree_name(kind: &str, collection: &str) -> String {
+    format!("{kind}/{collection}")
+}
+
+/// Checks a collection name: 1–64 bytes of ASCII letters, digits, `_` and `-`.
+pub fn validate_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAME_BYTES
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(UserError::InvalidArgument {
+            name: "collection name",
+            reason: format!("{name:?}; use 1-{MAX_NAME_BYTES} ASCII letters, digits, '_' or '-'"),
+        }
+        .into())
+    }
+}
+
+/// Checks an external document id: 1–512 bytes.
+pub fn validate_id(id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > MAX_ID_BYTES {
+        let shown: String = id.chars().take(40).collect();
+        return Err(UserError::InvalidDocument {
+            id: shown,
+            reason: format!(
+                "the id is {} bytes; ids must be 1-{MAX_ID_BYTES} bytes",
+                id.len()
+            ),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Opens (or creates) the store at `path`, checking and migrating its format.
+    pub fn open(path: &Path, durability: Durability) -> Result<Self> {
+        std::fs::create_dir_all(path).map_err(io_err(format!("creating {}", path.display())))?;
+        let db = sled::Config::new().path(path).open().map_err(|e| match e {
+            sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => {
+                Error::User(UserError::IncompatibleStore {
+                    path: path.to_path_buf(),
+                    reason: "another kindred process has it open; stop it or use another --data directory".into(),
+                })
+            }
+            other => other.into(),
+        })?;
+        match db.get(VERSION_KEY)? {
+            None if db.tree_names().len() <= 1 && db.is_empty() => {
+                db.insert(VERSION_KEY, &migrate::FORMAT_VERSION.to_be_bytes())?;
+                db.flush()?;
+            }
+            None => {
+                return Err(UserError::IncompatibleStore {
+                    path: path.to_path_buf(),
+                    reason:
+                        "it holds data but no kindred format version; it is not a kindred store"
+                            .into(),
+                }
+                .into())
+            }
+            Some(v) => {
+                let found =
+                    u32::from_be_bytes(v.as_ref().try_into().map_err(|_| {
+                        InternalError::Corrupt("format_version is not 4 bytes".into())
+                    })?);
+                if migrate::check_and_migrate(&db, found, path)? > 0 {
+                    db.insert(VERSION_KEY, &migrate::FORMAT_VERSION.to_be_bytes())?;
+                    db.flush()?;
+                }
+            }
+        }
+        let collections = db.open_tree("collections")?;
+        Ok(Store {
+            db,
+            path: path.to_path_buf(),
+            durability,
+            collections,
+        })
+    }
+
+    /// The store directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The format version on disk.
+    pub fn format_version(&self) -> u32 {
+        migrate::FORMAT_VERSION
+    }
+
+    fn durable(&self) -> Result<()> {
+        if self.durability == Durability::Flush {
+            self.db.flush()?;
+        }
+        Ok(())
+    }
+
+    fn trees(&self, name: &str) -> Result<(sled::Tree, sled::Tree, sled::Tree)> {
+        if !self.collections.contains_key(name)? {
+            return Err(UserError::UnknownCollection { name: name.into() }.into());
+        }
+        Ok((
+            self.db.open_tree(tree_name("docs", name))?,
+            self.db.open_tree(tree_name("ids", name))?,
+            self.db.open_tree(tree_name("state", name))?,
+        ))
+    }
+
+    /// Creates a collection.
+    pub fn create_collection(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
+        validate_name(name)?;
+        let bytes = serde_json::to_vec(settings).expect("settings serialise");
+        match self
+            .collections
+            .compare_and_swap(name, None as Option<&[u8]>, Some(bytes))?
+        {
+            Ok(()) => self.durable(),
+            Err(_) => Err(UserError::CollectionExists { name: name.into() }.into()),
+        }
+    }
+
+    /// All collections with their settings, by name.
+    pub fn collections(&self) -> Result<Vec<(String, CollectionSettings)>> {
+        self.collections
+            .iter()
+            .map(|kv| {
+                let (k, v) = kv?;
+                Ok((
+                    String::from_utf8_lossy(&k).into_owned(),
+                    decode_settings(&v)?,
+                ))
+            })
+            .collect()
+    }
+
+    /// One collection's settings.
+    pub fn settings(&self, name: &str) -> Result<CollectionSettings> {
+        match self.collections.get(name)? {
+            Some(v) => decode_settings(&v),
+            None => Err(UserError::UnknownCollection { name: name.into() }.into()),
+        }
+    }
+
+    /// Drops a collection and all its documents.
+    pub fn drop_collection(&self, name: &str) -> Result<()> {
+        if self.collections.remove(name)?.is_none() {
+            return Err(UserError::UnknownCollection { name: name.into() }.into());
+        }
+        for kind in ["docs", "ids", "state"] {
+            self.db.drop_tree(tree_name(kind, name))?;
+        }
+        self.durable()
+    }
+
+    /// Upserts documents atomically: all are stored, or none. `docs` carry no internal id yet
+    /// (it is assigned here); ids repeated within the batch keep the last version.
+    pub fn upsert(&self, name: &str, docs: Vec<StoredDoc>) -> Result<Vec<Upserted>> {
+        for d in &docs {
+            validate_id(&d.id)?;
+        }
+        let (docs_t, ids_t, state_t) = self.trees(name)?;
+        let result = (&docs_t, &ids_t, &state_t).transaction(|(dt, it, st)| {
+            let mut next = read_u64(st.get(b"next")?);
+            let mut out = Vec::with_capacity(docs.len());
+            for doc in &docs {
+                let replaced = match dt.get(doc.id.as_bytes())? {
+                    Some(old) => {
+                        let old = StoredDoc::from_bytes(&old)
+                            .map_err(ConflictableTransactionError::Abort)?;
+                        it.remove(&old.internal.to_be_bytes())?;
+                        Some(old.internal)
+                    }
+                    None => None,
+                };
+                let mut doc = doc.clone();
+                doc.internal = next;
+                next += 1;
+                dt.insert(doc.id.as_bytes(), doc.to_bytes())?;
+                it.insert(&doc.internal.to_be_bytes(), doc.id.as_bytes())?;
+                out.push(Upserted {
+                    internal: doc.internal,
+                    replaced,
+                });
+            }
+            st.insert(b"next", &next.to_be_bytes())?;
+            let seq = read_u64(st.get(b"seq")?) + 1;
+            st.insert(b"seq", &seq.to_be_bytes())?;
+            Ok(out)
+        });
+        let out = unwrap_tx(result)?;
+        self.durable()?;
+        Ok(out)
+    }
+
+    /// Deletes a document; returns its internal id, or `None` if it was not there.
+    pub fn delete(&self, name: &str, id: &str) -> Result<Option<u64>> {
+        let (docs_t, ids_t, state_t) = self.trees(name)?;
+        let result = (&docs_t, &ids_t, &state_t).transaction(|(dt, it, st)| {
+            let Some(old) = dt.remove(id.as_bytes())? else {
+                return Ok(None);
+            };
+            let old = StoredDoc::from_bytes(&old).map_err(ConflictableTransactionError::Abort)?;
+            it.remove(&old.internal.to_be_bytes())?;
+            let seq = read_u64(st.get(b"seq")?) + 1;
+            st.insert(b"seq", &seq.to_be_bytes())?;
+            Ok(Some(old.internal))
+        });
+        let out = unwrap_tx(result)?;
+        self.durable()?;
+        Ok(out)
+    }
+
+    /// A document by external id.
+    pub fn get(&self, name: &str, id: &str) -> Result<Option<StoredDoc>> {
+        let (docs_t, _, _) = self.trees(name)?;
+        docs_t
+            .get(id.as_bytes())?
+            .map(|v| StoredDoc::from_bytes(&v))
+            .transpose()
+    }
+
+    /// A document by internal id (what the vector indexes return).
+    pub fn get_internal(&self, name: &str, internal: u64) -> Result<Option<StoredDoc>> {
+        let (docs_t, ids_t, _) = self.trees(name)?;
+        let Some(id) = ids_t.get(internal.to_be_bytes())? else {
+            return Ok(None);
+        };
+        docs_t
+            .get(id)?
+            .map(|v| StoredDoc::from_bytes(&v))
+            .transpose()
+    }
+
+    /// Number of documents.
+    pub fn count(&self, name: &str) -> Result<u64> {
+        Ok(self.trees(name)?.0.len() as u64)
+    }
+
+    /// The write sequence number: bumped by every upsert or delete.
+    pub fn seq(&self, name: &str) -> Result<u64> {
+        Ok(read_u64(self.trees(name)?.2.get(b"seq")?))
+    }
+
+    /// Every document, in external-id order.
+    pub fn iter(&self, name: &str) -> Result<impl Iterator<Item = Result<StoredDoc>>> {
+        let (docs_t, _, _) = self.trees(name)?;
+        Ok(docs_t.iter().map(|kv| {
+            let (_, v) = kv?;
+            StoredDoc::from_bytes(&v)
+        }))
+    }
+
+    /// Size statistics.
+    pub fn stats(&self, name: &str) -> Result<CollectionStats> {
+        let (docs_t, _, _) = self.trees(name)?;
+        let (mut documents, mut token_vectors, mut record_bytes, mut tv_bytes) =
+            (0u64, 0u64, 0u64, 0u64);
+        for kv in docs_t.iter() {
+            let (k, v) = kv?;
+            let doc = StoredDoc::from_bytes(&v)?;
+            documents += 1;
+            token_vectors += doc.token_scales.len() as u64;
+            record_bytes += (k.len() + v.len()) as u64;
+            tv_bytes += (doc.token_codes.len() + 4 * doc.token_scales.len()) as u64;
+        }
+        Ok(CollectionStats {
+            documents,
+            token_vectors,
+            record_bytes,
+            token_vector_bytes: tv_bytes,
+            bytes_per_document: record_bytes as f64 / documents.max(1) as f64,
+            bytes_per_token_vector: tv_bytes as f64 / token_vectors.max(1) as f64,
+            seq: self.seq(name)?,
+        })
+    }
+
+    /// Flushes everything to disk.
+    pub fn flush(&self) -> Result<()> {
+        self.db.flush()?;
+        Ok(())
+    }
+
+    /// Test hook: stamps another format version (to test the refusal of newer stores).
+    #[doc(hidden)]
+    pub fn stamp_format_version_for_tests(path: &Path, version: u32) -> Result<()> {
+        let db = sled::open(path)?;
+        db.insert(VERSION_KEY, &version.to_be_bytes())?;
+        db.flush()?;
+        Ok(())
+    }
+}
+
+fn read_u64(v: Option<sled::IVec>) -> u64 {
+    v.and_then(|v| v.as_ref().try_into().ok())
+        .map(u64::from_be_bytes)
+        .unwrap_or(0)
+}
+
+fn decode_settings(v: &[u8]) -> Result<CollectionSettings> {
+    serde_json::from_slice(v)
+        .map_err(|e| InternalError::Corrupt(format!("collection settings: {e}")).into())
+}
+
+fn unwrap_tx<T>(r: std::result::Result<T, TransactionError<Error>>) -> Result<T> {
+    match r {
+        Ok(v) => Ok(v),
+        Err(TransactionError::Abort(e)) => Err(e),
+        Err(TransactionError::Storage(e)) => Err(e.into()),
+    }
+}
