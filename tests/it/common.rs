@@ -61,3 +61,23 @@ pub fn stsb_pairs(rel: &str) -> Vec<(String, String, f32)> {
         })
         .collect()
 }
+
+/// Distinct questions of a QQP pair file (label, q1, q2, id), first occurrence order.
+pub fn qqp_questions(rel: &str) -> Vec<String> {
+    let raw = std::fs::read(shared_data(rel)).expect("readable QQP file");
+    let raw = String::from_utf8_lossy(&raw);
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for line in raw.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        if f.len() < 3 {
+            continue;
+        }
+        for q in [f[1].trim(), f[2].trim()] {
+            if !q.is_empty() && seen.insert(q.to_string()) {
+                out.push(q.to_string());
+            }
+        }
+    }
+    out
+}

@@ -9,3 +9,4 @@ mod encoder;
 mod golden;
 mod model;
 mod score;
+mod store;

@@ -1,0 +1,228 @@
+//! The storage engine on a real sled directory with the real model: collections, documents,
+//! bad input, model and format refusal, persistence.
+
+use kindred::db::{Database, NewDocument};
+use kindred::store::{CollectionSettings, Durability, Store};
+use kindred::UserError;
+use serde_json::json;
+
+use crate::common::{encoder, qqp_questions};
+
+fn doc(id: &str, text: &str, metadata: serde_json::Value) -> NewDocument {
+    NewDocument {
+        id: id.into(),
+        text: text.into(),
+        metadata,
+    }
+}
+
+fn new_db(dir: &std::path::Path) -> Database {
+    let db = Database::open(dir, Durability::Flush).expect("opens");
+    db.create_collection(
+        "faq",
+        &CollectionSettings::for_model(encoder().identity().clone()),
+    )
+    .expect("creates");
+    db
+}
+
+fn user_err(e: kindred::Error) -> UserError {
+    match e {
+        kindred::Error::User(u) => u,
+        other => panic!("expected a user error, got {other:?}"),
+    }
+}
+
+#[test]
+fn collections_documents_and_bad_input() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = new_db(dir.path());
+    let enc = encoder();
+    let settings = CollectionSettings::for_model(enc.identity().clone());
+    assert!(matches!(
+        user_err(
+            db.create_collection("faq", &settings)
+                .expect_err("duplicate")
+        ),
+        UserError::CollectionExists { .. }
+    ));
+    assert!(db.create_collection("no spaces!", &settings).is_err());
+    assert!(matches!(
+        user_err(
+            db.upsert("nope", enc, vec![doc("a", "hi", json!({}))])
+                .expect_err("unknown")
+        ),
+        UserError::UnknownCollection { .. }
+    ));
+
+    // One bad document fails the whole batch; nothing is stored.
+    let good = doc("q1", "How do I reset my password?", json!({"lang": "en"}));
+    for (bad, needle) in [
+        (
+            doc("q2", "Fine text", json!(["not", "an", "object"])),
+            "metadata must be a JSON object",
+        ),
+        (doc("q2", "   ", json!({})), "text is empty"),
+        (
+            doc(&"x".repeat(513), "Fine text", json!({})),
+            "ids must be 1-512 bytes",
+        ),
+        (doc("", "Fine text", json!({})), "ids must be 1-512 bytes"),
+    ] {
+        let err = db
+            .upsert("faq", enc, vec![good.clone(), bad])
+            .expect_err("rejected");
+        assert!(err.to_string().contains(needle), "{err}");
+        assert_eq!(db.store().count("faq").expect("count"), 0);
+    }
+
+    db.upsert(
+        "faq",
+        enc,
+        vec![
+            good.clone(),
+            doc("q2", "Which payment methods do you accept?", json!(null)),
+        ],
+    )
+    .expect("upserts");
+    assert_eq!(db.store().count("faq").expect("count"), 2);
+    let stored = db.get("faq", "q1").expect("get").expect("present");
+    assert_eq!(stored.text, good.text);
+    assert_eq!(stored.metadata()["lang"], "en");
+    assert_eq!(
+        db.get("faq", "q2")
+            .expect("get")
+            .expect("present")
+            .metadata_json,
+        "{}"
+    );
+
+    // Replace q1 everywhere: store and every index.
+    let replaced = db
+        .upsert(
+            "faq",
+            enc,
+            vec![doc("q1", "Can I pay with PayPal?", json!({"v": 2}))],
+        )
+        .expect("upserts");
+    assert!(replaced[0].replaced.is_some());
+    assert_eq!(db.store().count("faq").expect("count"), 2);
+    let q = enc
+        .encode_one("How do I reset my password?")
+        .expect("encodes");
+    let hits = db.search_cosine("faq", &q.sentence, 10).expect("search");
+    assert_eq!(hits.len(), 2, "the old version of q1 is not returned");
+    assert!(hits
+        .iter()
+        .all(|(d, _)| d.text != "How do I reset my password?"));
+    let lexical = db
+        .search_lexical("faq", "reset password", 10)
+        .expect("search");
+    assert!(
+        lexical.is_empty(),
+        "lexical index forgot the old text: {lexical:?}"
+    );
+    let paypal = db.search_lexical("faq", "paypal", 10).expect("search");
+    assert_eq!(paypal[0].0.id, "q1");
+
+    assert!(db.delete("faq", "q2").expect("delete"));
+    assert!(!db.delete("faq", "q2").expect("delete twice"));
+    let ids: Vec<String> = db
+        .store()
+        .iter("faq")
+        .expect("iter")
+        .map(|d| d.expect("doc").id)
+        .collect();
+    assert_eq!(ids, ["q1"]);
+    let info = db.info("faq").expect("info");
+    assert_eq!(info.stats.documents, 1);
+    assert!((info.stats.bytes_per_token_vector - 388.0).abs() < 1e-9);
+
+    db.drop_collection("faq").expect("drops");
+    assert!(db.collections().expect("list").is_empty());
+    assert!(!dir.path().join("indexes/faq").exists());
+}
+
+#[test]
+fn vectors_of_another_model_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Database::open(dir.path(), Durability::Flush).expect("opens");
+    let mut other = encoder().identity().clone();
+    other.fingerprint = "sha256:0000".into();
+    other.id = "acme/other-model".into();
+    db.create_collection("c", &CollectionSettings::for_model(other))
+        .expect("creates");
+    let err = db
+        .upsert("c", encoder(), vec![doc("a", "hello there", json!({}))])
+        .expect_err("model mismatch");
+    let msg = err.to_string();
+    assert!(matches!(user_err(err), UserError::ModelMismatch { .. }));
+    assert!(
+        msg.contains("acme/other-model") && msg.contains("--model"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn store_of_a_newer_format_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    drop(new_db(dir.path()));
+    Store::stamp_format_version_for_tests(&dir.path().join("store"), 2).expect("stamps");
+    let err = Database::open(dir.path(), Durability::Flush).expect_err("refused");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "cannot open the store at {}: it has format version 2, newer than this kindred's 1; \
+             upgrade kindred to open it",
+            dir.path().join("store").display()
+        )
+    );
+}
+
+#[test]
+fn reopened_store_gives_identical_results() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let questions: Vec<String> = qqp_questions("qqp_bimpm/dev.tsv")
+        .into_iter()
+        .take(400)
+        .collect();
+    let enc = encoder();
+    let queries = enc.encode(&questions[..20]).expect("encodes");
+    let run = |db: &Database| -> Vec<Vec<(String, f32)>> {
+        queries
+            .iter()
+            .flat_map(|q| {
+                [
+                    db.search_cosine("faq", &q.sentence, 10).expect("search"),
+                    db.search_w2("faq", &q.intent, 10).expect("search"),
+                ]
+            })
+            .map(|hits| hits.into_iter().map(|(d, s)| (d.id, s)).collect())
+            .collect()
+    };
+    let before = {
+        let db = new_db(dir.path());
+        let docs = questions
+            .iter()
+            .enumerate()
+            .map(|(i, q)| doc(&format!("q{i}"), q, json!({ "n": i })))
+            .collect();
+        db.upsert("faq", enc, docs).expect("upserts");
+        db.delete("faq", "q399").expect("deletes");
+        run(&db)
+    };
+    assert_eq!(before[0][0].0, "q0", "a stored question finds itself first");
+    // Reopen: indexes load from their saved files.
+    let db = Database::open(dir.path(), Durability::Flush).expect("reopens");
+    assert_eq!(run(&db), before);
+    assert_eq!(db.info("faq").expect("info").index.tombstones, 1);
+    drop(db);
+    // Without index files they are rebuilt from the store: same documents found first.
+    std::fs::remove_dir_all(dir.path().join("indexes")).expect("rm");
+    let db = Database::open(dir.path(), Durability::Flush).expect("reopens");
+    let rebuilt = run(&db);
+    for (a, b) in rebuilt.iter().zip(&before) {
+        assert_eq!(a[0].0, b[0].0);
+    }
+    assert_eq!(db.info("faq").expect("info").index.cosine_points, 399);
+}
