@@ -5,6 +5,7 @@
 
 mod cli;
 mod common;
+mod crash;
 mod encoder;
 mod golden;
 mod model;
