@@ -9,5 +9,6 @@ mod crash;
 mod encoder;
 mod golden;
 mod model;
+mod recall;
 mod score;
 mod store;

@@ -1,0 +1,90 @@
+//! HNSW recall at default settings on real questions: the ~36.7k distinct questions of
+//! qqp_bimpm dev + test, encoded with the real model; recall@10 of both vector indexes against
+//! brute force must be at least 0.95. Prints the figures (`-- --nocapture`).
+
+use std::time::Instant;
+
+use kindred::index::hnsw::{Metric, VectorIndex};
+use kindred::score::wasserstein::embed;
+use kindred::store::HnswParams;
+
+use crate::common::{encoder, qqp_questions};
+
+const QUERIES: usize = 300;
+
+fn brute_force(points: &[(usize, Vec<f32>)], q: &[f32], k: usize, metric: Metric) -> Vec<usize> {
+    let mut scored: Vec<(f32, usize)> = points
+        .iter()
+        .map(|(id, v)| {
+            let d = match metric {
+                Metric::Cosine => 1.0 - v.iter().zip(q).map(|(a, b)| a * b).sum::<f32>(),
+                Metric::L2 => v
+                    .iter()
+                    .zip(q)
+                    .map(|(a, b)| (a - b) * (a - b))
+                    .sum::<f32>()
+                    .sqrt(),
+            };
+            (d, *id)
+        })
+        .collect();
+    scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+    scored.into_iter().take(k).map(|(_, id)| id).collect()
+}
+
+fn recall(points: &[(usize, Vec<f32>)], metric: Metric) -> f64 {
+    let dim = points[0].1.len();
+    let t = Instant::now();
+    let index = VectorIndex::build(metric, dim, HnswParams::default(), points);
+    let built = t.elapsed();
+    let stride = points.len() / QUERIES;
+    let mut total = 0.0;
+    for qi in (0..QUERIES).map(|i| i * stride) {
+        let q = &points[qi].1;
+        let exact = brute_force(points, q, 10, metric);
+        let approx: Vec<usize> = index.search(q, 10).into_iter().map(|(id, _)| id).collect();
+        total += exact.iter().filter(|id| approx.contains(id)).count() as f64 / 10.0;
+    }
+    let r = total / QUERIES as f64;
+    eprintln!(
+        "{metric:?}: {} points (d={dim}) built in {:.1}s ({:.0}/s), recall@10 {r:.4} over {QUERIES} queries",
+        points.len(),
+        built.as_secs_f64(),
+        points.len() as f64 / built.as_secs_f64()
+    );
+    r
+}
+
+#[test]
+fn hnsw_recall_at_10_on_real_questions() {
+    let mut questions = qqp_questions("qqp_bimpm/dev.tsv");
+    let mut seen: std::collections::HashSet<String> = questions.iter().cloned().collect();
+    questions.extend(
+        qqp_questions("qqp_bimpm/test.tsv")
+            .into_iter()
+            .filter(|q| seen.insert(q.clone())),
+    );
+    assert!(questions.len() > 36_000, "{} questions", questions.len());
+    let t = Instant::now();
+    let encoded = encoder().encode(&questions).expect("encodes");
+    eprintln!(
+        "encoded {} questions in {:.0}s",
+        questions.len(),
+        t.elapsed().as_secs_f64()
+    );
+    let sentences: Vec<(usize, Vec<f32>)> = encoded
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (i, e.sentence.clone()))
+        .collect();
+    let intents: Vec<(usize, Vec<f32>)> = encoded
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (i, embed(&e.intent)))
+        .collect();
+    drop(encoded);
+    let rc = recall(&sentences, Metric::Cosine);
+    let rw = recall(&intents, Metric::L2);
+    assert!(rc >= 0.95, "cosine recall@10 {rc}");
+    assert!(rw >= 0.95, "W2 recall@10 {rw}");
+}
