@@ -197,15 +197,20 @@ impl Database {
         let _writer = ix.writer.lock().expect("lock");
         let out = self.store.upsert(name, records)?;
         let (cosine, w2) = (ix.cosine.read().expect("lock"), ix.w2.read().expect("lock"));
-        for ((d, e), up) in docs.iter().zip(&out) {
+        let intents: Vec<Vec<f32>> = docs.iter().map(|(_, e)| embed(&e.intent)).collect();
+        let mut sentence_points = Vec::with_capacity(docs.len());
+        let mut intent_points = Vec::with_capacity(docs.len());
+        for (((d, e), up), intent) in docs.iter().zip(&out).zip(&intents) {
             if let Some(old) = up.replaced {
                 cosine.remove(old as usize);
                 w2.remove(old as usize);
             }
-            cosine.insert(up.internal as usize, &e.sentence);
-            w2.insert(up.internal as usize, &embed(&e.intent));
+            sentence_points.push((up.internal as usize, e.sentence.as_slice()));
+            intent_points.push((up.internal as usize, intent.as_slice()));
             ix.lexical.upsert(&d.id, &d.text);
         }
+        cosine.insert_many(&sentence_points);
+        w2.insert_many(&intent_points);
         let compact = cosine.needs_compaction();
         drop((cosine, w2));
         if compact {

@@ -151,6 +151,15 @@ impl VectorIndex {
         }
     }
 
+    /// Inserts many points, in parallel.
+    pub fn insert_many(&self, points: &[(usize, &[f32])]) {
+        let refs: Vec<(&[f32], usize)> = points.iter().map(|&(id, v)| (v, id)).collect();
+        match &self.graph {
+            Graph::Cosine(h) => h.parallel_insert_slice(&refs),
+            Graph::L2(h) => h.parallel_insert_slice(&refs),
+        }
+    }
+
     /// Marks a point deleted.
     pub fn remove(&self, id: usize) {
         self.tombstones.write().expect("lock").insert(id);

@@ -226,3 +226,54 @@ fn reopened_store_gives_identical_results() {
     }
     assert_eq!(db.info("faq").expect("info").index.cosine_points, 399);
 }
+
+#[test]
+fn readers_keep_reading_while_a_writer_writes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = std::sync::Arc::new(new_db(dir.path()));
+    let questions: Vec<String> = qqp_questions("qqp_bimpm/test.tsv")
+        .into_iter()
+        .take(240)
+        .collect();
+    let encoded = encoder().encode(&questions).expect("encodes");
+    let queries: Vec<Vec<f32>> = encoded
+        .iter()
+        .step_by(24)
+        .map(|e| e.sentence.clone())
+        .collect();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (db, done, queries) = (db.clone(), done.clone(), queries.clone());
+            std::thread::spawn(move || {
+                let (mut reads, mut last_count) = (0usize, 0u64);
+                while !done.load(std::sync::atomic::Ordering::Acquire) || reads < 10 {
+                    let q = &queries[(reads + r) % queries.len()];
+                    db.search_cosine("faq", q, 5).expect("search while writing");
+                    db.search_lexical("faq", "how do i", 5)
+                        .expect("lexical while writing");
+                    let count = db.store().count("faq").expect("count");
+                    assert!(count >= last_count, "document count went backwards");
+                    last_count = count;
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    let docs: Vec<(NewDocument, kindred::Encoded)> = questions
+        .iter()
+        .zip(encoded)
+        .enumerate()
+        .map(|(i, (q, e))| (doc(&format!("q{i}"), q, json!({})), e))
+        .collect();
+    for chunk in docs.chunks(12) {
+        db.upsert_encoded("faq", encoder().identity(), chunk.to_vec())
+            .expect("upserts");
+    }
+    done.store(true, std::sync::atomic::Ordering::Release);
+    for r in readers {
+        assert!(r.join().expect("reader thread") >= 10);
+    }
+    assert_eq!(db.store().count("faq").expect("count"), 240);
+}
