@@ -97,13 +97,20 @@ pub fn add(db: &Database, encoder: &Encoder, name: &str, file: &Path, batch: usi
         std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?,
     );
     let mut stdout = std::io::stdout().lock();
-    let mut pending: Vec<NewDocument> = Vec::with_capacity(batch);
-    let flush = |pending: &mut Vec<NewDocument>| -> Result<()> {
-        if !pending.is_empty() {
-            db.upsert(name, encoder, std::mem::take(pending))?;
+    // Upserts a batch, then acknowledges each of its documents on stdout.
+    let mut commit = |pending: &mut Vec<NewDocument>| -> Result<usize> {
+        let docs = std::mem::take(pending);
+        let ids: Vec<String> = docs.iter().map(|d| d.id.clone()).collect();
+        if !docs.is_empty() {
+            db.upsert(name, encoder, docs)?;
         }
-        Ok(())
+        for id in &ids {
+            writeln!(stdout, "ack {id}")?;
+        }
+        stdout.flush()?;
+        Ok(ids.len())
     };
+    let mut pending: Vec<NewDocument> = Vec::with_capacity(batch);
     let mut acked = 0usize;
     for (n, line) in reader.lines().enumerate() {
         let line = line.with_context(|| format!("reading line {}", n + 1))?;
@@ -117,22 +124,11 @@ pub fn add(db: &Database, encoder: &Encoder, name: &str, file: &Path, batch: usi
             )
         })?;
         pending.push(doc);
-        if pending.len() == batch.max(1) {
-            let ids: Vec<String> = pending.iter().map(|d| d.id.clone()).collect();
-            flush(&mut pending)?;
-            for id in ids {
-                writeln!(stdout, "ack {id}")?;
-            }
-            stdout.flush()?;
-            acked += batch;
+        if pending.len() >= batch.max(1) {
+            acked += commit(&mut pending)?;
         }
     }
-    let ids: Vec<String> = pending.iter().map(|d| d.id.clone()).collect();
-    flush(&mut pending)?;
-    for id in &ids {
-        writeln!(stdout, "ack {id}")?;
-    }
-    acked += ids.len();
+    acked += commit(&mut pending)?;
     eprintln!("{acked} documents upserted into {name}");
     Ok(())
 }
