@@ -248,15 +248,7 @@ fn word_links(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn tok(text: &str, start: usize, end: usize) -> Token {
-        Token {
-            text: text.into(),
-            id: 0,
-            start,
-            end,
-        }
-    }
+    use crate::score::words::tests::tok;
 
     #[test]
     fn explanation_adds_up_and_merges_words() {

@@ -124,10 +124,11 @@ pub fn chunk_alignment(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn tok(text: &str, start: usize, end: usize) -> Token {
+    /// A wordpiece for tests.
+    pub(crate) fn tok(text: &str, start: usize, end: usize) -> Token {
         Token {
             text: text.into(),
             id: 0,
