@@ -163,17 +163,12 @@ impl Database {
         encoder: &Encoder,
         docs: Vec<NewDocument>,
     ) -> Result<Vec<Upserted>> {
+        // Checked before encoding, so bad input costs no encoder time.
         self.check_model(name, encoder.identity())?;
-        for d in &docs {
-            validate(d)?;
-        }
+        docs.iter().try_for_each(validate)?;
         let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
         let encoded = encoder.encode(&texts)?;
-        self.upsert_encoded(
-            name,
-            encoder.identity(),
-            docs.into_iter().zip(encoded).collect(),
-        )
+        self.write_checked(name, docs.into_iter().zip(encoded).collect())
     }
 
     /// Upserts documents whose vectors were computed already (by `model`).
@@ -184,9 +179,18 @@ impl Database {
         docs: Vec<(NewDocument, Encoded)>,
     ) -> Result<Vec<Upserted>> {
         self.check_model(name, model)?;
+        docs.iter().try_for_each(|(d, _)| validate(d))?;
+        self.write_checked(name, docs)
+    }
+
+    /// Stores validated documents of the collection's model, then updates the indexes.
+    fn write_checked(
+        &self,
+        name: &str,
+        docs: Vec<(NewDocument, Encoded)>,
+    ) -> Result<Vec<Upserted>> {
         let mut records = Vec::with_capacity(docs.len());
         for (d, e) in &docs {
-            validate(d)?;
             let metadata = match &d.metadata {
                 serde_json::Value::Null => "{}".to_string(),
                 m => m.to_string(),

@@ -142,15 +142,6 @@ impl VectorIndex {
         dead > 0 && dead as f64 > COMPACTION_RATIO * (self.points() - dead).max(1) as f64
     }
 
-    /// Inserts a point.
-    pub fn insert(&self, id: usize, v: &[f32]) {
-        debug_assert_eq!(v.len(), self.dim);
-        match &self.graph {
-            Graph::Cosine(h) => h.insert_slice((v, id)),
-            Graph::L2(h) => h.insert_slice((v, id)),
-        }
-    }
-
     /// Inserts many points, in parallel.
     pub fn insert_many(&self, points: &[(usize, &[f32])]) {
         let refs: Vec<(&[f32], usize)> = points.iter().map(|&(id, v)| (v, id)).collect();

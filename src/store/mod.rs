@@ -116,7 +116,11 @@ pub struct Store {
     path: PathBuf,
     durability: Durability,
     collections: sled::Tree,
+    open_trees: std::sync::RwLock<std::collections::HashMap<String, Trees>>,
 }
+
+/// A collection's `docs`, `ids` and `state` trees.
+type Trees = (sled::Tree, sled::Tree, sled::Tree);
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -208,6 +212,7 @@ impl Store {
             path: path.to_path_buf(),
             durability,
             collections,
+            open_trees: Default::default(),
         })
     }
 
@@ -228,15 +233,24 @@ impl Store {
         Ok(())
     }
 
-    fn trees(&self, name: &str) -> Result<(sled::Tree, sled::Tree, sled::Tree)> {
+    /// A collection's trees, opened once and cached (every search resolves its hits here).
+    fn trees(&self, name: &str) -> Result<Trees> {
+        if let Some(t) = self.open_trees.read().expect("lock").get(name) {
+            return Ok(t.clone());
+        }
         if !self.collections.contains_key(name)? {
             return Err(UserError::UnknownCollection { name: name.into() }.into());
         }
-        Ok((
+        let trees = (
             self.db.open_tree(tree_name("docs", name))?,
             self.db.open_tree(tree_name("ids", name))?,
             self.db.open_tree(tree_name("state", name))?,
-        ))
+        );
+        self.open_trees
+            .write()
+            .expect("lock")
+            .insert(name.to_string(), trees.clone());
+        Ok(trees)
     }
 
     /// Creates a collection.
@@ -279,6 +293,7 @@ impl Store {
         if self.collections.remove(name)?.is_none() {
             return Err(UserError::UnknownCollection { name: name.into() }.into());
         }
+        self.open_trees.write().expect("lock").remove(name);
         for kind in ["docs", "ids", "state"] {
             self.db.drop_tree(tree_name(kind, name))?;
         }

@@ -11,18 +11,21 @@ fn kindred() -> Command {
     cmd
 }
 
-#[test]
-fn encode_json_prints_tokens_sentence_and_intent() {
-    let out = kindred()
-        .args(["encode", "How do I learn Rust?", "--json"])
-        .output()
-        .expect("runs");
+/// Runs kindred with `args`; asserts success and returns stdout.
+fn stdout_of(args: &[&str]) -> Vec<u8> {
+    let out = kindred().args(args).output().expect("runs");
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    out.stdout
+}
+
+#[test]
+fn encode_json_prints_tokens_sentence_and_intent() {
+    let stdout = stdout_of(&["encode", "How do I learn Rust?", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&stdout).expect("stdout is JSON");
     let t = &v["texts"][0];
     assert_eq!(t["text"], "How do I learn Rust?");
     assert_eq!(t["tokens"][4]["text"], "rust");
@@ -81,16 +84,8 @@ fn fetch_without_python_says_what_to_install() {
 
 #[test]
 fn demo_answers_sample_questions() {
-    let out = kindred()
-        .args(["demo", "I can't remember my password", "-k", "1"])
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = stdout_of(&["demo", "I can't remember my password", "-k", "1"]);
+    let stdout = String::from_utf8_lossy(&stdout);
     assert!(
         stdout.contains("forgot my password") || stdout.contains("reset my password"),
         "{stdout}"
@@ -99,22 +94,13 @@ fn demo_answers_sample_questions() {
 
 #[test]
 fn explain_json_adds_up_and_aligns_the_shared_words() {
-    let out = kindred()
-        .args([
-            "explain",
-            "How do I learn Rust quickly?",
-            "fastest way to learn Rust?",
-            "--json",
-        ])
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let e: kindred::score::Explanation =
-        serde_json::from_slice(&out.stdout).expect("Explanation JSON");
+    let stdout = stdout_of(&[
+        "explain",
+        "How do I learn Rust quickly?",
+        "fastest way to learn Rust?",
+        "--json",
+    ]);
+    let e: kindred::score::Explanation = serde_json::from_slice(&stdout).expect("Explanation JSON");
     let total: f32 = e.token_contributions.values.iter().sum();
     assert!((total - e.score).abs() < 1e-5);
     assert!((e.score - 0.5 * (e.forward + e.backward)).abs() < 1e-6);
