@@ -9,7 +9,10 @@ FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pip ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/target/release/kindred /usr/local/bin/kindred
-ENV KINDRED_HOME=/var/lib/kindred
-VOLUME /var/lib/kindred
+ENV KINDRED_HOME=/var/lib/kindred/home \
+    KINDRED_DATA=/var/lib/kindred/data \
+    KINDRED_LISTEN=0.0.0.0:7700
+VOLUME ["/var/lib/kindred/home", "/var/lib/kindred/data"]
+EXPOSE 7700
 ENTRYPOINT ["kindred"]
-CMD ["demo"]
+CMD ["serve"]

@@ -24,7 +24,7 @@ use crate::types::{Encoded, Gaussian};
 use crate::Encoder;
 
 /// A document as a user gives it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NewDocument {
     /// External id (1–512 bytes).
     pub id: String,
@@ -32,11 +32,12 @@ pub struct NewDocument {
     pub text: String,
     /// A JSON object (or absent).
     #[serde(default)]
+    #[schema(value_type = Object)]
     pub metadata: serde_json::Value,
 }
 
 /// Index health of a collection.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct IndexInfo {
     /// Points in the cosine graph (tombstones included).
     pub cosine_points: usize,
@@ -49,7 +50,7 @@ pub struct IndexInfo {
 }
 
 /// What `kindred collection stats` shows.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CollectionInfo {
     /// Name.
     pub name: String,
@@ -69,17 +70,23 @@ pub type Progress = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
 struct Indexes {
     cosine: RwLock<VectorIndex>,
     w2: RwLock<VectorIndex>,
-    lexical: LexicalIndex,
+    lexical: Arc<LexicalIndex>,
     settings: CollectionSettings,
     /// Serialises writers (and checkpoints) of one collection; readers never take it.
     writer: Mutex<()>,
+    /// The store seq the index files on disk reflect (None: no valid files yet).
+    saved_seq: Mutex<Option<u64>>,
 }
+
+/// A collection's indexes once loaded. Loading holds only this slot's lock, so a long rebuild
+/// of one collection never blocks the others.
+type Slot = Arc<Mutex<Option<Arc<Indexes>>>>;
 
 /// The database.
 pub struct Database {
     store: Store,
     index_dir: PathBuf,
-    open: RwLock<HashMap<String, Arc<Indexes>>>,
+    open: RwLock<HashMap<String, Slot>>,
     progress: Option<Progress>,
 }
 
@@ -291,23 +298,97 @@ impl Database {
         Ok(self.indexes(name)?.lexical.idf(term))
     }
 
-    /// Saves every open collection's vector indexes with the checkpoint they reflect.
-    pub fn checkpoint(&self) -> Result<()> {
-        let open: Vec<(String, Arc<Indexes>)> = self
-            .open
-            .read()
-            .expect("lock")
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+    /// Saves the vector indexes of every open collection that changed since they were last
+    /// saved, with the checkpoint (store seq) they reflect. Returns how many were saved.
+    pub fn checkpoint(&self) -> Result<usize> {
+        let open: Vec<(String, Arc<Indexes>)> = {
+            let slots: Vec<(String, Slot)> = self
+                .open
+                .read()
+                .expect("lock")
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            slots
+                .into_iter()
+                .filter_map(|(k, slot)| slot.lock().expect("lock").clone().map(|ix| (k, ix)))
+                .collect()
+        };
+        let mut saved = 0;
         for (name, ix) in open {
             let _writer = ix.writer.lock().expect("lock");
-            let seq = self.store.seq(&name)?;
+            let seq = match self.store.seq(&name) {
+                Ok(seq) => seq,
+                // Dropped since we listed it.
+                Err(crate::Error::User(UserError::UnknownCollection { .. })) => continue,
+                Err(e) => return Err(e),
+            };
+            let mut saved_seq = ix.saved_seq.lock().expect("lock");
+            if *saved_seq == Some(seq) {
+                continue;
+            }
             let dir = self.index_dir.join(&name);
             ix.cosine.read().expect("lock").save(&dir, "cosine", seq)?;
             ix.w2.read().expect("lock").save(&dir, "w2", seq)?;
+            *saved_seq = Some(seq);
+            saved += 1;
+        }
+        Ok(saved)
+    }
+
+    /// Loads (or rebuilds) every collection's indexes now rather than on first use.
+    pub fn warm_up(&self) -> Result<()> {
+        for (name, _) in self.collections()? {
+            self.indexes(&name)?;
         }
         Ok(())
+    }
+
+    /// True when the collection's indexes are loaded.
+    pub fn is_loaded(&self, name: &str) -> bool {
+        let slot = self.open.read().expect("lock").get(name).cloned();
+        slot.is_some_and(|s| s.try_lock().map(|g| g.is_some()).unwrap_or(false))
+    }
+
+    /// External ids of the k nearest documents by cosine of sentence vectors, best first.
+    pub fn cosine_ids(&self, name: &str, sentence: &[f32], k: usize) -> Result<Vec<String>> {
+        let ix = self.indexes(name)?;
+        let hits = ix.cosine.read().expect("lock").search(sentence, k);
+        self.external_ids(name, hits)
+    }
+
+    /// External ids of the k nearest documents by W2 of intents, nearest first.
+    pub fn w2_ids(&self, name: &str, intent: &Gaussian, k: usize) -> Result<Vec<String>> {
+        let ix = self.indexes(name)?;
+        let hits = ix.w2.read().expect("lock").search(&embed(intent), k);
+        self.external_ids(name, hits)
+    }
+
+    /// External ids of the k best documents by TF-IDF cosine, best first.
+    pub fn lexical_ids(&self, name: &str, text: &str, k: usize) -> Result<Vec<String>> {
+        let ix = self.indexes(name)?;
+        Ok(ix
+            .lexical
+            .search(text, k)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect())
+    }
+
+    /// The collection's lexical index (for IDF weights).
+    pub fn lexical_index(&self, name: &str) -> Result<Arc<LexicalIndex>> {
+        Ok(self.indexes(name)?.lexical.clone())
+    }
+
+    fn external_ids(&self, name: &str, hits: Vec<(usize, f32)>) -> Result<Vec<String>> {
+        let mut out = Vec::with_capacity(hits.len());
+        for (internal, _) in hits {
+            // A hit replaced between search and lookup is skipped.
+            if let Some(id) = self.store.external_id(name, internal as u64)? {
+                out.push(id);
+            }
+        }
+        Ok(out)
     }
 
     fn resolve(
@@ -326,7 +407,8 @@ impl Database {
         Ok(out)
     }
 
-    fn check_model(&self, name: &str, model: &ModelIdentity) -> Result<()> {
+    /// Refuses `model` unless it is the model the collection's vectors come from.
+    pub fn check_model(&self, name: &str, model: &ModelIdentity) -> Result<()> {
         let settings = self.store.settings(name)?;
         if settings.model.fingerprint != model.fingerprint || settings.model.dim != model.dim {
             return Err(UserError::ModelMismatch {
@@ -341,14 +423,31 @@ impl Database {
 
     /// The collection's indexes, loading or rebuilding them on first use.
     fn indexes(&self, name: &str) -> Result<Arc<Indexes>> {
-        if let Some(ix) = self.open.read().expect("lock").get(name) {
+        let existing = self.open.read().expect("lock").get(name).cloned();
+        let slot = match existing {
+            Some(slot) => slot,
+            None => {
+                // Unknown collections get no slot.
+                self.store.settings(name)?;
+                self.open
+                    .write()
+                    .expect("lock")
+                    .entry(name.to_string())
+                    .or_default()
+                    .clone()
+            }
+        };
+        let mut guard = slot.lock().expect("lock");
+        if let Some(ix) = guard.as_ref() {
             return Ok(ix.clone());
         }
+        let ix = Arc::new(self.load_indexes(name)?);
+        *guard = Some(ix.clone());
+        Ok(ix)
+    }
+
+    fn load_indexes(&self, name: &str) -> Result<Indexes> {
         let settings = self.store.settings(name)?;
-        let mut open = self.open.write().expect("lock");
-        if let Some(ix) = open.get(name) {
-            return Ok(ix.clone());
-        }
         let seq = self.store.seq(name)?;
         let dir = self.index_dir.join(name);
         let (d, p) = (settings.model.dim, settings.hnsw);
@@ -357,6 +456,7 @@ impl Database {
             VectorIndex::load(&dir, "w2", Metric::L2, 2 * d, p, seq)?,
         );
         let lexical = LexicalIndex::new();
+        let saved_seq = loaded.0.is_some() && loaded.1.is_some();
         let (cosine, w2) = match loaded {
             (Some(c), Some(w)) => {
                 tracing::info!(collection = name, seq, "vector indexes loaded");
@@ -371,15 +471,14 @@ impl Database {
                 self.rebuild(name, &settings, &lexical)?
             }
         };
-        let ix = Arc::new(Indexes {
+        Ok(Indexes {
             cosine: RwLock::new(cosine),
             w2: RwLock::new(w2),
-            lexical,
+            lexical: Arc::new(lexical),
             settings,
             writer: Mutex::new(()),
-        });
-        open.insert(name.into(), ix.clone());
-        Ok(ix)
+            saved_seq: Mutex::new(saved_seq.then_some(seq)),
+        })
     }
 
     fn rebuild(

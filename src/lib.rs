@@ -19,9 +19,12 @@
 pub mod db;
 pub mod encoder;
 pub mod error;
+pub mod eval;
 pub mod index;
 pub mod model;
 pub mod score;
+pub mod search;
+pub mod server;
 pub mod store;
 pub mod text;
 pub mod types;

@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use kindred::db::{Database, NewDocument};
+use kindred::search::SearchParams;
 use kindred::store::{CollectionSettings, Durability};
 use kindred::Encoder;
 
@@ -162,17 +163,33 @@ pub fn search(
     encoder: &Encoder,
     name: &str,
     text: &str,
-    mode: &str,
-    k: usize,
+    params: &SearchParams,
+    json: bool,
 ) -> Result<()> {
-    let hits = match mode {
-        "cosine" => db.search_cosine(name, &encoder.encode_one(text)?.sentence, k)?,
-        "w2" => db.search_w2(name, &encoder.encode_one(text)?.intent, k)?,
-        "lexical" => db.search_lexical(name, text, k)?,
-        other => bail!("unknown mode {other:?}: use cosine, w2 or lexical"),
-    };
-    for (doc, score) in hits {
-        println!("{score:.4}\t{}\t{}", doc.id, doc.text);
+    let out = kindred::search::search(db, encoder, name, text, params)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
     }
+    println!("score\tP(dup)\tcosine\tw2\tlexical\trcmd\tid\ttext");
+    for h in &out.hits {
+        let s = &h.stages;
+        println!(
+            "{:.4}\t{:.3}\t{:.4}\t{:.4}\t{:.4}\t{:.4}\t{}\t{}",
+            h.score,
+            h.probability,
+            s.cosine.score,
+            s.w2.score,
+            s.lexical.score,
+            s.rcmd.score,
+            h.id,
+            h.text
+        );
+    }
+    let t = out.timings;
+    eprintln!(
+        "{} candidates; encode {:.1} ms, candidates {:.1} ms, rerank {:.1} ms",
+        out.candidates, t.encode_ms, t.candidates_ms, t.rerank_ms
+    );
     Ok(())
 }

@@ -1,9 +1,10 @@
 //! Command-line interface: clap definitions and the glue from arguments to the library.
 //! The only place (with main.rs) that uses anyhow, prints to stdout or draws progress bars.
 
+mod calibrate;
 mod db;
-mod demo;
 mod explain;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,8 +43,9 @@ pub struct Global {
     #[arg(long, env = "KINDRED_HOME", global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
     /// Where the encoder runs: cpu, cuda or cuda:N (cuda needs a build with --features cuda).
-    #[arg(long, env = "KINDRED_DEVICE", global = true, default_value = "cpu")]
-    pub device: String,
+    /// [default: cpu]
+    #[arg(long, env = "KINDRED_DEVICE", global = true)]
+    pub device: Option<String>,
     /// Database directory. Default: $KINDRED_HOME/data.
     #[arg(long, env = "KINDRED_DATA", global = true, value_name = "DIR")]
     pub data: Option<PathBuf>,
@@ -51,9 +53,9 @@ pub struct Global {
     /// ~500 ms of writes). Default: every acknowledged write is on disk.
     #[arg(long, env = "KINDRED_RELAXED_DURABILITY", global = true)]
     pub relaxed: bool,
-    /// Texts per encoder forward pass.
-    #[arg(long, env = "KINDRED_BATCH_SIZE", global = true, default_value_t = 32)]
-    pub batch_size: usize,
+    /// Texts per encoder forward pass [default: 32].
+    #[arg(long, env = "KINDRED_BATCH_SIZE", global = true)]
+    pub batch_size: Option<usize>,
 }
 
 impl Global {
@@ -67,6 +69,10 @@ impl Global {
             .unwrap_or_else(|| self.home().join("data"))
     }
 
+    fn batch_size(&self) -> usize {
+        self.batch_size.unwrap_or(32)
+    }
+
     fn database(&self) -> Result<kindred::db::Database> {
         db::open(&self.data_dir(), self.relaxed)
     }
@@ -78,8 +84,8 @@ impl Global {
     fn encoder(&self) -> Result<Encoder> {
         let dir = self.model_dir()?;
         let options = EncoderOptions {
-            device: self.device.parse()?,
-            batch_size: self.batch_size,
+            device: self.device.as_deref().unwrap_or("cpu").parse()?,
+            batch_size: self.batch_size(),
             ..EncoderOptions::default()
         };
         Encoder::load(&dir, options)
@@ -143,19 +149,26 @@ pub enum Command {
         /// External id.
         id: String,
     },
-    /// Nearest stored questions by one first stage (cosine, w2 or lexical).
+    /// Search a collection: first stages (cosine, W2, lexical, or all fused), RCMD rerank,
+    /// every stage's score and P(duplicate) per hit.
     Search {
         /// Collection.
         #[arg(long, short)]
         collection: String,
         /// The question.
         text: String,
-        /// cosine | w2 | lexical.
-        #[arg(long, default_value = "cosine")]
+        /// cosine | w2 | lexical | hybrid.
+        #[arg(long, default_value = "hybrid")]
         mode: String,
+        /// rcmd | none.
+        #[arg(long, default_value = "rcmd")]
+        rerank: String,
         /// How many hits.
         #[arg(short, default_value_t = 10)]
         k: usize,
+        /// Print the whole result (with timings) as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// A collection's size (bytes per document and per token vector) and index health.
     Stats {
@@ -175,13 +188,46 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Encode the bundled demo FAQ and answer sample (or your) questions by cosine similarity.
+    /// Fit the duplicate model (logistic regression over cosine, W2, RCMD both ways and
+    /// lexical TF-IDF) on labelled pairs; report AUC and accuracy; save it.
+    Calibrate {
+        /// Labelled pair files: label<TAB>question1<TAB>question2[<TAB>id], label 0 or 1
+        /// (the Quora layout, e.g. ../shared/data/qqp_bimpm/dev.tsv).
+        #[arg(long, required = true, num_args = 1.., value_name = "FILE")]
+        pairs: Vec<PathBuf>,
+        /// Held-out pair files to report on (never fitted on).
+        #[arg(long, num_args = 1.., value_name = "FILE")]
+        test: Vec<PathBuf>,
+        /// Save the fit as this collection's calibration (IDF weights from the collection).
+        #[arg(long, short)]
+        collection: Option<String>,
+        /// Write the fitted model as JSON to FILE.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Print the model and the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the REST API server (see README "REST API").
+    ///
+    /// Configuration layers: defaults, then the TOML file (--config / KINDRED_CONFIG), then
+    /// environment variables, then flags. Keys come from the file (admin_key, read_key) or the
+    /// environment (KINDRED_ADMIN_KEY, KINDRED_READ_KEY), never from flags (they would show in
+    /// `ps`). Global options (--data, --model, --home, --device, --batch-size, --relaxed) apply.
+    Serve(serve::ServeArgs),
+    /// The main job on a fresh machine: load the bundled demo FAQ into collection `faq`,
+    /// answer a few sample (or your) questions, then serve the API on it.
     Demo {
         /// Questions to look up (default: a few samples).
         queries: Vec<String>,
         /// How many matches to show per question.
         #[arg(short, default_value_t = 3)]
         k: usize,
+        /// Answer the questions and exit instead of serving.
+        #[arg(long)]
+        no_serve: bool,
+        #[command(flatten)]
+        serve: serve::ServeArgs,
     },
 }
 
@@ -291,7 +337,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         Command::Add { collection, file } => {
             let encoder = g.encoder()?;
-            db::add(&g.database()?, &encoder, collection, file, g.batch_size)?
+            db::add(&g.database()?, &encoder, collection, file, g.batch_size())?
         }
         Command::Get { collection, id } => db::get(&g.database()?, collection, id)?,
         Command::Delete { collection, id } => db::delete(&g.database()?, collection, id)?,
@@ -299,14 +345,53 @@ pub fn run(args: Args) -> Result<ExitCode> {
             collection,
             text,
             mode,
+            rerank,
             k,
+            json,
         } => {
+            let params = kindred::search::SearchParams {
+                k: *k,
+                mode: mode.parse()?,
+                rerank: rerank.parse()?,
+                ..Default::default()
+            };
             let encoder = g.encoder()?;
-            db::search(&g.database()?, &encoder, collection, text, mode, *k)?
+            db::search(&g.database()?, &encoder, collection, text, &params, *json)?
         }
         Command::Stats { collection, json } => db::stats(&g.database()?, collection, *json)?,
         Command::Explain { a, b, json } => explain::run(&g.encoder()?, a, b, *json)?,
-        Command::Demo { queries, k } => demo::run(&g.encoder()?, queries, *k)?,
+        Command::Calibrate {
+            pairs,
+            test,
+            collection,
+            out,
+            json,
+        } => {
+            let encoder = g.encoder()?;
+            let db = match collection {
+                Some(_) => Some(g.database()?),
+                None => None,
+            };
+            let req = calibrate::Request {
+                pairs,
+                test,
+                collection: collection.as_deref(),
+                out: out.as_ref(),
+                json: *json,
+            };
+            calibrate::run(&encoder, db.as_ref(), req)?
+        }
+        Command::Serve(a) => {
+            let config = serve::config(g, a)?;
+            let (encoder, db) = serve::open(&config)?;
+            serve::serve(config, encoder, db)?
+        }
+        Command::Demo {
+            queries,
+            k,
+            no_serve,
+            serve: a,
+        } => serve::demo(serve::config(g, a)?, queries, *k, *no_serve)?,
     }
     Ok(ExitCode::SUCCESS)
 }

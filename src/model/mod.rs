@@ -166,7 +166,7 @@ pub struct ModelDir {
 }
 
 /// Who a model is: what a store records so it can refuse vectors from another model.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ModelIdentity {
     /// Model id.
     pub id: String,

@@ -26,20 +26,31 @@ impl Reranker {
         if query.is_empty() || candidate.is_empty() {
             return 0.0;
         }
-        self.finish(query, candidate, None)
+        symmetric(self.finish(query, candidate, None))
     }
 
-    fn finish(&mut self, query: Tokens<'_>, candidate: Tokens<'_>, scale: Option<&[f32]>) -> f32 {
+    /// (RCMD_1, RCMD_2) = (query → candidate, candidate → query); zeros if either is empty.
+    fn finish(
+        &mut self,
+        query: Tokens<'_>,
+        candidate: Tokens<'_>,
+        scale: Option<&[f32]>,
+    ) -> (f32, f32) {
         best_partners(query, candidate, scale, &mut self.rows, &mut self.cols);
         let forward = self.rows.iter().map(|r| r.0).sum::<f32>() / self.rows.len() as f32;
         let backward = self.cols.iter().map(|c| c.0).sum::<f32>() / self.cols.len() as f32;
-        (0.5 * (forward + backward)).clamp(-1.0, 1.0)
+        (forward, backward)
     }
 
     /// s_RCMD(query, candidate) for an int8-compressed candidate.
     pub fn score_i8(&mut self, query: Tokens<'_>, candidate: &I8Tokens) -> f32 {
+        symmetric(self.directions_i8(query, candidate))
+    }
+
+    /// (RCMD_1, RCMD_2) of the query against an int8-compressed candidate.
+    pub fn directions_i8(&mut self, query: Tokens<'_>, candidate: &I8Tokens) -> (f32, f32) {
         if query.is_empty() || candidate.is_empty() {
-            return 0.0;
+            return (0.0, 0.0);
         }
         let (mut decoded, mut inv_norms) = (
             std::mem::take(&mut self.decoded),
@@ -54,6 +65,10 @@ impl Reranker {
         (self.decoded, self.inv_norms) = (decoded, inv_norms);
         s
     }
+}
+
+fn symmetric((forward, backward): (f32, f32)) -> f32 {
+    (0.5 * (forward + backward)).clamp(-1.0, 1.0)
 }
 
 /// s_RCMD of `query` against each candidate, in order.

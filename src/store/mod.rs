@@ -7,7 +7,9 @@
 //! Layout (format 1): sled's default tree holds `format_version`; tree `collections` maps a name
 //! to its settings; per collection `c`, tree `docs/c` maps external id → [`StoredDoc`], `ids/c`
 //! maps internal id (u64 BE) → external id, and `state/c` holds `next` (next internal id) and
-//! `seq` (bumped by every write: the checkpoint index files are saved against).
+//! `seq` (bumped by every write: the checkpoint index files are saved against), and `meta/c`
+//! holds collection-level values such as a fitted calibration (added within format 1: older
+//! binaries ignore the tree).
 
 pub mod migrate;
 mod record;
@@ -40,7 +42,7 @@ pub enum Durability {
 }
 
 /// HNSW parameters of a collection's vector indexes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HnswParams {
     /// Links per node (M).
     pub m: usize,
@@ -61,7 +63,7 @@ impl Default for HnswParams {
 }
 
 /// A collection's settings, fixed at creation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CollectionSettings {
     /// The model its vectors come from.
     pub model: ModelIdentity,
@@ -83,7 +85,7 @@ impl CollectionSettings {
 }
 
 /// Size statistics of a collection.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CollectionStats {
     /// Documents.
     pub documents: u64,
@@ -294,7 +296,7 @@ impl Store {
             return Err(UserError::UnknownCollection { name: name.into() }.into());
         }
         self.open_trees.write().expect("lock").remove(name);
-        for kind in ["docs", "ids", "state"] {
+        for kind in ["docs", "ids", "state", "meta"] {
             self.db.drop_tree(tree_name(kind, name))?;
         }
         self.durable()
@@ -377,6 +379,29 @@ impl Store {
             .get(id)?
             .map(|v| StoredDoc::from_bytes(&v))
             .transpose()
+    }
+
+    /// The external id of an internal id, if it is live.
+    pub fn external_id(&self, name: &str, internal: u64) -> Result<Option<String>> {
+        let (_, ids_t, _) = self.trees(name)?;
+        Ok(ids_t
+            .get(internal.to_be_bytes())?
+            .map(|v| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    /// A collection-level value (for example its calibration) stored under `key`.
+    pub fn meta(&self, name: &str, key: &str) -> Result<Option<Vec<u8>>> {
+        self.trees(name)?;
+        let t = self.db.open_tree(tree_name("meta", name))?;
+        Ok(t.get(key)?.map(|v| v.to_vec()))
+    }
+
+    /// Stores a collection-level value durably.
+    pub fn set_meta(&self, name: &str, key: &str, value: &[u8]) -> Result<()> {
+        self.trees(name)?;
+        let t = self.db.open_tree(tree_name("meta", name))?;
+        t.insert(key, value)?;
+        self.durable()
     }
 
     /// Number of documents.

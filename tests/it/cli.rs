@@ -84,7 +84,18 @@ fn fetch_without_python_says_what_to_install() {
 
 #[test]
 fn demo_answers_sample_questions() {
-    let stdout = stdout_of(&["demo", "I can't remember my password", "-k", "1"]);
+    let data = tempfile::tempdir().expect("tempdir");
+    let data = data.path().to_str().expect("utf-8 path");
+    let args = [
+        "--data",
+        data,
+        "demo",
+        "--no-serve",
+        "I can't remember my password",
+        "-k",
+        "1",
+    ];
+    let stdout = stdout_of(&args);
     let stdout = String::from_utf8_lossy(&stdout);
     assert!(
         stdout.contains("forgot my password") || stdout.contains("reset my password"),

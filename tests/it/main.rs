@@ -11,4 +11,5 @@ mod golden;
 mod model;
 mod recall;
 mod score;
+mod server;
 mod store;

@@ -1,0 +1,177 @@
+//! `kindred calibrate`: fits the duplicate model on labelled pairs, reports how well each score
+//! and the fitted probability separate duplicates (on the fitting pairs and on held-out ones),
+//! and saves the fit to a file or as a collection's calibration.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+use kindred::db::Database;
+use kindred::eval::{metrics, read_pairs, score_pairs, LabelledPair};
+use kindred::search::{self, Calibrator, PairFeatures};
+use kindred::Encoder;
+
+/// What to fit on and where the result goes.
+pub struct Request<'a> {
+    pub pairs: &'a [PathBuf],
+    pub test: &'a [PathBuf],
+    pub collection: Option<&'a str>,
+    pub out: Option<&'a PathBuf>,
+    pub json: bool,
+}
+
+pub fn run(encoder: &Encoder, db: Option<&Database>, req: Request<'_>) -> Result<()> {
+    let fit_pairs = load(req.pairs)?;
+    let lexicon = match (db, req.collection) {
+        (Some(db), Some(c)) => {
+            db.check_model(c, encoder.identity())?;
+            Some(db.lexical_index(c)?)
+        }
+        _ => None,
+    };
+    let fit_set = score(encoder, &fit_pairs, lexicon.as_deref(), "fit")?;
+    let names: Vec<String> = req.pairs.iter().map(|p| file_name(p)).collect();
+    let fitted_on = match req.collection {
+        Some(c) => format!("collection {c}: {}", names.join(", ")),
+        None => names.join(", "),
+    };
+    let cal = Calibrator::fit(&fit_set, &encoder.identity().fingerprint, &fitted_on)?;
+    let mut report = vec![summary("fit", &names.join(", "), &cal, &fit_set)];
+    if !req.test.is_empty() {
+        let test_pairs = load(req.test)?;
+        let test_set = score(encoder, &test_pairs, lexicon.as_deref(), "test")?;
+        let test_names: Vec<String> = req.test.iter().map(|p| file_name(p)).collect();
+        report.push(summary("test", &test_names.join(", "), &cal, &test_set));
+    }
+    if let (Some(db), Some(c)) = (db, req.collection) {
+        search::set_calibrator(db, c, &cal)?;
+        eprintln!("saved as the calibration of collection {c}");
+    }
+    if let Some(out) = req.out {
+        std::fs::write(out, serde_json::to_string_pretty(&cal)? + "\n")
+            .with_context(|| format!("writing {}", out.display()))?;
+        eprintln!("wrote {}", out.display());
+    }
+    if req.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "calibrator": cal, "report": report }))?
+        );
+    } else {
+        print_table(&cal, &report);
+    }
+    Ok(())
+}
+
+fn load(paths: &[PathBuf]) -> Result<Vec<LabelledPair>> {
+    let mut all = Vec::new();
+    for p in paths {
+        all.extend(read_pairs(p)?);
+    }
+    Ok(all)
+}
+
+fn file_name(p: &std::path::Path) -> String {
+    let parent = p
+        .parent()
+        .and_then(|d| d.file_name())
+        .map(|d| d.to_string_lossy() + "/");
+    format!(
+        "{}{}",
+        parent.unwrap_or_default(),
+        p.file_name().unwrap_or_default().to_string_lossy()
+    )
+}
+
+fn score(
+    encoder: &Encoder,
+    pairs: &[LabelledPair],
+    lexicon: Option<&kindred::index::LexicalIndex>,
+    what: &str,
+) -> Result<Vec<(PairFeatures, bool)>> {
+    let distinct: std::collections::HashSet<&str> = pairs
+        .iter()
+        .flat_map(|p| [p.a.as_str(), p.b.as_str()])
+        .collect();
+    let bar = ProgressBar::new(distinct.len() as u64).with_style(ProgressStyle::with_template(
+        "encoding {msg} pairs {bar:30} {pos}/{len} texts {per_sec} eta {eta}",
+    )?);
+    bar.set_message(what.to_string());
+    let features = score_pairs(encoder, pairs, lexicon, |n| bar.inc(n as u64))?;
+    bar.finish_and_clear();
+    Ok(features
+        .into_iter()
+        .zip(pairs.iter().map(|p| p.duplicate))
+        .collect())
+}
+
+/// AUC of every score and of the probability, and accuracy at the calibrator's threshold.
+fn summary(
+    set: &str,
+    files: &str,
+    cal: &Calibrator,
+    data: &[(PairFeatures, bool)],
+) -> serde_json::Value {
+    let labels: Vec<bool> = data.iter().map(|(_, l)| *l).collect();
+    let auc = |f: &dyn Fn(&PairFeatures) -> f64| {
+        let s: Vec<f64> = data.iter().map(|(x, _)| f(x)).collect();
+        metrics::auc(&s, &labels)
+    };
+    let m = cal.evaluate(data);
+    json!({
+        "set": set,
+        "files": files,
+        "pairs": data.len(),
+        "duplicates": labels.iter().filter(|&&l| l).count(),
+        "auc": {
+            "cosine": auc(&|x| x.cosine as f64),
+            "w2": auc(&|x| -(x.w2 as f64)),
+            "rcmd": auc(&|x| x.rcmd() as f64),
+            "rcmd_forward": auc(&|x| x.rcmd_forward as f64),
+            "rcmd_backward": auc(&|x| x.rcmd_backward as f64),
+            "lexical": auc(&|x| x.lexical as f64),
+            "probability": m.auc,
+        },
+        "probability": m,
+    })
+}
+
+fn print_table(cal: &Calibrator, report: &[serde_json::Value]) {
+    println!(
+        "duplicate model: P = sigmoid({:+.4} + Σ w·(x − mean)/scale), threshold {:.4}",
+        cal.bias, cal.threshold
+    );
+    for (i, name) in cal.features.iter().enumerate() {
+        println!(
+            "  {name:<14} w {:+.4}  mean {:.4}  scale {:.4}",
+            cal.weights[i], cal.mean[i], cal.scale[i]
+        );
+    }
+    println!();
+    println!("| set | files | pairs | AUC cosine | AUC W2 | AUC RCMD | AUC RCMD a→b | AUC RCMD b→a | AUC lexical | AUC P(dup) | accuracy P(dup) | log loss |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for r in report {
+        let a = |k: &str| {
+            r["auc"][k]
+                .as_f64()
+                .map_or("-".into(), |v| format!("{v:.4}"))
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.4} | {:.4} |",
+            r["set"].as_str().unwrap_or(""),
+            r["files"].as_str().unwrap_or(""),
+            r["pairs"],
+            a("cosine"),
+            a("w2"),
+            a("rcmd"),
+            a("rcmd_forward"),
+            a("rcmd_backward"),
+            a("lexical"),
+            a("probability"),
+            r["probability"]["accuracy"].as_f64().unwrap_or(f64::NAN),
+            r["probability"]["log_loss"].as_f64().unwrap_or(f64::NAN),
+        );
+    }
+}

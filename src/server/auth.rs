@@ -1,0 +1,140 @@
+//! API keys. Two roles: `admin` (writes, collection management, the UI) and `read` (search,
+//! get, explain). A key is sent as `Authorization: Bearer KEY` or `X-API-Key: KEY` and compared
+//! in constant time (both sides hashed with SHA-256 first, so neither the content nor the
+//! length of the key leaks through timing). Without a configured read key, reads are open;
+//! without an admin key, so are writes (the configuration only allows that on loopback).
+
+use axum::http::{HeaderMap, StatusCode};
+use sha2::{Digest, Sha256};
+
+use super::error::ApiError;
+
+/// What a route needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Reads.
+    Read,
+    /// Writes and management.
+    Admin,
+}
+
+/// The configured keys, kept as digests.
+#[derive(Clone)]
+pub struct Keys {
+    admin: Option<[u8; 32]>,
+    read: Option<[u8; 32]>,
+}
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keys")
+            .field("admin", &self.admin.is_some())
+            .field("read", &self.read.is_some())
+            .finish()
+    }
+}
+
+fn digest(s: &str) -> [u8; 32] {
+    Sha256::digest(s.as_bytes()).into()
+}
+
+/// Constant-time equality of two digests.
+fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl Keys {
+    /// Keys from the configuration.
+    pub fn new(admin: Option<&str>, read: Option<&str>) -> Self {
+        Keys {
+            admin: admin.map(digest),
+            read: read.map(digest),
+        }
+    }
+
+    /// Checks a request's key for `role`: 401 without a (valid) key, 403 with a read key on an
+    /// admin route.
+    pub fn check(&self, headers: &HeaderMap, role: Role) -> Result<(), ApiError> {
+        let open = match role {
+            Role::Admin => self.admin.is_none(),
+            // Reads stay open when only an admin key is set: the read key closes them.
+            Role::Read => self.read.is_none(),
+        };
+        if open {
+            return Ok(());
+        }
+        let Some(given) = presented(headers) else {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "missing_key",
+                "this route needs an API key: send `Authorization: Bearer KEY` (or `X-API-Key: KEY`)",
+            ));
+        };
+        let given = digest(given);
+        let is_admin = self.admin.is_some_and(|k| same(&k, &given));
+        let is_read = self.read.is_some_and(|k| same(&k, &given));
+        match role {
+            Role::Admin if is_admin => Ok(()),
+            Role::Admin if is_read => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "the read key cannot write or manage collections; use the admin key",
+            )),
+            Role::Read if is_admin || is_read => Ok(()),
+            _ => Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "invalid_key",
+                "the API key is not valid: check KINDRED_ADMIN_KEY / KINDRED_READ_KEY on the server",
+            )),
+        }
+    }
+}
+
+fn presented(headers: &HeaderMap) -> Option<&str> {
+    if let Some(v) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
+        return v.strip_prefix("Bearer ").map(str::trim);
+    }
+    headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(header: &str, value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(
+            axum::http::HeaderName::from_bytes(header.as_bytes()).unwrap(),
+            value.parse().unwrap(),
+        );
+        h
+    }
+
+    #[test]
+    fn roles_and_keys() {
+        let admin = "a".repeat(20);
+        let read = "r".repeat(20);
+        let keys = Keys::new(Some(&admin), Some(&read));
+        let none = HeaderMap::new();
+        assert_eq!(keys.check(&none, Role::Read).unwrap_err().status, 401);
+        let r = with("authorization", &format!("Bearer {read}"));
+        assert!(keys.check(&r, Role::Read).is_ok());
+        assert_eq!(keys.check(&r, Role::Admin).unwrap_err().status, 403);
+        let a = with("x-api-key", &admin);
+        assert!(keys.check(&a, Role::Admin).is_ok() && keys.check(&a, Role::Read).is_ok());
+        let wrong = with("x-api-key", "nope");
+        assert_eq!(
+            keys.check(&wrong, Role::Admin).unwrap_err().code,
+            "invalid_key"
+        );
+        // Only an admin key: reads open, writes closed.
+        let keys = Keys::new(Some(&admin), None);
+        assert!(keys.check(&none, Role::Read).is_ok());
+        assert_eq!(keys.check(&none, Role::Admin).unwrap_err().status, 401);
+        // No keys: everything open.
+        assert!(Keys::new(None, None).check(&none, Role::Admin).is_ok());
+    }
+}

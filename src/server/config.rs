@@ -1,0 +1,268 @@
+//! `kindred serve` configuration, layered: built-in defaults, then a TOML file
+//! (`--config FILE` / `KINDRED_CONFIG`), then environment variables, then command-line flags
+//! (the last two are resolved by the CLI into a [`ServeConfig`] patch and applied here).
+//! Every field has a default, so an empty file (or none) is a valid configuration.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{io_err, Result, UserError};
+use crate::search::{Depths, FusionWeights};
+
+/// Limits on what one request may ask for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest request body, in bytes (413 beyond). NDJSON streams are not bounded by it.
+    pub max_body_bytes: usize,
+    /// Most documents in one JSON batch or NDJSON chunk (413 beyond).
+    pub max_batch: usize,
+    /// Largest k (422 beyond).
+    pub max_k: usize,
+    /// Longest text of a query or document, in characters (422 beyond).
+    pub max_text_chars: usize,
+    /// Milliseconds before a request (other than an NDJSON stream) is answered 503 `timeout`
+    /// (0: never).
+    pub request_timeout_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 16 << 20,
+            max_batch: 1000,
+            max_k: 100,
+            max_text_chars: 2000,
+            request_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// Server-wide search defaults (a request may override each).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchDefaults {
+    /// Per-stage candidate depths.
+    pub depths: Depths,
+    /// Fusion weights.
+    pub fusion: FusionWeights,
+    /// Fused candidates scored and reranked.
+    pub rerank_depth: usize,
+}
+
+impl Default for SearchDefaults {
+    fn default() -> Self {
+        SearchDefaults {
+            depths: Depths::default(),
+            fusion: FusionWeights::default(),
+            rerank_depth: 100,
+        }
+    }
+}
+
+/// Everything `kindred serve` reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Database directory (default: `$KINDRED_HOME/data`).
+    pub data: Option<PathBuf>,
+    /// Model directory (default: the cached all-MiniLM-L6-v2, fetched on first use).
+    pub model: Option<PathBuf>,
+    /// kindred's home (model cache).
+    pub home: Option<PathBuf>,
+    /// Encoder device: cpu, cuda, cuda:N.
+    pub device: String,
+    /// Texts per encoder forward pass.
+    pub batch_size: usize,
+    /// Acknowledge writes before they reach the disk.
+    pub relaxed: bool,
+    /// Key for writes, collection management and the UI. Unset: writes need no key (only
+    /// allowed on a loopback address).
+    pub admin_key: Option<String>,
+    /// Key for reads (search, get, explain). Unset: reads need no key.
+    pub read_key: Option<String>,
+    /// Seconds between index checkpoints (0: only at shutdown).
+    pub checkpoint_interval_secs: u64,
+    /// Request limits.
+    pub limits: Limits,
+    /// Search defaults.
+    pub search: SearchDefaults,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            listen: ([127, 0, 0, 1], 7700).into(),
+            data: None,
+            model: None,
+            home: None,
+            device: "cpu".into(),
+            batch_size: 32,
+            relaxed: false,
+            admin_key: None,
+            read_key: None,
+            checkpoint_interval_secs: 60,
+            limits: Limits::default(),
+            search: SearchDefaults::default(),
+        }
+    }
+}
+
+/// Values given by environment variables or flags; each set one replaces the file's.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--listen` / `KINDRED_LISTEN`.
+    pub listen: Option<SocketAddr>,
+    /// `--data` / `KINDRED_DATA`.
+    pub data: Option<PathBuf>,
+    /// `--model` / `KINDRED_MODEL`.
+    pub model: Option<PathBuf>,
+    /// `--home` / `KINDRED_HOME`.
+    pub home: Option<PathBuf>,
+    /// `--device` / `KINDRED_DEVICE`.
+    pub device: Option<String>,
+    /// `--batch-size` / `KINDRED_BATCH_SIZE`.
+    pub batch_size: Option<usize>,
+    /// `--relaxed` / `KINDRED_RELAXED_DURABILITY` (only `true` overrides).
+    pub relaxed: bool,
+    /// `KINDRED_ADMIN_KEY`.
+    pub admin_key: Option<String>,
+    /// `KINDRED_READ_KEY`.
+    pub read_key: Option<String>,
+    /// `--checkpoint-interval` / `KINDRED_CHECKPOINT_INTERVAL`.
+    pub checkpoint_interval_secs: Option<u64>,
+    /// `--request-timeout-ms` / `KINDRED_REQUEST_TIMEOUT_MS`.
+    pub request_timeout_ms: Option<u64>,
+}
+
+impl ServeConfig {
+    /// Defaults, then `file` (if any), then `overrides`.
+    pub fn load(file: Option<&Path>, overrides: Overrides) -> Result<Self> {
+        let mut c = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(io_err(format!("reading config file {}", path.display())))?;
+                Self::from_toml(&text).map_err(|reason| UserError::InvalidArgument {
+                    name: "config file",
+                    reason: format!("{}: {reason}", path.display()),
+                })?
+            }
+            None => ServeConfig::default(),
+        };
+        let o = overrides;
+        macro_rules! take {
+            ($field:ident) => {
+                if let Some(v) = o.$field {
+                    c.$field = v;
+                }
+            };
+            (opt $field:ident) => {
+                if o.$field.is_some() {
+                    c.$field = o.$field;
+                }
+            };
+        }
+        take!(listen);
+        take!(opt data);
+        take!(opt model);
+        take!(opt home);
+        take!(device);
+        take!(batch_size);
+        take!(opt admin_key);
+        take!(opt read_key);
+        take!(checkpoint_interval_secs);
+        c.relaxed |= o.relaxed;
+        if let Some(t) = o.request_timeout_ms {
+            c.limits.request_timeout_ms = t;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Parses a TOML configuration (unknown keys are errors, so typos surface).
+    pub fn from_toml(text: &str) -> std::result::Result<Self, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |name: &'static str, reason: &str| -> Result<()> {
+            Err(UserError::InvalidArgument {
+                name,
+                reason: reason.into(),
+            }
+            .into())
+        };
+        for (name, key) in [("admin_key", &self.admin_key), ("read_key", &self.read_key)] {
+            if key.as_deref().is_some_and(|k| k.len() < 16) {
+                return bad(name, "shorter than 16 characters; use a long random key (e.g. `openssl rand -hex 24`)");
+            }
+        }
+        if self.admin_key.is_none() && !self.listen.ip().is_loopback() {
+            return bad(
+                "listen",
+                "a non-loopback address without an admin key would let anyone on the network write; set KINDRED_ADMIN_KEY (or admin_key in the config file)",
+            );
+        }
+        if self.batch_size == 0 {
+            return bad("batch_size", "0; use at least 1");
+        }
+        let l = &self.limits;
+        if l.max_body_bytes == 0 || l.max_batch == 0 || l.max_k == 0 || l.max_text_chars == 0 {
+            return bad("limits", "every limit must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_apply_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("k.toml");
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:9000\"\nbatch_size = 8\n[limits]\nmax_k = 50\n[search]\nrerank_depth = 40\n",
+        )
+        .unwrap();
+        let c = ServeConfig::load(Some(&file), Overrides::default()).unwrap();
+        assert_eq!(c.listen.port(), 9000);
+        assert_eq!(c.batch_size, 8);
+        assert_eq!(c.limits.max_k, 50);
+        assert_eq!(c.limits.max_batch, Limits::default().max_batch);
+        assert_eq!(c.search.rerank_depth, 40);
+        let o = Overrides {
+            listen: Some("127.0.0.1:9001".parse().unwrap()),
+            request_timeout_ms: Some(5),
+            ..Default::default()
+        };
+        let c = ServeConfig::load(Some(&file), o).unwrap();
+        assert_eq!(c.listen.port(), 9001);
+        assert_eq!(c.batch_size, 8);
+        assert_eq!(c.limits.request_timeout_ms, 5);
+    }
+
+    #[test]
+    fn bad_configs_say_what_is_wrong() {
+        let e = ServeConfig::from_toml("lisen = \"x\"").unwrap_err();
+        assert!(e.contains("lisen"), "{e}");
+        let o = Overrides {
+            listen: Some("0.0.0.0:7700".parse().unwrap()),
+            ..Default::default()
+        };
+        let e = ServeConfig::load(None, o).unwrap_err().to_string();
+        assert!(e.contains("KINDRED_ADMIN_KEY"), "{e}");
+        let o = Overrides {
+            admin_key: Some("short".into()),
+            ..Default::default()
+        };
+        let e = ServeConfig::load(None, o).unwrap_err().to_string();
+        assert!(e.contains("16 characters"), "{e}");
+    }
+}

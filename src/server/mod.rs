@@ -1,0 +1,264 @@
+//! `kindred serve`: the REST API (axum on tokio), versioned under `/v1`.
+//!
+//! Owns the HTTP surface only: routing, keys, limits, timeouts, metrics, OpenAPI and the
+//! server's lifecycle (index warm-up, periodic checkpoints, graceful shutdown). Every handler
+//! is a thin call into [`crate::db`] and [`crate::search`] on tokio's blocking pool, so
+//! encoding and reranking never stall the async threads.
+
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod openapi;
+pub mod routes;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::db::Database;
+use crate::Encoder;
+use auth::{Keys, Role};
+use config::ServeConfig;
+use error::ApiError;
+use metrics::Metrics;
+
+/// What every handler shares.
+pub struct AppState {
+    /// The database.
+    pub db: Arc<Database>,
+    /// The encoder.
+    pub encoder: Arc<Encoder>,
+    /// The configuration in force.
+    pub config: ServeConfig,
+    /// API keys.
+    pub keys: Keys,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Set once every collection's indexes are loaded.
+    pub ready: AtomicBool,
+    /// One encoding writer at a time.
+    pub writers: Semaphore,
+}
+
+/// Builds the router over shared state.
+pub fn router(state: Arc<AppState>) -> Router {
+    let read = Router::new()
+        .route("/v1/collections", get(routes::list_collections))
+        .route("/v1/collections/{collection}", get(routes::get_collection))
+        .route(
+            "/v1/collections/{collection}/documents/{id}",
+            get(routes::get_document),
+        )
+        .route(
+            "/v1/collections/{collection}/search",
+            post(routes::search_collection),
+        )
+        .route(
+            "/v1/collections/{collection}/duplicates",
+            post(routes::duplicates),
+        )
+        .route("/v1/explain", post(routes::explain))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_read));
+    let admin = Router::new()
+        .route("/v1/collections", post(routes::create_collection))
+        .route(
+            "/v1/collections/{collection}",
+            delete(routes::drop_collection),
+        )
+        .route(
+            "/v1/collections/{collection}/documents",
+            post(routes::upsert_documents),
+        )
+        .route(
+            "/v1/collections/{collection}/documents/{id}",
+            delete(routes::delete_document),
+        )
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_admin));
+    let open = Router::new()
+        .route("/healthz", get(routes::healthz))
+        .route("/readyz", get(routes::readyz))
+        .route("/metrics", get(routes::metrics))
+        .route("/openapi.json", get(openapi::serve));
+    let limit = state.config.limits.max_body_bytes;
+    open.merge(read)
+        .merge(admin)
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), timeout))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .layer(axum::extract::DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "route_not_found",
+        "no such route; see GET /openapi.json for the API",
+    )
+}
+
+async fn require_read(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    match s.keys.check(req.headers(), Role::Read) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn require_admin(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    match s.keys.check(req.headers(), Role::Admin) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Answers 503 `timeout` when a request takes longer than `limits.request_timeout_ms`.
+/// NDJSON uploads are exempt: they are as long as the file. Work already handed to the
+/// blocking pool finishes; a timed-out write may still commit (check with GET).
+async fn timeout(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let streaming = req
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.starts_with("application/x-ndjson") || v.starts_with("application/jsonl")
+        });
+    let ms = s.config.limits.request_timeout_ms;
+    if streaming || ms == 0 {
+        return next.run(req).await;
+    }
+    match tokio::time::timeout(Duration::from_millis(ms), next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            format!("the request took longer than {ms} ms (limits.request_timeout_ms); a write may still complete: check before retrying"),
+        )
+        .into_response(),
+    }
+}
+
+/// Counts and times every request by matched route; logs it.
+async fn observe(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched".to_string(), |p| p.as_str().to_string());
+    let response = next.run(req).await;
+    let seconds = start.elapsed().as_secs_f64();
+    let status = response.status().as_u16();
+    s.metrics.request(&method, &route, status, seconds);
+    tracing::info!(%method, %route, status, ms = seconds * 1e3, "request");
+    response
+}
+
+/// A running server: its address and a handle to stop it.
+pub struct Running {
+    /// The bound address.
+    pub addr: std::net::SocketAddr,
+}
+
+/// Serves until Ctrl-C / SIGTERM, then stops accepting, finishes in-flight requests and
+/// saves the indexes. Calls `on_listening` once the socket is bound.
+pub async fn serve(
+    config: ServeConfig,
+    db: Arc<Database>,
+    encoder: Arc<Encoder>,
+    on_listening: impl FnOnce(&Running),
+) -> crate::Result<()> {
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(crate::error::io_err(format!(
+            "binding {} (is another server on that port? use --listen ADDR:PORT)",
+            config.listen
+        )))?;
+    let addr = listener
+        .local_addr()
+        .map_err(crate::error::io_err("reading the bound address"))?;
+    if config.admin_key.is_none() {
+        tracing::warn!(
+            "no admin key: anyone who can reach {addr} can write; set KINDRED_ADMIN_KEY"
+        );
+    }
+    let state = Arc::new(AppState {
+        keys: Keys::new(config.admin_key.as_deref(), config.read_key.as_deref()),
+        db: db.clone(),
+        encoder,
+        metrics: Metrics::new(),
+        ready: AtomicBool::new(false),
+        writers: Semaphore::new(1),
+        config,
+    });
+    // Load every collection's indexes in the background; /readyz says when done.
+    {
+        let s = state.clone();
+        tokio::task::spawn_blocking(move || {
+            match s.db.warm_up() {
+                Ok(()) => tracing::info!("indexes loaded; ready"),
+                Err(e) => {
+                    tracing::error!(error = %e, "loading indexes failed; they load on first use")
+                }
+            }
+            s.ready.store(true, Ordering::Release);
+        });
+    }
+    let interval = state.config.checkpoint_interval_secs;
+    if interval > 0 {
+        let db = db.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(interval));
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let db = db.clone();
+                match tokio::task::spawn_blocking(move || db.checkpoint()).await {
+                    Ok(Ok(n)) if n > 0 => tracing::info!(collections = n, "indexes checkpointed"),
+                    Ok(Err(e)) => tracing::warn!(error = %e, "checkpoint failed"),
+                    _ => {}
+                }
+            }
+        });
+    }
+    on_listening(&Running { addr });
+    tracing::info!(%addr, "listening");
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(crate::error::io_err("serving"))?;
+    tracing::info!("shutting down: saving indexes");
+    let saved = tokio::task::spawn_blocking(move || db.checkpoint())
+        .await
+        .map_err(|e| crate::InternalError::Backend(format!("checkpoint task: {e}")))??;
+    tracing::info!(collections = saved, "indexes saved");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -1,0 +1,604 @@
+//! `kindred serve` over a real socket: a real store on disk, the real model, HTTP from another
+//! client. Covers the API's happy paths, a restart, and every error path the API promises.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::model_dir;
+
+const ADMIN: &str = "admin-key-0123456789abcdef";
+const READ: &str = "read-key-0123456789abcdef";
+
+/// A running `kindred serve`.
+pub struct Server {
+    child: Child,
+    pub base: String,
+}
+
+impl Server {
+    /// Starts the server on a free loopback port over `data`, with `extra` args and env.
+    pub fn start(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kindred"));
+        cmd.env("KINDRED_MODEL", &model_dir().path)
+            .env("RUST_LOG", "warn")
+            .env_remove("KINDRED_ADMIN_KEY")
+            .env_remove("KINDRED_READ_KEY")
+            .args([
+                "--data",
+                data.to_str().expect("utf-8"),
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("kindred serve starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("reads the listening line");
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        let server = Server { child, base };
+        server.wait_ready();
+        server
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < deadline {
+            if let Ok(r) = ureq::get(&self.url("/readyz")).call() {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("server not ready in 120 s");
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// SIGTERM, then waits for a clean exit (the server saves its indexes).
+    pub fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        let status = self.child.wait().expect("waits");
+        assert!(status.success(), "server exited with {status}");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// (status, JSON body) of a request; `key` goes in the Authorization header.
+pub fn call(method: &str, url: &str, key: Option<&str>, body: Option<&Value>) -> (u16, Value) {
+    let mut req = ureq::request(method, url);
+    if let Some(k) = key {
+        req = req.set("Authorization", &format!("Bearer {k}"));
+    }
+    let result = match body {
+        Some(b) => req.send_json(b.clone()),
+        None => req.call(),
+    };
+    into_json(result)
+}
+
+/// Like [`call`] with a raw body and content type.
+pub fn call_raw(url: &str, key: Option<&str>, content_type: &str, body: &[u8]) -> (u16, Value) {
+    let mut req = ureq::post(url).set("Content-Type", content_type);
+    if let Some(k) = key {
+        req = req.set("Authorization", &format!("Bearer {k}"));
+    }
+    into_json(req.send_bytes(body))
+}
+
+fn into_json(result: Result<ureq::Response, ureq::Error>) -> (u16, Value) {
+    let resp = match result {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("transport error: {e}"),
+    };
+    let status = resp.status();
+    let text = resp.into_string().expect("body");
+    let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, v)
+}
+
+fn faq_docs() -> Vec<Value> {
+    [
+        ("pw-1", "How do I reset my password?", "account"),
+        (
+            "pw-2",
+            "I forgot my password, how can I get back into my account?",
+            "account",
+        ),
+        (
+            "email",
+            "How can I change the email address on my account?",
+            "account",
+        ),
+        ("refund", "How do I get a refund for my order?", "billing"),
+        ("cards", "Which payment methods do you accept?", "billing"),
+        ("ship", "How long does shipping take?", "orders"),
+        (
+            "broken",
+            "My package arrived damaged, what should I do?",
+            "orders",
+        ),
+        ("cancel", "How do I cancel my subscription?", "billing"),
+    ]
+    .iter()
+    .map(|(id, text, topic)| json!({ "id": id, "text": text, "metadata": { "topic": topic } }))
+    .collect()
+}
+
+fn ids(hits: &Value) -> Vec<String> {
+    hits.as_array()
+        .expect("hits array")
+        .iter()
+        .map(|h| h["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
+#[test]
+fn api_lifecycle_over_a_real_socket_with_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys = [("KINDRED_ADMIN_KEY", ADMIN), ("KINDRED_READ_KEY", READ)];
+    let s = Server::start(dir.path(), &[], &keys);
+    let admin = Some(ADMIN);
+    let read = Some(READ);
+
+    // Collections.
+    let (st, info) = call(
+        "POST",
+        &s.url("/v1/collections"),
+        admin,
+        Some(&json!({ "name": "faq" })),
+    );
+    assert_eq!(st, 201, "{info}");
+    assert_eq!(info["stats"]["documents"], 0);
+    let (st, e) = call(
+        "POST",
+        &s.url("/v1/collections"),
+        admin,
+        Some(&json!({ "name": "faq" })),
+    );
+    assert_eq!(
+        (st, e["error"]["code"].as_str()),
+        (409, Some("collection_exists"))
+    );
+
+    // Ingest: a JSON batch, then an NDJSON stream.
+    let docs = faq_docs();
+    let (st, r) = call(
+        "POST",
+        &s.url("/v1/collections/faq/documents"),
+        admin,
+        Some(&json!(docs[..5])),
+    );
+    assert_eq!((st, r["upserted"].as_u64()), (200, Some(5)), "{r}");
+    let ndjson: String = docs[5..].iter().map(|d| format!("{d}\n")).collect();
+    let (st, r) = call_raw(
+        &s.url("/v1/collections/faq/documents"),
+        admin,
+        "application/x-ndjson",
+        ndjson.as_bytes(),
+    );
+    assert_eq!((st, r["upserted"].as_u64()), (200, Some(3)), "{r}");
+    let (_, list) = call("GET", &s.url("/v1/collections"), read, None);
+    assert_eq!(list["collections"][0]["documents"], 8);
+    let (st, doc) = call(
+        "GET",
+        &s.url("/v1/collections/faq/documents/refund"),
+        read,
+        None,
+    );
+    assert_eq!(
+        (st, doc["metadata"]["topic"].as_str()),
+        (200, Some("billing"))
+    );
+
+    // Search: hybrid + RCMD by default, every stage's score and rank, a probability.
+    let q = json!({ "text": "I can't remember my password", "k": 3 });
+    let (st, out) = call("POST", &s.url("/v1/collections/faq/search"), read, Some(&q));
+    assert_eq!(st, 200, "{out}");
+    let top = ids(&out["hits"]);
+    assert!(
+        top[..2].contains(&"pw-1".to_string()) && top[..2].contains(&"pw-2".to_string()),
+        "{top:?}"
+    );
+    let hit = &out["hits"][0];
+    for stage in ["cosine", "w2", "lexical", "fused"] {
+        assert!(hit["stages"][stage]["score"].is_number(), "{stage}: {hit}");
+    }
+    assert_eq!(hit["score"], hit["stages"]["rcmd"]["score"]);
+    assert_eq!(hit["stages"]["rcmd"]["rank"], 1);
+    let p = hit["probability"].as_f64().expect("probability");
+    assert!((0.0..=1.0).contains(&p));
+    assert!(out["timings"]["encode_ms"].as_f64().expect("timing") > 0.0);
+    // Each mode, and no rerank: the order is the fused one.
+    for mode in ["cosine", "w2", "lexical", "hybrid"] {
+        let q = json!({ "text": "reset password", "k": 2, "mode": mode, "rerank": "none" });
+        let (st, out) = call("POST", &s.url("/v1/collections/faq/search"), read, Some(&q));
+        assert_eq!(st, 200, "{mode}: {out}");
+        let hits = out["hits"].as_array().expect("hits");
+        assert!(!hits.is_empty(), "{mode}");
+        assert_eq!(hits[0]["stages"]["fused"]["rank"], 1, "{mode}");
+        assert_eq!(
+            hits[0]["score"], hits[0]["stages"]["fused"]["score"],
+            "{mode}"
+        );
+    }
+    // Metadata filter.
+    let q = json!({ "text": "password", "filter": { "topic": "billing" } });
+    let (_, out) = call("POST", &s.url("/v1/collections/faq/search"), read, Some(&q));
+    for h in out["hits"].as_array().expect("hits") {
+        assert_eq!(h["metadata"]["topic"], "billing", "{h}");
+    }
+    // Explanations add up to the RCMD score.
+    let q = json!({ "text": "how to get my money back", "k": 1, "explain": true });
+    let (_, out) = call("POST", &s.url("/v1/collections/faq/search"), read, Some(&q));
+    let hit = &out["hits"][0];
+    assert_eq!(hit["id"], "refund");
+    let e = &hit["explanation"];
+    let sum: f64 = e["token_contributions"]["values"]
+        .as_array()
+        .expect("values")
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .sum();
+    assert!(
+        (sum - hit["stages"]["rcmd"]["score"].as_f64().unwrap()).abs() < 1e-3,
+        "{sum} vs {hit}"
+    );
+
+    // Duplicates.
+    let q = json!({ "text": "I forgot my password and cannot log in to my account" });
+    let (st, v) = call(
+        "POST",
+        &s.url("/v1/collections/faq/duplicates"),
+        read,
+        Some(&q),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["is_duplicate"], true, "{v}");
+    assert_eq!(v["matches"][0]["id"], "pw-2");
+    assert!(v["matches"][0]["explanation"]["word_alignments"].is_array());
+    let q = json!({ "text": "What is the capital of Mongolia?", "explain": false });
+    let (_, v) = call(
+        "POST",
+        &s.url("/v1/collections/faq/duplicates"),
+        read,
+        Some(&q),
+    );
+    assert_eq!(v["is_duplicate"], false, "{v}");
+    assert!(v["probability"].as_f64().unwrap() < v["threshold"].as_f64().unwrap());
+
+    // Explain two texts.
+    let q = json!({ "a": "How do I learn Rust?", "b": "learning Rust fast" });
+    let (st, v) = call("POST", &s.url("/v1/explain"), read, Some(&q));
+    assert_eq!(st, 200, "{v}");
+    assert!(v["cosine"].as_f64().unwrap() > 0.5);
+    assert_eq!(v["explanation"]["b"]["words"][1]["text"], "Rust");
+
+    // Delete.
+    let (st, _) = call(
+        "DELETE",
+        &s.url("/v1/collections/faq/documents/cards"),
+        admin,
+        None,
+    );
+    assert_eq!(st, 200);
+    let (st, e) = call(
+        "GET",
+        &s.url("/v1/collections/faq/documents/cards"),
+        read,
+        None,
+    );
+    assert_eq!(
+        (st, e["error"]["code"].as_str()),
+        (404, Some("document_not_found"))
+    );
+    let q = json!({ "text": "Which payment methods do you accept?", "k": 8 });
+    let (_, out) = call("POST", &s.url("/v1/collections/faq/search"), read, Some(&q));
+    assert!(!ids(&out["hits"]).contains(&"cards".to_string()));
+
+    // Operations.
+    let (st, _) = call("GET", &s.url("/healthz"), None, None);
+    assert_eq!(st, 200);
+    let metrics = ureq::get(&s.url("/metrics"))
+        .call()
+        .expect("metrics")
+        .into_string()
+        .expect("text");
+    assert!(metrics.contains("kindred_http_requests_total{method=\"POST\",route=\"/v1/collections/{collection}/search\",status=\"200\"}"), "{metrics}");
+    assert!(metrics.contains("kindred_search_stage_duration_seconds_bucket{stage=\"rerank\""));
+    assert!(metrics.contains("kindred_collection_documents{collection=\"faq\"} 7"));
+    let (_, api) = call("GET", &s.url("/openapi.json"), None, None);
+    assert!(
+        api["paths"]["/v1/collections/{collection}/search"]["post"].is_object(),
+        "{api}"
+    );
+    assert!(api["components"]["schemas"]["Hit"].is_object());
+
+    // Restart on the same data: same answers.
+    let q = json!({ "text": "my parcel is broken", "k": 3 });
+    let (_, before) = call("POST", &s.url("/v1/collections/faq/search"), read, Some(&q));
+    s.stop();
+    let s = Server::start(dir.path(), &[], &keys);
+    let (_, after) = call("POST", &s.url("/v1/collections/faq/search"), read, Some(&q));
+    assert_eq!(ids(&before["hits"]), ids(&after["hits"]));
+    assert_eq!(before["hits"][0]["score"], after["hits"][0]["score"]);
+    let (st, _) = call("DELETE", &s.url("/v1/collections/faq"), admin, None);
+    assert_eq!(st, 200);
+    let (st, e) = call("POST", &s.url("/v1/collections/faq/search"), read, Some(&q));
+    assert_eq!(
+        (st, e["error"]["code"].as_str()),
+        (404, Some("collection_not_found"))
+    );
+    s.stop();
+}
+
+fn code(v: &Value) -> &str {
+    v["error"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error code in {v}"))
+}
+
+#[test]
+fn every_error_path_answers_json_with_the_right_status() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("kindred.toml");
+    std::fs::write(
+        &config,
+        "[limits]\nmax_body_bytes = 20000\nmax_batch = 3\nmax_k = 20\nmax_text_chars = 200\n",
+    )
+    .expect("config");
+    let keys = [("KINDRED_ADMIN_KEY", ADMIN), ("KINDRED_READ_KEY", READ)];
+    let s = Server::start(dir.path(), &["--config", config.to_str().unwrap()], &keys);
+    let admin = Some(ADMIN);
+    let (st, _) = call(
+        "POST",
+        &s.url("/v1/collections"),
+        admin,
+        Some(&json!({ "name": "c" })),
+    );
+    assert_eq!(st, 201);
+    let docs = s.url("/v1/collections/c/documents");
+    let search = s.url("/v1/collections/c/search");
+
+    // Keys.
+    let (st, e) = call("POST", &search, None, Some(&json!({ "text": "x" })));
+    assert_eq!((st, code(&e)), (401, "missing_key"));
+    let (st, e) = call(
+        "POST",
+        &search,
+        Some("wrong-key-0123456789"),
+        Some(&json!({ "text": "x" })),
+    );
+    assert_eq!((st, code(&e)), (401, "invalid_key"));
+    let (st, e) = call("POST", &docs, Some(READ), Some(&json!([])));
+    assert_eq!((st, code(&e)), (403, "forbidden"));
+
+    // Bodies.
+    let (st, e) = call_raw(&search, Some(READ), "application/json", b"{\"text\": ");
+    assert_eq!((st, code(&e)), (400, "malformed_json"));
+    let (st, e) = call_raw(
+        &search,
+        Some(READ),
+        "application/json",
+        b"{\"text\": \"caf\xe9\"}",
+    );
+    assert_eq!((st, code(&e)), (400, "invalid_utf8"));
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("offset 13"),
+        "{e}"
+    );
+    let (st, e) = call("POST", &search, Some(READ), Some(&json!({ "text": 5 })));
+    assert_eq!((st, code(&e)), (422, "invalid_request"));
+    let (st, e) = call(
+        "POST",
+        &search,
+        Some(READ),
+        Some(&json!({ "text": "x", "kk": 5 })),
+    );
+    assert_eq!((st, code(&e)), (422, "invalid_request"));
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("kk"),
+        "{e}"
+    );
+    let big = json!([{ "id": "a", "text": "x".repeat(30000) }]);
+    let (st, e) = call("POST", &docs, admin, Some(&big));
+    assert_eq!((st, code(&e)), (413, "body_too_large"));
+    let four: Vec<Value> = (0..4)
+        .map(|i| json!({ "id": format!("d{i}"), "text": "How do I bake bread?" }))
+        .collect();
+    let (st, e) = call("POST", &docs, admin, Some(&json!(four)));
+    assert_eq!((st, code(&e)), (413, "batch_too_large"));
+
+    // Limits and bad values.
+    let (st, e) = call(
+        "POST",
+        &search,
+        Some(READ),
+        Some(&json!({ "text": "x", "k": 21 })),
+    );
+    assert_eq!((st, code(&e)), (422, "k_out_of_range"));
+    let (st, e) = call(
+        "POST",
+        &search,
+        Some(READ),
+        Some(&json!({ "text": "y".repeat(201) })),
+    );
+    assert_eq!((st, code(&e)), (422, "text_too_long"));
+    let (st, e) = call("POST", &search, Some(READ), Some(&json!({ "text": "   " })));
+    assert_eq!((st, code(&e)), (422, "empty_text"));
+    let (st, e) = call(
+        "POST",
+        &search,
+        Some(READ),
+        Some(&json!({ "text": "x", "mode": "bm25" })),
+    );
+    assert_eq!((st, code(&e)), (422, "invalid_request"));
+    let (st, e) = call(
+        "POST",
+        &s.url("/v1/collections/nope/search"),
+        Some(READ),
+        Some(&json!({ "text": "x" })),
+    );
+    assert_eq!((st, code(&e)), (404, "collection_not_found"));
+    let (st, e) = call("GET", &s.url("/v2/whatever"), None, None);
+    assert_eq!((st, code(&e)), (404, "route_not_found"));
+    let (st, e) = call(
+        "POST",
+        &s.url("/v1/collections"),
+        admin,
+        Some(&json!({ "name": "bad name!" })),
+    );
+    assert_eq!((st, code(&e)), (422, "invalid_request"));
+    let (st, e) = call(
+        "POST",
+        &s.url("/v1/collections/c/duplicates"),
+        Some(READ),
+        Some(&json!({ "text": "x", "threshold": 1.5 })),
+    );
+    assert_eq!((st, code(&e)), (422, "invalid_request"));
+
+    // A bad document rejects its whole batch; nothing is stored.
+    let batch = json!([
+        { "id": "ok", "text": "How do I bake bread?" },
+        { "id": "bad", "text": "Is rye better?", "metadata": [1, 2] }
+    ]);
+    let (st, e) = call("POST", &docs, admin, Some(&batch));
+    assert_eq!((st, code(&e)), (422, "invalid_document"));
+    assert!(e["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("metadata must be a JSON object"));
+    let (st, _) = call(
+        "GET",
+        &s.url("/v1/collections/c/documents/ok"),
+        Some(READ),
+        None,
+    );
+    assert_eq!(st, 404);
+
+    // An NDJSON stream keeps the batches before a bad line and says so.
+    let stream = "{\"id\": \"s1\", \"text\": \"How do I bake bread?\"}\n{\"id\": \"s2\", \"text\": \"Rye or wheat?\"}\n{\"id\": \"s3\", \"text\": \"Sourdough starter?\"}\n{\"id\": \"s4\", \"text\": \"oops\"\n";
+    let (st, e) = call_raw(&docs, admin, "application/x-ndjson", stream.as_bytes());
+    assert_eq!((st, code(&e)), (400, "malformed_json"));
+    let msg = e["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("line 4") && msg.contains("3 documents in 1 batches were committed"),
+        "{msg}"
+    );
+    let (st, _) = call(
+        "GET",
+        &s.url("/v1/collections/c/documents/s3"),
+        Some(READ),
+        None,
+    );
+    assert_eq!(st, 200);
+    s.stop();
+
+    // A timeout answers 503 with the error shape.
+    let s = Server::start(dir.path(), &["--request-timeout-ms", "1"], &keys);
+    let (st, e) = call(
+        "POST",
+        &s.url("/v1/collections/c/search"),
+        Some(READ),
+        Some(&json!({ "text": "bread", "explain": true })),
+    );
+    assert_eq!((st, code(&e)), (503, "timeout"));
+    s.stop();
+
+    // Bad configuration fails at startup, naming the key.
+    std::fs::write(&config, "[limits]\nmax_kk = 3\n").expect("config");
+    let out = Command::new(env!("CARGO_BIN_EXE_kindred"))
+        .env("KINDRED_MODEL", &model_dir().path)
+        .args([
+            "--data",
+            dir.path().to_str().unwrap(),
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+        ])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("max_kk"), "{err}");
+}
+
+#[test]
+fn searches_are_answered_while_a_large_batch_is_ingested() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(dir.path(), &[], &[]);
+    let (st, _) = call(
+        "POST",
+        &s.url("/v1/collections"),
+        None,
+        Some(&json!({ "name": "q" })),
+    );
+    assert_eq!(st, 201);
+    let (st, _) = call(
+        "POST",
+        &s.url("/v1/collections/q/documents"),
+        None,
+        Some(&json!(faq_docs())),
+    );
+    assert_eq!(st, 200);
+    let questions = crate::common::qqp_questions("qqp_bimpm/dev.tsv");
+    let body: String = questions[..1500]
+        .iter()
+        .enumerate()
+        .map(|(i, q)| format!("{}\n", json!({ "id": format!("qqp-{i}"), "text": q })))
+        .collect();
+    let url = s.url("/v1/collections/q/documents");
+    let ingest =
+        std::thread::spawn(move || call_raw(&url, None, "application/x-ndjson", body.as_bytes()));
+    // While it runs, searches succeed and see the original documents.
+    let mut answered = 0;
+    std::thread::sleep(Duration::from_millis(300));
+    while !ingest.is_finished() {
+        let q = json!({ "text": "how long does delivery take?", "k": 1, "filter": { "topic": "orders" } });
+        let (st, out) = call("POST", &s.url("/v1/collections/q/search"), None, Some(&q));
+        assert_eq!(st, 200, "{out}");
+        assert_eq!(out["hits"][0]["id"], "ship");
+        answered += 1;
+    }
+    let (st, r) = ingest.join().expect("ingest thread");
+    assert_eq!((st, r["upserted"].as_u64()), (200, Some(1500)), "{r}");
+    assert!(
+        answered >= 3,
+        "only {answered} searches answered during the ingest"
+    );
+    let (_, info) = call("GET", &s.url("/v1/collections/q"), None, None);
+    assert_eq!(info["stats"]["documents"], 1508);
+    s.stop();
+}
