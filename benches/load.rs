@@ -14,7 +14,8 @@
 //!
 //! Run: `cargo bench --bench load` (preload ≈ 4-5 min on 2 cores, then 2 × LOAD_SECONDS).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -110,6 +111,60 @@ struct Run {
     seconds: f64,
 }
 
+/// A minimal keep-alive HTTP/1.1 client: one write per request and TCP_NODELAY, so the
+/// numbers are the server's and not Nagle's algorithm meeting delayed ACKs (which adds
+/// ~40 ms per request to clients that write headers and body separately).
+struct Client {
+    stream: BufReader<TcpStream>,
+    host: String,
+}
+
+impl Client {
+    fn connect(base: &str) -> Client {
+        let host = base.trim_start_matches("http://").to_string();
+        let stream = TcpStream::connect(&host).expect("connects");
+        stream.set_nodelay(true).expect("nodelay");
+        Client {
+            stream: BufReader::new(stream),
+            host,
+        }
+    }
+
+    /// POSTs JSON; returns (status, body).
+    fn post(&mut self, path: &str, body: &Value) -> std::io::Result<(u16, Vec<u8>)> {
+        let body = serde_json::to_vec(body).expect("json");
+        let mut req = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            self.host,
+            body.len()
+        )
+        .into_bytes();
+        req.extend_from_slice(&body);
+        self.stream.get_mut().write_all(&req)?;
+        let mut status_line = String::new();
+        self.stream.read_line(&mut status_line)?;
+        let status: u16 = status_line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let mut len = 0usize;
+        loop {
+            let mut h = String::new();
+            self.stream.read_line(&mut h)?;
+            if h == "\r\n" || h.is_empty() {
+                break;
+            }
+            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                len = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut out = vec![0u8; len];
+        self.stream.read_exact(&mut out)?;
+        Ok((status, out))
+    }
+}
+
 fn search_loop(
     base: &str,
     queries: &[String],
@@ -117,8 +172,7 @@ fn search_loop(
     max: usize,
     stop: Option<&AtomicBool>,
 ) -> Run {
-    let agent = ureq::AgentBuilder::new().build();
-    let url = format!("{base}/v1/collections/load/search");
+    let mut client = Client::connect(base);
     let start = Instant::now();
     let mut run = Run::default();
     for (i, q) in queries.iter().cycle().enumerate() {
@@ -126,11 +180,14 @@ fn search_loop(
             break;
         }
         let t = Instant::now();
-        let ok = agent
-            .post(&url)
-            .send_json(json!({ "text": q, "k": 10, "rerank_depth": 100 }))
+        let ok = client
+            .post(
+                "/v1/collections/load/search",
+                &json!({ "text": q, "k": 10, "rerank_depth": 100 }),
+            )
             .ok()
-            .and_then(|r| r.into_json::<Value>().ok())
+            .filter(|(status, _)| *status == 200)
+            .and_then(|(_, body)| serde_json::from_slice::<Value>(&body).ok())
             .is_some_and(|v| v["hits"].as_array().is_some_and(|h| !h.is_empty()));
         run.latencies_ms.push(t.elapsed().as_secs_f64() * 1e3);
         if !ok {

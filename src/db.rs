@@ -530,7 +530,8 @@ impl Drop for Database {
     }
 }
 
-fn validate(d: &NewDocument) -> Result<()> {
+/// Checks a document as an upsert would: id length, non-empty text, object metadata.
+pub(crate) fn validate(d: &NewDocument) -> Result<()> {
     validate_id(&d.id)?;
     let reject = |reason: &str| -> Result<()> {
         Err(UserError::InvalidDocument {

@@ -21,6 +21,7 @@ pub mod encoder;
 pub mod error;
 pub mod eval;
 pub mod index;
+pub mod ingest;
 pub mod model;
 pub mod score;
 pub mod search;

@@ -3,7 +3,9 @@
 
 mod calibrate;
 mod db;
+mod eval;
 mod explain;
+mod ingest;
 mod serve;
 
 use std::path::PathBuf;
@@ -188,6 +190,53 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Bulk-load a file into a collection: streamed, encoded in overlapped batches, with a
+    /// progress bar, a reject file for bad rows, and resume after an interruption.
+    Ingest {
+        /// The input file.
+        file: PathBuf,
+        /// Target collection.
+        #[arg(long, short)]
+        collection: String,
+        /// tsv | csv | jsonl | qqp [default: from the file extension]. qqp reads Quora pair
+        /// files (label, q1, q2, id) and ingests each distinct question once (id: q + 16 hex
+        /// digits of the text's SHA-256).
+        #[arg(long)]
+        format: Option<String>,
+        /// Column (tsv/csv) or key (jsonl) of the id.
+        #[arg(long, default_value = "id")]
+        id_field: String,
+        /// Column or key of the text.
+        #[arg(long, default_value = "text")]
+        text_field: String,
+        /// Columns or keys copied into metadata (comma-separated). jsonl default: the
+        /// `metadata` object.
+        #[arg(long, value_delimiter = ',')]
+        meta_fields: Vec<String>,
+        /// Where bad rows go (line<TAB>reason) [default: FILE.rejects.tsv].
+        #[arg(long, value_name = "FILE")]
+        reject_file: Option<PathBuf>,
+        /// Stop at the first bad row (what precedes it stays committed).
+        #[arg(long)]
+        strict: bool,
+        /// Ignore saved progress and read the file from the start.
+        #[arg(long)]
+        restart: bool,
+        /// Create the collection if it does not exist.
+        #[arg(long)]
+        create: bool,
+        /// Documents per committed batch.
+        #[arg(long, default_value_t = 256)]
+        batch: usize,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure kindred on labelled data: pair classification, retrieval, STS correlation.
+    Eval {
+        #[command(subcommand)]
+        command: EvalCommand,
+    },
     /// Fit the duplicate model (logistic regression over cosine, W2, RCMD both ways and
     /// lexical TF-IDF) on labelled pairs; report AUC and accuracy; save it.
     Calibrate {
@@ -228,6 +277,50 @@ pub enum Command {
         no_serve: bool,
         #[command(flatten)]
         serve: serve::ServeArgs,
+    },
+}
+
+/// `kindred eval …`
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// AUC and accuracy (threshold chosen on dev) of cosine, W2, RCMD (both directions and
+    /// symmetric), lexical and the calibrated probability (fitted on dev).
+    Pairs {
+        /// Dev pair files (label<TAB>q1<TAB>q2[<TAB>id]).
+        #[arg(long, required = true, num_args = 1..)]
+        dev: Vec<PathBuf>,
+        /// Test pair files.
+        #[arg(long, required = true, num_args = 1..)]
+        test: Vec<PathBuf>,
+        /// Write the report as JSON.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Recall@1/10, MRR@10, nDCG@10 and latency of each first stage, with and without RCMD
+    /// rerank, over a temporary collection of every distinct question in the files.
+    Retrieval {
+        /// Pair files; duplicate pairs give the queries (first question) and relevant
+        /// documents (second).
+        #[arg(long, required = true, num_args = 1..)]
+        pairs: Vec<PathBuf>,
+        /// Evaluate only the first N queries.
+        #[arg(long)]
+        max_queries: Option<usize>,
+        /// Fused candidates reranked.
+        #[arg(long, default_value_t = 100)]
+        rerank_depth: usize,
+        /// Write the report as JSON.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Spearman ×100 of cosine, W2 and RCMD against gold similarity (STS-B or SICK files).
+    Sts {
+        /// STS-B (sts-test.csv) or SICK (SICK_test_annotated.txt) files.
+        #[arg(long, required = true, num_args = 1..)]
+        data: Vec<PathBuf>,
+        /// Write the report as JSON.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
     },
 }
 
@@ -360,6 +453,54 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         Command::Stats { collection, json } => db::stats(&g.database()?, collection, *json)?,
         Command::Explain { a, b, json } => explain::run(&g.encoder()?, a, b, *json)?,
+        Command::Ingest {
+            file,
+            collection,
+            format,
+            id_field,
+            text_field,
+            meta_fields,
+            reject_file,
+            strict,
+            restart,
+            create,
+            batch,
+            json,
+        } => {
+            let encoder = g.encoder()?;
+            let req = ingest::Request {
+                file,
+                collection,
+                format: format.as_deref(),
+                fields: kindred::ingest::Fields {
+                    id: id_field.clone(),
+                    text: text_field.clone(),
+                    meta: meta_fields.clone(),
+                },
+                reject_file: reject_file.as_deref(),
+                strict: *strict,
+                restart: *restart,
+                create: *create,
+                batch: *batch,
+                json: *json,
+            };
+            ingest::run(&g.database()?, &g.data_dir(), &encoder, req)?
+        }
+        Command::Eval { command } => {
+            let encoder = g.encoder()?;
+            match command {
+                EvalCommand::Pairs { dev, test, out } => {
+                    eval::pairs(&encoder, dev, test, out.as_deref())?
+                }
+                EvalCommand::Retrieval {
+                    pairs,
+                    max_queries,
+                    rerank_depth,
+                    out,
+                } => eval::retrieval(&encoder, pairs, *max_queries, *rerank_depth, out.as_deref())?,
+                EvalCommand::Sts { data, out } => eval::sts(&encoder, data, out.as_deref())?,
+            }
+        }
         Command::Calibrate {
             pairs,
             test,

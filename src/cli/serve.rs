@@ -29,6 +29,10 @@ pub struct ServeArgs {
     /// Seconds between index checkpoints; 0: only at shutdown [default: 60].
     #[arg(long, env = "KINDRED_CHECKPOINT_INTERVAL", value_name = "SECS")]
     pub checkpoint_interval: Option<u64>,
+    /// CPU threads API writes may use (encoding, index inserts); 0: all cores but one
+    /// [default: 0].
+    #[arg(long, env = "KINDRED_INGEST_THREADS", value_name = "N")]
+    pub ingest_threads: Option<usize>,
     /// Milliseconds before a request is answered 503 timeout; 0: never [default: 30000].
     #[arg(long, env = "KINDRED_REQUEST_TIMEOUT_MS", value_name = "MS")]
     pub request_timeout_ms: Option<u64>,
@@ -49,6 +53,7 @@ pub fn config(g: &Global, a: &ServeArgs) -> Result<ServeConfig> {
         read_key: env("KINDRED_READ_KEY"),
         checkpoint_interval_secs: a.checkpoint_interval,
         request_timeout_ms: a.request_timeout_ms,
+        ingest_threads: a.ingest_threads,
     };
     Ok(ServeConfig::load(a.config.as_deref(), overrides)?)
 }

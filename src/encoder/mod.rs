@@ -122,19 +122,34 @@ impl Encoder {
     pub fn encode_with_progress<S: AsRef<str>>(
         &self,
         texts: &[S],
-        mut progress: impl FnMut(usize),
+        progress: impl FnMut(usize),
     ) -> Result<Vec<Encoded>> {
         let tokenized = texts
             .iter()
             .enumerate()
             .map(|(i, t)| self.tokenizer.tokenize(t.as_ref(), i))
             .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&Tokenized> = tokenized.iter().collect();
+        self.encode_tokenized_with_progress(&refs, progress)
+    }
+
+    /// Encodes texts tokenized already (by [`Encoder::tokenizer`]), in input order; lets a
+    /// pipeline tokenize on one thread while another encodes.
+    pub fn encode_tokenized(&self, tokenized: &[&Tokenized]) -> Result<Vec<Encoded>> {
+        self.encode_tokenized_with_progress(tokenized, |_| {})
+    }
+
+    fn encode_tokenized_with_progress(
+        &self,
+        tokenized: &[&Tokenized],
+        mut progress: impl FnMut(usize),
+    ) -> Result<Vec<Encoded>> {
         // Length buckets: sort by length so each batch pads little.
         let mut order: Vec<usize> = (0..tokenized.len()).collect();
         order.sort_by_key(|&i| tokenized[i].ids.len());
         let mut out: Vec<Option<Encoded>> = vec![None; tokenized.len()];
         for chunk in order.chunks(self.options.batch_size) {
-            let batch: Vec<&Tokenized> = chunk.iter().map(|&i| &tokenized[i]).collect();
+            let batch: Vec<&Tokenized> = chunk.iter().map(|&i| tokenized[i]).collect();
             for (&i, enc) in chunk.iter().zip(self.forward_batch(&batch)?) {
                 out[i] = Some(enc);
             }

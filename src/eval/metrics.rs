@@ -80,10 +80,121 @@ pub fn best_threshold(scores: &[f64], labels: &[bool]) -> (f64, f64) {
     (best.1, best.0 as f64 / scores.len() as f64)
 }
 
+/// Ranks (1-based) with ties given their average rank.
+fn average_ranks(x: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..x.len()).collect();
+    order.sort_by(|&a, &b| x[a].total_cmp(&x[b]));
+    let mut ranks = vec![0.0; x.len()];
+    let mut i = 0;
+    while i < order.len() {
+        let mut j = i;
+        while j + 1 < order.len() && x[order[j + 1]] == x[order[i]] {
+            j += 1;
+        }
+        let avg = (i + j) as f64 / 2.0 + 1.0;
+        order[i..=j].iter().for_each(|&k| ranks[k] = avg);
+        i = j + 1;
+    }
+    ranks
+}
+
+/// Pearson correlation; `None` when either side is constant or the lengths are below 2.
+pub fn pearson(x: &[f64], y: &[f64]) -> Option<f64> {
+    assert_eq!(x.len(), y.len(), "paired samples");
+    if x.len() < 2 {
+        return None;
+    }
+    let n = x.len() as f64;
+    let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (a, b) in x.iter().zip(y) {
+        sxy += (a - mx) * (b - my);
+        sxx += (a - mx).powi(2);
+        syy += (b - my).powi(2);
+    }
+    (sxx > 0.0 && syy > 0.0).then(|| sxy / (sxx * syy).sqrt())
+}
+
+/// Spearman rank correlation (Pearson on average ranks, so ties are handled as scipy does).
+pub fn spearman(x: &[f64], y: &[f64]) -> Option<f64> {
+    pearson(&average_ranks(x), &average_ranks(y))
+}
+
+/// Retrieval quality of one ranked list against a set of relevant ids (binary relevance).
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct RankedQuality {
+    /// Relevant ids in the top 1 / number relevant.
+    pub recall_at_1: f64,
+    /// Relevant ids in the top 10 / number relevant.
+    pub recall_at_10: f64,
+    /// 1 / rank of the first relevant id in the top 10 (0 if none).
+    pub mrr_at_10: f64,
+    /// DCG@10 / ideal DCG@10 with gains 1 / log2(rank + 1).
+    pub ndcg_at_10: f64,
+}
+
+/// Scores one ranked list.
+pub fn ranked_quality<S: AsRef<str>>(
+    ranked: &[S],
+    relevant: &std::collections::HashSet<String>,
+) -> RankedQuality {
+    if relevant.is_empty() {
+        return RankedQuality::default();
+    }
+    let hit = |i: usize| {
+        ranked
+            .get(i)
+            .is_some_and(|id| relevant.contains(id.as_ref()))
+    };
+    let in_top = |k: usize| (0..k.min(ranked.len())).filter(|&i| hit(i)).count() as f64;
+    let n = relevant.len() as f64;
+    let dcg: f64 = (0..10.min(ranked.len()))
+        .filter(|&i| hit(i))
+        .map(|i| 1.0 / (i as f64 + 2.0).log2())
+        .sum();
+    let ideal: f64 = (0..relevant.len().min(10))
+        .map(|i| 1.0 / (i as f64 + 2.0).log2())
+        .sum();
+    RankedQuality {
+        recall_at_1: in_top(1) / n,
+        recall_at_10: in_top(10) / n,
+        mrr_at_10: (0..10.min(ranked.len()))
+            .find(|&i| hit(i))
+            .map_or(0.0, |i| 1.0 / (i as f64 + 1.0)),
+        ndcg_at_10: dcg / ideal,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn spearman_of_known_cases() {
+        let x = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert!((spearman(&x, &[2.0, 4.0, 6.0, 8.0, 100.0]).unwrap() - 1.0).abs() < 1e-12);
+        assert!((spearman(&x, &[5.0, 4.0, 3.0, 2.0, 1.0]).unwrap() + 1.0).abs() < 1e-12);
+        // Ties share their average rank: y ranks [1, 4, 2.5, 2.5, 5], so r = 6.5 / √95
+        // (scipy.stats.spearmanr gives the same 0.66688…).
+        let r = spearman(&x, &[1.0, 3.0, 2.0, 2.0, 5.0]).unwrap();
+        assert!((r - 6.5 / 95f64.sqrt()).abs() < 1e-12, "{r}");
+        assert_eq!(spearman(&x, &[1.0; 5]), None);
+    }
+
+    #[test]
+    fn ranked_quality_of_known_lists() {
+        let rel: std::collections::HashSet<String> = ["b".to_string()].into();
+        let q = ranked_quality(&["a", "b", "c"], &rel);
+        assert_eq!(q.recall_at_1, 0.0);
+        assert_eq!(q.recall_at_10, 1.0);
+        assert_eq!(q.mrr_at_10, 0.5);
+        assert!((q.ndcg_at_10 - 1.0 / 3f64.log2()).abs() < 1e-12);
+        let q = ranked_quality(&["b"], &rel);
+        assert_eq!((q.recall_at_1, q.mrr_at_10, q.ndcg_at_10), (1.0, 1.0, 1.0));
+        let none: [&str; 0] = [];
+        assert_eq!(ranked_quality(&none, &rel), RankedQuality::default());
+    }
 
     #[test]
     fn auc_of_known_cases() {

@@ -4,6 +4,7 @@
 
 pub mod metrics;
 pub mod pairs;
+pub mod retrieval;
 
 use std::collections::HashMap;
 
@@ -13,8 +14,9 @@ use crate::index::LexicalIndex;
 use crate::score::{dot, rcmd, w2, Tokens, Weights};
 use crate::search::features::{lexical_similarity, PairFeatures};
 use crate::Encoder;
+use serde::{Deserialize, Serialize};
 
-pub use pairs::{read_pairs, LabelledPair};
+pub use pairs::{read_pairs, read_scored_pairs, LabelledPair, ScoredPair};
 
 /// Scores labelled pairs: encodes each distinct text once (reporting texts done to
 /// `progress`) and computes every [`PairFeatures`]. IDF comes from `lexicon` (a collection's),
@@ -67,4 +69,97 @@ pub fn score_pairs(
             }
         })
         .collect())
+}
+
+/// AUC on test and accuracy at the dev-chosen threshold, for one score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairScoreQuality {
+    /// The score ("cosine", "w2", …).
+    pub score: String,
+    /// ROC AUC on the dev pairs.
+    pub dev_auc: f64,
+    /// ROC AUC on the test pairs.
+    pub test_auc: f64,
+    /// Threshold maximising dev accuracy (on the score as listed; W2 is negated).
+    pub threshold: f64,
+    /// Test accuracy at that threshold.
+    pub test_accuracy: f64,
+}
+
+/// `kindred eval pairs`: every score and the calibrated probability (fitted on dev).
+pub fn eval_pairs(
+    dev: &[(PairFeatures, bool)],
+    test: &[(PairFeatures, bool)],
+    model: &str,
+) -> Result<Vec<PairScoreQuality>> {
+    let cal = crate::search::Calibrator::fit(dev, model, "dev")?;
+    let scores: Vec<(&str, Box<dyn Fn(&PairFeatures) -> f64>)> = vec![
+        ("cosine", Box::new(|f| f.cosine as f64)),
+        ("w2 (negated)", Box::new(|f| -(f.w2 as f64))),
+        ("rcmd", Box::new(|f| f.rcmd() as f64)),
+        ("rcmd a→b", Box::new(|f| f.rcmd_forward as f64)),
+        ("rcmd b→a", Box::new(|f| f.rcmd_backward as f64)),
+        ("lexical", Box::new(|f| f.lexical as f64)),
+        ("P(duplicate)", Box::new(move |f| cal.probability(f) as f64)),
+    ];
+    Ok(scores
+        .into_iter()
+        .map(|(name, f)| {
+            let (ds, dl): (Vec<f64>, Vec<bool>) = dev.iter().map(|(x, l)| (f(x), *l)).unzip();
+            let (ts, tl): (Vec<f64>, Vec<bool>) = test.iter().map(|(x, l)| (f(x), *l)).unzip();
+            let (threshold, _) = metrics::best_threshold(&ds, &dl);
+            PairScoreQuality {
+                score: name.into(),
+                dev_auc: metrics::auc(&ds, &dl).unwrap_or(f64::NAN),
+                test_auc: metrics::auc(&ts, &tl).unwrap_or(f64::NAN),
+                threshold,
+                test_accuracy: metrics::accuracy(&ts, &tl, threshold),
+            }
+        })
+        .collect())
+}
+
+/// Spearman ×100 of one score against gold similarity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StsQuality {
+    /// The score.
+    pub score: String,
+    /// Spearman correlation × 100.
+    pub spearman_x100: f64,
+}
+
+/// `kindred eval sts`: Spearman ×100 for cosine, W2 (negated) and RCMD.
+pub fn eval_sts(
+    encoder: &Encoder,
+    pairs: &[ScoredPair],
+    progress: impl FnMut(usize),
+) -> Result<Vec<StsQuality>> {
+    let labelled: Vec<LabelledPair> = pairs
+        .iter()
+        .map(|p| LabelledPair {
+            a: p.a.clone(),
+            b: p.b.clone(),
+            duplicate: false,
+        })
+        .collect();
+    let features = score_pairs(encoder, &labelled, None, progress)?;
+    let gold: Vec<f64> = pairs.iter().map(|p| p.gold).collect();
+    let rho = |f: &dyn Fn(&PairFeatures) -> f64| {
+        let s: Vec<f64> = features.iter().map(f).collect();
+        metrics::spearman(&s, &gold).unwrap_or(f64::NAN) * 100.0
+    };
+    Ok(vec![
+        StsQuality {
+            score: "cosine".into(),
+            spearman_x100: rho(&|f| f.cosine as f64),
+        },
+        StsQuality {
+            score: "w2 (negated)".into(),
+            spearman_x100: rho(&|f| -(f.w2 as f64)),
+        },
+        StsQuality {
+            score: "rcmd".into(),
+            spearman_x100: rho(&|f| f.rcmd() as f64),
+        },
+    ])
 }

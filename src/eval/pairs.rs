@@ -77,3 +77,57 @@ mod tests {
         assert!(e.contains("line 2") && e.contains("\"yes\""), "{e}");
     }
 }
+
+/// A pair with a graded similarity (STS-B, SICK).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoredPair {
+    /// First sentence.
+    pub a: String,
+    /// Second sentence.
+    pub b: String,
+    /// Gold similarity (STS-B 0-5, SICK relatedness 1-5).
+    pub gold: f64,
+}
+
+/// Reads an STS-B file (`genre<TAB>file<TAB>year<TAB>id<TAB>score<TAB>s1<TAB>s2[...]`) or a SICK
+/// file (header `pair_ID<TAB>sentence_A<TAB>sentence_B<TAB>relatedness_score...`), told apart
+/// by the SICK header.
+pub fn read_scored_pairs(path: &Path) -> Result<Vec<ScoredPair>> {
+    let raw = std::fs::read(path).map_err(io_err(format!("reading {}", path.display())))?;
+    let text = String::from_utf8_lossy(&raw);
+    let mut lines = text.lines().enumerate().peekable();
+    let sick = lines
+        .peek()
+        .is_some_and(|(_, l)| l.starts_with("pair_ID\t"));
+    if sick {
+        lines.next();
+    }
+    let (ia, ib, is) = if sick { (1, 2, 3) } else { (5, 6, 4) };
+    let mut out = Vec::new();
+    for (n, line) in lines {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let cols: Vec<&str> = line.split('\t').collect();
+        let bad = || {
+            UserError::InvalidArgument {
+            name: "similarity file",
+            reason: format!(
+                "{} line {}: expected STS-B (score in column 5, sentences in 6 and 7) or SICK (pair_ID, sentence_A, sentence_B, relatedness_score) columns",
+                path.display(),
+                n + 1
+            ),
+        }
+        };
+        let (Some(a), Some(b), Some(score)) = (cols.get(ia), cols.get(ib), cols.get(is)) else {
+            return Err(bad().into());
+        };
+        let gold: f64 = score.trim().parse().map_err(|_| bad())?;
+        out.push(ScoredPair {
+            a: a.trim().into(),
+            b: b.trim().into(),
+            gold,
+        });
+    }
+    Ok(out)
+}

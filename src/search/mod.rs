@@ -316,9 +316,26 @@ pub fn search(
     validate(params)?;
     db.check_model(collection, encoder.identity())?;
     let start = Instant::now();
-    let query = encoder.encode_one(text)?;
-    let encode_ms = ms(start);
-    let mut out = search_encoded(db, collection, text, &query, params)?;
+    // The lexical stage needs no vectors: it runs while the query is encoded.
+    let (query, encode_ms, lexical) = std::thread::scope(|s| {
+        let lexical = s.spawn(|| lexical_stage(db, collection, text, params));
+        let query = encoder.encode_one(text);
+        let encode_ms = ms(start);
+        (query, encode_ms, lexical.join().expect("lexical stage"))
+    });
+    let query = query?;
+    let stages_start = Instant::now();
+    let vectors = vector_stages(db, collection, &query, params)?;
+    let mut out = rank(
+        db,
+        collection,
+        text,
+        &query,
+        params,
+        vectors,
+        lexical?,
+        stages_start,
+    )?;
     out.timings.encode_ms = encode_ms;
     out.timings.total_ms = ms(start);
     Ok(out)
@@ -332,27 +349,69 @@ pub fn search_encoded(
     query: &Encoded,
     params: &SearchParams,
 ) -> Result<SearchOutcome> {
-    validate(params)?;
     let start = Instant::now();
-    let calibrator = calibrator_for(db, collection)?;
+    let (lexical, vectors) = std::thread::scope(|s| {
+        let lexical = s.spawn(|| lexical_stage(db, collection, text, params));
+        let vectors = vector_stages(db, collection, query, params);
+        (lexical.join().expect("lexical stage"), vectors)
+    });
+    rank(
+        db, collection, text, query, params, vectors?, lexical?, start,
+    )
+}
 
-    // First stages.
+/// The lexical first stage (needs only the text, so it runs while the query is encoded).
+fn lexical_stage(
+    db: &Database,
+    collection: &str,
+    text: &str,
+    params: &SearchParams,
+) -> Result<Vec<String>> {
+    if matches!(params.mode, Mode::Lexical | Mode::Hybrid) {
+        db.lexical_ids(collection, text, params.depths.lexical)
+    } else {
+        Ok(Vec::new())
+    }
+}
+
+/// The cosine and W2 first stages, side by side.
+fn vector_stages(
+    db: &Database,
+    collection: &str,
+    query: &Encoded,
+    params: &SearchParams,
+) -> Result<(Vec<String>, Vec<String>)> {
     let uses = |m: Mode| params.mode == m || params.mode == Mode::Hybrid;
-    let cosine_ids = if uses(Mode::Cosine) {
-        db.cosine_ids(collection, &query.sentence, params.depths.cosine)?
-    } else {
-        Vec::new()
-    };
-    let w2_ids = if uses(Mode::W2) {
-        db.w2_ids(collection, &query.intent, params.depths.w2)?
-    } else {
-        Vec::new()
-    };
-    let lexical_ids = if uses(Mode::Lexical) {
-        db.lexical_ids(collection, text, params.depths.lexical)?
-    } else {
-        Vec::new()
-    };
+    std::thread::scope(|s| {
+        let w2 = uses(Mode::W2)
+            .then(|| s.spawn(|| db.w2_ids(collection, &query.intent, params.depths.w2)));
+        let cosine = if uses(Mode::Cosine) {
+            db.cosine_ids(collection, &query.sentence, params.depths.cosine)?
+        } else {
+            Vec::new()
+        };
+        let w2 = match w2 {
+            Some(h) => h.join().expect("w2 stage")?,
+            None => Vec::new(),
+        };
+        Ok((cosine, w2))
+    })
+}
+
+/// Fusion, filter, scoring, ordering and explanations, from the first stages' lists.
+#[allow(clippy::too_many_arguments)]
+fn rank(
+    db: &Database,
+    collection: &str,
+    text: &str,
+    query: &Encoded,
+    params: &SearchParams,
+    (cosine_ids, w2_ids): (Vec<String>, Vec<String>),
+    lexical_ids: Vec<String>,
+    start: Instant,
+) -> Result<SearchOutcome> {
+    validate(params)?;
+    let calibrator = calibrator_for(db, collection)?;
     let weight = |m: Mode, w: f32| {
         if params.mode == Mode::Hybrid {
             w
@@ -416,57 +475,58 @@ pub fn search_encoded(
     let query_terms = terms(text);
     let query_tokens = Tokens::new(&query.token_vectors, query.dim());
     let mut reranker = Reranker::new();
-    let mut hits: Vec<Hit> = candidates
-        .into_iter()
-        .map(|(fused_rank, fused_score, doc)| {
-            let (forward, backward) = reranker.directions_i8(query_tokens, &doc.token_vectors());
-            let features = PairFeatures {
-                cosine: dot(&query.sentence, &doc.sentence),
-                w2: w2(&query.intent, &doc.intent()),
-                rcmd_forward: forward,
-                rcmd_backward: backward,
-                lexical: features::lexical_similarity(&query_terms, &terms(&doc.text), |t| {
-                    lexicon.idf(t)
-                }),
-            };
-            let rcmd = features.rcmd();
-            Hit {
-                probability: calibrator.probability(&features),
-                score: match params.rerank {
-                    Rerank::Rcmd => rcmd,
-                    Rerank::None => fused_score,
-                },
-                stages: Stages {
-                    cosine: Stage {
-                        score: features.cosine,
-                        rank: cos_rank.get(&doc.id).copied(),
+    let mut hits: Vec<Hit> = lexicon.with_idf(|idf| {
+        candidates
+            .into_iter()
+            .map(|(fused_rank, fused_score, doc)| {
+                let (forward, backward) =
+                    reranker.directions_i8(query_tokens, &doc.token_vectors());
+                let features = PairFeatures {
+                    cosine: dot(&query.sentence, &doc.sentence),
+                    w2: w2(&query.intent, &doc.intent()),
+                    rcmd_forward: forward,
+                    rcmd_backward: backward,
+                    lexical: features::lexical_similarity(&query_terms, &terms(&doc.text), idf),
+                };
+                let rcmd = features.rcmd();
+                Hit {
+                    probability: calibrator.probability(&features),
+                    score: match params.rerank {
+                        Rerank::Rcmd => rcmd,
+                        Rerank::None => fused_score,
                     },
-                    w2: Stage {
-                        score: features.w2,
-                        rank: w2_rank.get(&doc.id).copied(),
+                    stages: Stages {
+                        cosine: Stage {
+                            score: features.cosine,
+                            rank: cos_rank.get(&doc.id).copied(),
+                        },
+                        w2: Stage {
+                            score: features.w2,
+                            rank: w2_rank.get(&doc.id).copied(),
+                        },
+                        lexical: Stage {
+                            score: features.lexical,
+                            rank: lex_rank.get(&doc.id).copied(),
+                        },
+                        fused: Stage {
+                            score: fused_score,
+                            rank: Some(fused_rank),
+                        },
+                        rcmd: RcmdStage {
+                            score: rcmd,
+                            forward,
+                            backward,
+                            rank: 0,
+                        },
                     },
-                    lexical: Stage {
-                        score: features.lexical,
-                        rank: lex_rank.get(&doc.id).copied(),
-                    },
-                    fused: Stage {
-                        score: fused_score,
-                        rank: Some(fused_rank),
-                    },
-                    rcmd: RcmdStage {
-                        score: rcmd,
-                        forward,
-                        backward,
-                        rank: 0,
-                    },
-                },
-                metadata: doc.metadata(),
-                explanation: None,
-                id: doc.id,
-                text: doc.text,
-            }
-        })
-        .collect();
+                    metadata: doc.metadata(),
+                    explanation: None,
+                    id: doc.id,
+                    text: doc.text,
+                }
+            })
+            .collect()
+    });
     let candidates_scored = hits.len();
 
     // RCMD ranks, then the final order (stable: ties keep the fused order).
@@ -539,6 +599,7 @@ pub fn duplicates(
         ..params.clone()
     };
     let mut outcome = search_encoded(db, collection, text, &query, &pool)?;
+    outcome.timings.encode_ms = encode_ms;
     outcome
         .hits
         .sort_by(|a, b| b.probability.total_cmp(&a.probability));

@@ -87,6 +87,9 @@ pub struct ServeConfig {
     pub read_key: Option<String>,
     /// Seconds between index checkpoints (0: only at shutdown).
     pub checkpoint_interval_secs: u64,
+    /// CPU threads that API writes (encoding, index inserts) may use; the rest stay free for
+    /// searches. 0: all but one (at least one).
+    pub ingest_threads: usize,
     /// Request limits.
     pub limits: Limits,
     /// Search defaults.
@@ -106,6 +109,7 @@ impl Default for ServeConfig {
             admin_key: None,
             read_key: None,
             checkpoint_interval_secs: 60,
+            ingest_threads: 0,
             limits: Limits::default(),
             search: SearchDefaults::default(),
         }
@@ -135,11 +139,23 @@ pub struct Overrides {
     pub read_key: Option<String>,
     /// `--checkpoint-interval` / `KINDRED_CHECKPOINT_INTERVAL`.
     pub checkpoint_interval_secs: Option<u64>,
+    /// `--ingest-threads` / `KINDRED_INGEST_THREADS`.
+    pub ingest_threads: Option<usize>,
     /// `--request-timeout-ms` / `KINDRED_REQUEST_TIMEOUT_MS`.
     pub request_timeout_ms: Option<u64>,
 }
 
 impl ServeConfig {
+    /// Threads for API writes: `ingest_threads`, or all cores but one.
+    pub fn writer_threads(&self) -> usize {
+        match self.ingest_threads {
+            0 => {
+                std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
+            }
+            n => n,
+        }
+    }
+
     /// Defaults, then `file` (if any), then `overrides`.
     pub fn load(file: Option<&Path>, overrides: Overrides) -> Result<Self> {
         let mut c = match file {
@@ -175,6 +191,7 @@ impl ServeConfig {
         take!(opt admin_key);
         take!(opt read_key);
         take!(checkpoint_interval_secs);
+        take!(ingest_threads);
         c.relaxed |= o.relaxed;
         if let Some(t) = o.request_timeout_ms {
             c.limits.request_timeout_ms = t;

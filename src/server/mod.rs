@@ -48,6 +48,8 @@ pub struct AppState {
     pub ready: AtomicBool,
     /// One encoding writer at a time.
     pub writers: Semaphore,
+    /// The threads writes run on (`ingest_threads`), so searches keep the other cores.
+    pub write_pool: rayon::ThreadPool,
 }
 
 /// Builds the router over shared state.
@@ -198,6 +200,11 @@ pub async fn serve(
         metrics: Metrics::new(),
         ready: AtomicBool::new(false),
         writers: Semaphore::new(1),
+        write_pool: rayon::ThreadPoolBuilder::new()
+            .num_threads(config.writer_threads())
+            .thread_name(|i| format!("kindred-write-{i}"))
+            .build()
+            .map_err(|e| crate::InternalError::Backend(format!("starting the write pool: {e}")))?,
         config,
     });
     // Load every collection's indexes in the background; /readyz says when done.
@@ -232,6 +239,12 @@ pub async fn serve(
     }
     on_listening(&Running { addr });
     tracing::info!(%addr, "listening");
+    // Small JSON answers must not wait on Nagle's algorithm.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY");
+        }
+    });
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown_signal())
         .await

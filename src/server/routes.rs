@@ -312,12 +312,13 @@ async fn write_batch(
     }
     // One writer at a time: a large ingest leaves the other core to searches.
     let _permit = state.writers.acquire().await.expect("semaphore open");
-    let (db, encoder, c) = (
+    let (db, encoder, c, s) = (
         state.db.clone(),
         state.encoder.clone(),
         collection.to_string(),
+        state.clone(),
     );
-    let out = blocking(move || db.upsert(&c, &encoder, docs)).await?;
+    let out = blocking(move || s.write_pool.install(|| db.upsert(&c, &encoder, docs))).await?;
     state.metrics.upserted(collection, out.len());
     Ok((
         out.len(),
@@ -503,9 +504,10 @@ pub async fn delete_document(
     Path((collection, id)): Path<(String, String)>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let _permit = state.writers.acquire().await.expect("semaphore open");
-    let db = state.db.clone();
+    let (db, s) = (state.db.clone(), state.clone());
     let (c, i) = (collection.clone(), id.clone());
-    if blocking(move || db.delete(&c, &i)).await? {
+    // A delete can trigger a graph compaction: keep it on the write threads too.
+    if blocking(move || s.write_pool.install(|| db.delete(&c, &i))).await? {
         Ok(Json(serde_json::json!({ "deleted": id })))
     } else {
         Err(ApiError::new(

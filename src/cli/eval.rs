@@ -1,0 +1,163 @@
+//! `kindred eval pairs | retrieval | sts`: print a markdown table, write JSON.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+use kindred::eval::retrieval::{eval_retrieval, RetrievalOptions};
+use kindred::eval::{self, read_pairs, read_scored_pairs, score_pairs, LabelledPair};
+use kindred::search::PairFeatures;
+use kindred::Encoder;
+
+fn bar(len: u64, what: &str) -> Result<ProgressBar> {
+    let b = ProgressBar::new(len).with_style(ProgressStyle::with_template(
+        "{msg} [{bar:30}] {pos}/{len} {per_sec} eta {eta}",
+    )?);
+    b.set_message(what.to_string());
+    Ok(b)
+}
+
+fn load(paths: &[PathBuf]) -> Result<Vec<LabelledPair>> {
+    let mut all = Vec::new();
+    for p in paths {
+        all.extend(read_pairs(p)?);
+    }
+    Ok(all)
+}
+
+fn scored(
+    encoder: &Encoder,
+    pairs: &[LabelledPair],
+    what: &str,
+) -> Result<Vec<(PairFeatures, bool)>> {
+    let distinct: std::collections::HashSet<&str> = pairs
+        .iter()
+        .flat_map(|p| [p.a.as_str(), p.b.as_str()])
+        .collect();
+    let b = bar(distinct.len() as u64, what)?;
+    let f = score_pairs(encoder, pairs, None, |n| b.inc(n as u64))?;
+    b.finish_and_clear();
+    Ok(f.into_iter()
+        .zip(pairs.iter().map(|p| p.duplicate))
+        .collect())
+}
+
+fn write_json(out: Option<&Path>, value: &serde_json::Value) -> Result<()> {
+    if let Some(out) = out {
+        std::fs::write(out, serde_json::to_string_pretty(value)? + "\n")
+            .with_context(|| format!("writing {}", out.display()))?;
+        eprintln!("wrote {}", out.display());
+    }
+    Ok(())
+}
+
+pub fn pairs(
+    encoder: &Encoder,
+    dev: &[PathBuf],
+    test: &[PathBuf],
+    out: Option<&Path>,
+) -> Result<()> {
+    let dev_set = scored(encoder, &load(dev)?, "encoding dev")?;
+    let test_set = scored(encoder, &load(test)?, "encoding test")?;
+    let rows = eval::eval_pairs(&dev_set, &test_set, &encoder.identity().fingerprint)?;
+    println!("| score | dev AUC | test AUC | threshold (dev) | test accuracy |");
+    println!("|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {:.4} | {:.4} | {:.4} | {:.4} |",
+            r.score, r.dev_auc, r.test_auc, r.threshold, r.test_accuracy
+        );
+    }
+    let names = |p: &[PathBuf]| {
+        p.iter()
+            .map(|x| x.display().to_string())
+            .collect::<Vec<_>>()
+    };
+    write_json(
+        out,
+        &json!({
+            "model": encoder.identity(),
+            "dev": names(dev), "test": names(test),
+            "dev_pairs": dev_set.len(), "test_pairs": test_set.len(),
+            "rows": rows,
+        }),
+    )
+}
+
+pub fn sts(encoder: &Encoder, data: &[PathBuf], out: Option<&Path>) -> Result<()> {
+    let mut report = Vec::new();
+    println!("| file | pairs | cosine | W2 | RCMD |");
+    println!("|---|---|---|---|---|");
+    for path in data {
+        let pairs = read_scored_pairs(path)?;
+        let b = bar(2 * pairs.len() as u64, "encoding")?;
+        let rows = eval::eval_sts(encoder, &pairs, |n| b.inc(n as u64))?;
+        b.finish_and_clear();
+        println!(
+            "| {} | {} | {:.2} | {:.2} | {:.2} |",
+            path.display(),
+            pairs.len(),
+            rows[0].spearman_x100,
+            rows[1].spearman_x100,
+            rows[2].spearman_x100
+        );
+        report.push(json!({ "file": path.display().to_string(), "pairs": pairs.len(), "spearman_x100": rows }));
+    }
+    write_json(
+        out,
+        &json!({ "model": encoder.identity(), "files": report }),
+    )
+}
+
+pub fn retrieval(
+    encoder: &Encoder,
+    files: &[PathBuf],
+    max_queries: Option<usize>,
+    rerank_depth: usize,
+    out: Option<&Path>,
+) -> Result<()> {
+    let pairs = load(files)?;
+    let b = bar(0, "")?;
+    let progress = |what: &str, done: u64, total: u64| {
+        b.set_message(what.to_string());
+        b.set_length(total);
+        b.set_position(done);
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let opts = RetrievalOptions {
+        max_queries,
+        rerank_depth,
+        threads,
+    };
+    let report = eval_retrieval(encoder, &pairs, &opts, &progress)?;
+    b.finish_and_clear();
+    println!(
+        "{} documents, {} queries (indexed in {:.0} s; query encoding p50 {:.1} ms)\n",
+        report.documents, report.queries, report.index_seconds, report.encode_p50_ms
+    );
+    println!(
+        "| first stage | rerank | Recall@1 | Recall@10 | MRR@10 | nDCG@10 | p50 ms | p99 ms |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in &report.rows {
+        let q = r.quality;
+        println!(
+            "| {} | {} | {:.4} | {:.4} | {:.4} | {:.4} | {:.2} | {:.2} |",
+            serde_json::to_value(r.mode)?.as_str().unwrap_or(""),
+            serde_json::to_value(r.rerank)?.as_str().unwrap_or(""),
+            q.recall_at_1,
+            q.recall_at_10,
+            q.mrr_at_10,
+            q.ndcg_at_10,
+            r.p50_ms,
+            r.p99_ms
+        );
+    }
+    let names: Vec<String> = files.iter().map(|x| x.display().to_string()).collect();
+    write_json(
+        out,
+        &json!({ "model": encoder.identity(), "files": names, "report": report }),
+    )
+}

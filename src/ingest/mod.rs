@@ -1,0 +1,348 @@
+//! Bulk ingest: a file into a collection, streamed, with reading + tokenizing, encoding and
+//! writing overlapped on three threads joined by bounded channels (memory stays flat in the
+//! file size), bad rows set aside with their line numbers, and resume after an interruption.
+//!
+//! Resume: after every committed batch (acknowledged by the store, durable unless relaxed),
+//! the highest input line whose every record is committed is written atomically to
+//! `<data>/ingest/<collection>/<key>.json`, keyed by the file's canonical path and size. A
+//! re-run of the same file skips what is committed; a batch that was written but not yet
+//! recorded when the process died is written again, which replaces each document by itself
+//! (ids are the dedup key), so nothing is ever duplicated.
+
+pub mod source;
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::sync_channel;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::db::{Database, NewDocument};
+use crate::error::{io_err, Result, UserError};
+use crate::text::tokenize::Tokenized;
+use crate::Encoder;
+
+pub use source::{Fields, Format, Record, Rejected};
+
+/// What to ingest and how.
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
+    /// The input file.
+    pub path: PathBuf,
+    /// Its format.
+    pub format: Format,
+    /// Which fields make a document.
+    pub fields: Fields,
+    /// Documents per committed batch.
+    pub batch: usize,
+    /// Stop at the first bad row instead of setting it aside.
+    pub strict: bool,
+    /// Ignore any saved progress and start from the first line.
+    pub restart: bool,
+}
+
+/// Progress, reported after every committed batch.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The input line up to which everything is committed.
+    pub line: u64,
+    /// Documents written in this run.
+    pub written: u64,
+    /// Rows rejected in this run.
+    pub rejected: u64,
+}
+
+/// What an ingest did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The input file.
+    pub file: PathBuf,
+    /// The collection.
+    pub collection: String,
+    /// Lines skipped because an earlier run committed them.
+    pub resumed_after_line: u64,
+    /// New documents.
+    pub ingested: u64,
+    /// Documents that replaced one with the same id.
+    pub updated: u64,
+    /// Rows set aside.
+    pub rejected: u64,
+    /// The first rejected rows (all of them are in the reject file).
+    pub rejects: Vec<Rejected>,
+    /// Seconds.
+    pub seconds: f64,
+    /// (ingested + updated) / seconds.
+    pub docs_per_sec: f64,
+}
+
+/// How many rejected rows a [`Summary`] lists.
+const LISTED_REJECTS: usize = 20;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct SavedState {
+    file: PathBuf,
+    size: u64,
+    committed_line: u64,
+}
+
+fn state_path(data: &Path, collection: &str, file: &Path) -> Result<(PathBuf, PathBuf, u64)> {
+    let canonical = file
+        .canonicalize()
+        .map_err(io_err(format!("opening {}", file.display())))?;
+    let size = std::fs::metadata(&canonical)
+        .map_err(io_err(format!("reading {}", file.display())))?
+        .len();
+    let key = Sha256::digest(format!("{}\0{size}", canonical.display()).as_bytes());
+    let hex: String = key[..12].iter().map(|b| format!("{b:02x}")).collect();
+    Ok((
+        data.join("ingest")
+            .join(collection)
+            .join(format!("{hex}.json")),
+        canonical,
+        size,
+    ))
+}
+
+fn save_state(path: &Path, state: &SavedState) -> Result<()> {
+    let dir = path.parent().expect("state files live in a folder");
+    std::fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
+    let tmp = path.with_extension("tmp");
+    let bytes = serde_json::to_vec(state).expect("state serialises");
+    {
+        use std::io::Write;
+        let mut f =
+            std::fs::File::create(&tmp).map_err(io_err(format!("writing {}", tmp.display())))?;
+        f.write_all(&bytes)
+            .and_then(|_| f.sync_all())
+            .map_err(io_err(format!("writing {}", tmp.display())))?;
+    }
+    std::fs::rename(&tmp, path).map_err(io_err(format!("replacing {}", path.display())))
+}
+
+/// A batch on its way from the reader to the writer.
+struct Batch {
+    docs: Vec<(u64, NewDocument, Tokenized)>,
+    rejected: Vec<Rejected>,
+    /// Every record up to this line is in this batch or an earlier one.
+    last_line: u64,
+}
+
+/// Ingests a file into a collection (which must exist and belong to the encoder's model).
+/// `on_reject` sees every bad row (the CLI writes them to the reject file); `on_progress`
+/// is called after each committed batch.
+pub fn ingest(
+    db: &Database,
+    data_dir: &Path,
+    encoder: &Encoder,
+    collection: &str,
+    opts: &IngestOptions,
+    mut on_reject: impl FnMut(&Rejected) -> Result<()>,
+    mut on_progress: impl FnMut(Progress),
+) -> Result<Summary> {
+    db.check_model(collection, encoder.identity())?;
+    if opts.batch == 0 {
+        return Err(UserError::InvalidArgument {
+            name: "batch",
+            reason: "0; use at least 1".into(),
+        }
+        .into());
+    }
+    let (state_file, canonical, size) = state_path(data_dir, collection, &opts.path)?;
+    let saved: SavedState = match (opts.restart, std::fs::read(&state_file)) {
+        (false, Ok(bytes)) => serde_json::from_slice(&bytes).unwrap_or_default(),
+        _ => SavedState::default(),
+    };
+    let skip = if saved.file == canonical && saved.size == size {
+        saved.committed_line
+    } else {
+        0
+    };
+    let records = source::records(&opts.path, opts.format, &opts.fields)?;
+    let start = Instant::now();
+    let mut summary = Summary {
+        file: opts.path.clone(),
+        collection: collection.into(),
+        resumed_after_line: skip,
+        ingested: 0,
+        updated: 0,
+        rejected: 0,
+        rejects: Vec::new(),
+        seconds: 0.0,
+        docs_per_sec: 0.0,
+    };
+    let tokenizer = encoder.tokenizer();
+    let (batch_size, strict) = (opts.batch, opts.strict);
+
+    std::thread::scope(|scope| -> Result<()> {
+        // Stage 1: read, parse, validate, tokenize.
+        let (to_encode, encode_rx) = sync_channel::<Result<Batch>>(2);
+        scope.spawn(move || {
+            let mut batch = Batch {
+                docs: Vec::new(),
+                rejected: Vec::new(),
+                last_line: skip,
+            };
+            let send = |b: Batch| to_encode.send(Ok(b)).is_ok();
+            for rec in records {
+                let rec = match rec {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = to_encode.send(Err(e));
+                        return;
+                    }
+                };
+                let line = rec.line();
+                if line <= skip {
+                    continue;
+                }
+                // A line can yield several records (QQP): flush only at a line boundary.
+                if line > batch.last_line && batch.docs.len() >= batch_size {
+                    let last_line = batch.last_line;
+                    let full = std::mem::replace(
+                        &mut batch,
+                        Batch {
+                            docs: Vec::new(),
+                            rejected: Vec::new(),
+                            last_line,
+                        },
+                    );
+                    if !send(full) {
+                        return;
+                    }
+                }
+                batch.last_line = batch.last_line.max(line);
+                match rec {
+                    Record::Bad(r) => batch.rejected.push(r),
+                    Record::Doc(line, doc) => {
+                        match check(&doc).and_then(|()| tokenizer.tokenize(&doc.text, 0)) {
+                            Ok(t) => batch.docs.push((line, doc, t)),
+                            Err(e) => batch.rejected.push(Rejected {
+                                line,
+                                reason: reason_of(&doc.id, &e),
+                            }),
+                        }
+                    }
+                }
+            }
+            send(batch);
+        });
+        // Stage 2: encode.
+        let (to_write, write_rx) = sync_channel::<Result<(Batch, Vec<crate::Encoded>)>>(2);
+        scope.spawn(move || {
+            for b in encode_rx {
+                let item = b.and_then(|b| {
+                    let tokens: Vec<&Tokenized> = b.docs.iter().map(|(_, _, t)| t).collect();
+                    let enc = encoder.encode_tokenized(&tokens)?;
+                    Ok((b, enc))
+                });
+                let failed = item.is_err();
+                if to_write.send(item).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        // Stage 3: write, in order, and record progress.
+        for item in write_rx {
+            let (mut batch, mut encoded) = item?;
+            // --strict: commit what precedes the first bad row, then stop there.
+            let first_bad = batch.rejected.iter().min_by_key(|r| r.line).cloned();
+            if let (true, Some(bad)) = (strict, &first_bad) {
+                let bad_line = bad.line;
+                let keep = batch
+                    .docs
+                    .iter()
+                    .take_while(|(l, _, _)| *l < bad_line)
+                    .count();
+                batch.docs.truncate(keep);
+                encoded.truncate(keep);
+                batch.last_line = bad_line - 1;
+                batch.rejected.clear();
+            }
+            for r in &batch.rejected {
+                on_reject(r)?;
+                summary.rejected += 1;
+                if summary.rejects.len() < LISTED_REJECTS {
+                    summary.rejects.push(r.clone());
+                }
+            }
+            if !batch.docs.is_empty() {
+                let docs: Vec<(NewDocument, crate::Encoded)> = batch
+                    .docs
+                    .into_iter()
+                    .map(|(_, d, _)| d)
+                    .zip(encoded)
+                    .collect();
+                let written = db.upsert_encoded(collection, encoder.identity(), docs)?;
+                let replaced = written.iter().filter(|u| u.replaced.is_some()).count() as u64;
+                summary.updated += replaced;
+                summary.ingested += written.len() as u64 - replaced;
+            }
+            save_state(
+                &state_file,
+                &SavedState {
+                    file: canonical.clone(),
+                    size,
+                    committed_line: batch.last_line,
+                },
+            )?;
+            on_progress(Progress {
+                line: batch.last_line,
+                written: summary.ingested + summary.updated,
+                rejected: summary.rejected,
+            });
+            if let (true, Some(bad)) = (strict, first_bad) {
+                return Err(UserError::InvalidArgument {
+                    name: "input row",
+                    reason: format!(
+                        "line {} of {}: {}. --strict stops at the first bad row; everything before it is committed ({} documents in this run); fix the row and re-run to resume",
+                        bad.line,
+                        opts.path.display(),
+                        bad.reason,
+                        summary.ingested + summary.updated
+                    ),
+                }
+                .into());
+            }
+        }
+        Ok(())
+    })?;
+    summary.seconds = start.elapsed().as_secs_f64();
+    summary.docs_per_sec = (summary.ingested + summary.updated) as f64 / summary.seconds.max(1e-9);
+    Ok(summary)
+}
+
+/// Checks what the store would refuse, so one bad row never fails its batch.
+fn check(doc: &NewDocument) -> Result<()> {
+    crate::db::validate(doc)
+}
+
+fn reason_of(id: &str, e: &crate::Error) -> String {
+    let shown: String = id.chars().take(40).collect();
+    match e {
+        crate::Error::User(UserError::EmptyText { .. }) => {
+            format!("document {shown:?}: the text is empty")
+        }
+        crate::Error::User(UserError::NoContentTokens { .. }) => {
+            format!("document {shown:?}: the text has no words (only special tokens)")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Counts the lines of a file (for a progress bar's length), reading it once.
+pub fn count_lines(path: &Path) -> Result<u64> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(io_err(format!("opening {}", path.display())))?;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n = 0u64;
+    loop {
+        let k = f
+            .read(&mut buf)
+            .map_err(io_err(format!("reading {}", path.display())))?;
+        if k == 0 {
+            return Ok(n);
+        }
+        n += buf[..k].iter().filter(|&&b| b == b'\n').count() as u64;
+    }
+}

@@ -1,0 +1,217 @@
+//! `kindred ingest` as a user runs it: formats, bad rows, --strict, and a load killed with
+//! SIGKILL half-way that resumes to the same result as an uninterrupted one.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use kindred::db::Database;
+use kindred::store::Durability;
+
+use crate::common::{model_dir, shared_data};
+
+fn kindred(data: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kindred"));
+    cmd.env("KINDRED_MODEL", &model_dir().path)
+        .env("RUST_LOG", "warn")
+        .args(["--data", data.to_str().expect("utf-8")]);
+    cmd
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// (id, text) of every stored document.
+fn contents(data: &Path, collection: &str) -> Vec<(String, String, Vec<f32>)> {
+    let db = Database::open(data, Durability::Flush).expect("opens");
+    db.store()
+        .iter(collection)
+        .expect("collection")
+        .map(|d| {
+            let d = d.expect("record");
+            (d.id, d.text, d.sentence)
+        })
+        .collect()
+}
+
+#[test]
+fn bad_rows_are_set_aside_with_line_numbers_and_strict_stops() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let file = dir.path().join("faq.jsonl");
+    std::fs::write(
+        &file,
+        "{\"id\": \"a\", \"text\": \"How do I reset my password?\", \"metadata\": {\"t\": 1}}\n\
+         {\"id\": \"b\", \"text\": \"   \"}\n\
+         not json\n\
+         {\"id\": \"c\", \"text\": \"Where is my order?\", \"metadata\": [1]}\n\
+         {\"id\": \"d\", \"text\": \"Can I pay with PayPal?\"}\n",
+    )
+    .expect("write");
+    let out = ok(kindred(&data)
+        .args(["ingest", file.to_str().unwrap(), "-c", "faq", "--create"])
+        .output()
+        .expect("runs"));
+    assert!(
+        out.contains("ingested 2 new, updated 0, rejected 3"),
+        "{out}"
+    );
+    assert!(
+        out.contains("line 2:") && out.contains("line 3:") && out.contains("line 4:"),
+        "{out}"
+    );
+    let rejects =
+        std::fs::read_to_string(format!("{}.rejects.tsv", file.display())).expect("reject file");
+    let lines: Vec<&str> = rejects.lines().collect();
+    assert_eq!(lines.len(), 3, "{rejects}");
+    assert!(
+        lines[0].starts_with("2\t") && lines[0].contains("empty"),
+        "{rejects}"
+    );
+    assert!(
+        lines[2].starts_with("4\t") && lines[2].contains("metadata must be a JSON object"),
+        "{rejects}"
+    );
+    let docs = contents(&data, "faq");
+    assert_eq!(
+        docs.iter().map(|d| d.0.as_str()).collect::<Vec<_>>(),
+        ["a", "d"]
+    );
+
+    // --strict: stops at line 2, keeps line 1, exits non-zero naming the line.
+    let out = kindred(&data)
+        .args([
+            "ingest",
+            file.to_str().unwrap(),
+            "-c",
+            "strict",
+            "--create",
+            "--strict",
+            "--restart",
+        ])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 2") && err.contains("--strict"), "{err}");
+    assert_eq!(contents(&data, "strict").len(), 1);
+
+    // CSV with named columns and metadata columns.
+    let csv = dir.path().join("faq.csv");
+    std::fs::write(
+        &csv,
+        "qid,question,topic\n1,\"Hello, can I pay later?\",billing\n2,Where is my parcel?,orders\n",
+    )
+    .expect("write");
+    let out = ok(kindred(&data)
+        .args([
+            "ingest",
+            csv.to_str().unwrap(),
+            "-c",
+            "csv",
+            "--create",
+            "--id-field",
+            "qid",
+            "--text-field",
+            "question",
+            "--meta-fields",
+            "topic",
+            "--json",
+        ])
+        .output()
+        .expect("runs"));
+    let summary: serde_json::Value = serde_json::from_str(&out).expect("json summary");
+    assert_eq!(summary["ingested"], 2);
+    let db = Database::open(&data, Durability::Flush).expect("opens");
+    let doc = db.get("csv", "1").expect("get").expect("stored");
+    assert_eq!(doc.text, "Hello, can I pay later?");
+    assert_eq!(doc.metadata()["topic"], "billing");
+}
+
+#[test]
+fn a_killed_ingest_resumes_to_the_same_result_as_an_uninterrupted_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let raw = std::fs::read(shared_data("qqp_bimpm/test.tsv")).expect("QQP");
+    let text = String::from_utf8_lossy(&raw);
+    let slice: String = text.lines().take(1200).map(|l| format!("{l}\n")).collect();
+    let file = dir.path().join("pairs.tsv");
+    std::fs::write(&file, slice).expect("write");
+    let args = |c: &str| -> Vec<String> {
+        [
+            "ingest",
+            file.to_str().unwrap(),
+            "-c",
+            c,
+            "--create",
+            "--format",
+            "qqp",
+            "--batch",
+            "128",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+
+    let full = dir.path().join("full");
+    let out = ok(kindred(&full).args(args("q")).output().expect("runs"));
+    assert!(out.contains("rejected 0"), "{out}");
+
+    // Kill -9 once some batches are committed, then run again.
+    let part = dir.path().join("part");
+    let mut child = kindred(&part)
+        .args(args("q"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawns");
+    let state_dir = part.join("ingest").join("q");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let committed = std::fs::read_dir(&state_dir)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| std::fs::read(e.ok()?.path()).ok())
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["committed_line"].as_u64())
+            .unwrap_or(0);
+        if committed >= 300 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no progress");
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "the ingest finished before it could be killed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    let out = ok(kindred(&part).args(args("q")).output().expect("runs"));
+    assert!(out.contains("resumed after line"), "{out}");
+
+    let (a, b) = (contents(&full, "q"), contents(&part, "q"));
+    assert_eq!(a.len(), b.len(), "document counts differ");
+    let distinct: std::collections::HashSet<&str> = text
+        .lines()
+        .take(1200)
+        .flat_map(|l| l.split('\t').skip(1).take(2).map(str::trim))
+        .filter(|q| !q.is_empty())
+        .collect();
+    assert_eq!(
+        a.len(),
+        distinct.len(),
+        "each distinct question exactly once"
+    );
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!((&x.0, &x.1), (&y.0, &y.1));
+        let cos: f32 = x.2.iter().zip(&y.2).map(|(p, q)| p * q).sum();
+        assert!(cos > 0.9999, "{}: {cos}", x.0);
+    }
+}
