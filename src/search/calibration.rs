@@ -58,7 +58,12 @@ const DEFAULT_JSON: &str = include_str!("default_calibration.json");
 impl Calibrator {
     /// kindred's default calibrator.
     pub fn default_for_minilm() -> Self {
-        serde_json::from_str(DEFAULT_JSON).expect("the shipped calibration parses")
+        static DEFAULT: std::sync::OnceLock<Calibrator> = std::sync::OnceLock::new();
+        DEFAULT
+            .get_or_init(|| {
+                serde_json::from_str(DEFAULT_JSON).expect("the shipped calibration parses")
+            })
+            .clone()
     }
 
     /// Fits a calibrator on labelled pairs.

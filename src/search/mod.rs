@@ -325,17 +325,13 @@ pub fn search(
     });
     let query = query?;
     let stages_start = Instant::now();
-    let vectors = vector_stages(db, collection, &query, params)?;
-    let mut out = rank(
-        db,
-        collection,
-        text,
-        &query,
-        params,
-        vectors,
-        lexical?,
-        stages_start,
-    )?;
+    let (cosine, w2) = vector_stages(db, collection, &query, params)?;
+    let stages = FirstStages {
+        cosine,
+        w2,
+        lexical: lexical?,
+    };
+    let mut out = rank(db, collection, (text, &query), params, stages, stages_start)?;
     out.timings.encode_ms = encode_ms;
     out.timings.total_ms = ms(start);
     Ok(out)
@@ -355,9 +351,13 @@ pub fn search_encoded(
         let vectors = vector_stages(db, collection, query, params);
         (lexical.join().expect("lexical stage"), vectors)
     });
-    rank(
-        db, collection, text, query, params, vectors?, lexical?, start,
-    )
+    let (cosine, w2) = vectors?;
+    let stages = FirstStages {
+        cosine,
+        w2,
+        lexical: lexical?,
+    };
+    rank(db, collection, (text, query), params, stages, start)
 }
 
 /// The lexical first stage (needs only the text, so it runs while the query is encoded).
@@ -398,19 +398,28 @@ fn vector_stages(
     })
 }
 
+/// The first stages' candidate lists (external ids, best first).
+struct FirstStages {
+    cosine: Vec<String>,
+    w2: Vec<String>,
+    lexical: Vec<String>,
+}
+
 /// Fusion, filter, scoring, ordering and explanations, from the first stages' lists.
-#[allow(clippy::too_many_arguments)]
 fn rank(
     db: &Database,
     collection: &str,
-    text: &str,
-    query: &Encoded,
+    (text, query): (&str, &Encoded),
     params: &SearchParams,
-    (cosine_ids, w2_ids): (Vec<String>, Vec<String>),
-    lexical_ids: Vec<String>,
+    stages: FirstStages,
     start: Instant,
 ) -> Result<SearchOutcome> {
     validate(params)?;
+    let FirstStages {
+        cosine: cosine_ids,
+        w2: w2_ids,
+        lexical: lexical_ids,
+    } = stages;
     let calibrator = calibrator_for(db, collection)?;
     let weight = |m: Mode, w: f32| {
         if params.mode == Mode::Hybrid {

@@ -165,7 +165,7 @@ async fn observe(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Re
     response
 }
 
-/// A running server: its address and a handle to stop it.
+/// What `serve` tells its caller once the socket is bound.
 pub struct Running {
     /// The bound address.
     pub addr: std::net::SocketAddr,
