@@ -86,6 +86,9 @@ pub struct PairScoreQuality {
     pub test_accuracy: f64,
 }
 
+/// One named score of a pair, higher meaning "more likely duplicates".
+type Scorer = Box<dyn Fn(&PairFeatures) -> f64>;
+
 /// `kindred eval pairs`: every score and the calibrated probability (fitted on dev).
 pub fn eval_pairs(
     dev: &[(PairFeatures, bool)],
@@ -93,7 +96,7 @@ pub fn eval_pairs(
     model: &str,
 ) -> Result<Vec<PairScoreQuality>> {
     let cal = crate::search::Calibrator::fit(dev, model, "dev")?;
-    let scores: Vec<(&str, Box<dyn Fn(&PairFeatures) -> f64>)> = vec![
+    let scores: Vec<(&str, Scorer)> = vec![
         ("cosine", Box::new(|f| f.cosine as f64)),
         ("w2 (negated)", Box::new(|f| -(f.w2 as f64))),
         ("rcmd", Box::new(|f| f.rcmd() as f64)),
