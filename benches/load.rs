@@ -96,10 +96,8 @@ impl Server {
         format!("{}{p}", self.base)
     }
     fn stop(mut self) {
-        Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
+        // SAFETY: kill(2) with our own child's pid and a valid signal number.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
         self.child.wait().unwrap();
     }
 }

@@ -276,7 +276,7 @@ impl Database {
         self.resolve(name, hits, |d| d)
     }
 
-    /// The k best documents by TF-IDF cosine: (doc, score), best first.
+    /// The k best documents by lexical BM25: (doc, score), best first.
     pub fn search_lexical(
         &self,
         name: &str,
@@ -344,12 +344,6 @@ impl Database {
         Ok(())
     }
 
-    /// True when the collection's indexes are loaded.
-    pub fn is_loaded(&self, name: &str) -> bool {
-        let slot = self.open.read().expect("lock").get(name).cloned();
-        slot.is_some_and(|s| s.try_lock().map(|g| g.is_some()).unwrap_or(false))
-    }
-
     /// External ids of the k nearest documents by cosine of sentence vectors, best first.
     pub fn cosine_ids(&self, name: &str, sentence: &[f32], k: usize) -> Result<Vec<String>> {
         let ix = self.indexes(name)?;
@@ -364,7 +358,7 @@ impl Database {
         self.external_ids(name, hits)
     }
 
-    /// External ids of the k best documents by TF-IDF cosine, best first.
+    /// External ids of the k best documents by lexical BM25, best first.
     pub fn lexical_ids(&self, name: &str, text: &str, k: usize) -> Result<Vec<String>> {
         let ix = self.indexes(name)?;
         Ok(ix

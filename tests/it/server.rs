@@ -75,11 +75,9 @@ impl Server {
 
     /// SIGTERM, then waits for a clean exit (the server saves its indexes).
     pub fn stop(mut self) {
-        let pid = self.child.id().to_string();
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill runs");
+        // SAFETY: kill(2) with our own child's pid and a valid signal number.
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(rc, 0, "SIGTERM delivered");
         let status = self.child.wait().expect("waits");
         assert!(status.success(), "server exited with {status}");
     }
