@@ -44,21 +44,14 @@ fn scored(
         .collect())
 }
 
-fn write_json(out: Option<&Path>, value: &serde_json::Value) -> Result<()> {
-    if let Some(out) = out {
-        std::fs::write(out, serde_json::to_string_pretty(value)? + "\n")
-            .with_context(|| format!("writing {}", out.display()))?;
-        eprintln!("wrote {}", out.display());
-    }
+fn write_json(out: &Path, value: &serde_json::Value) -> Result<()> {
+    std::fs::write(out, serde_json::to_string_pretty(value)? + "\n")
+        .with_context(|| format!("writing {}", out.display()))?;
+    eprintln!("wrote {}", out.display());
     Ok(())
 }
 
-pub fn pairs(
-    encoder: &Encoder,
-    dev: &[PathBuf],
-    test: &[PathBuf],
-    out: Option<&Path>,
-) -> Result<()> {
+pub fn pairs(encoder: &Encoder, dev: &[PathBuf], test: &[PathBuf], out: &Path) -> Result<()> {
     let dev_set = scored(encoder, &load(dev)?, "encoding dev")?;
     let test_set = scored(encoder, &load(test)?, "encoding test")?;
     let rows = eval::eval_pairs(&dev_set, &test_set, &encoder.identity().fingerprint)?;
@@ -86,7 +79,7 @@ pub fn pairs(
     )
 }
 
-pub fn sts(encoder: &Encoder, data: &[PathBuf], out: Option<&Path>) -> Result<()> {
+pub fn sts(encoder: &Encoder, data: &[PathBuf], out: &Path) -> Result<()> {
     let mut report = Vec::new();
     println!("| file | pairs | cosine | W2 | RCMD |");
     println!("|---|---|---|---|---|");
@@ -116,7 +109,7 @@ pub fn retrieval(
     files: &[PathBuf],
     max_queries: Option<usize>,
     rerank_depth: usize,
-    out: Option<&Path>,
+    out: &Path,
 ) -> Result<()> {
     let pairs = load(files)?;
     let b = bar(0, "")?;

@@ -292,9 +292,9 @@ pub enum EvalCommand {
         /// Test pair files.
         #[arg(long, required = true, num_args = 1..)]
         test: Vec<PathBuf>,
-        /// Write the report as JSON.
-        #[arg(long, value_name = "FILE")]
-        out: Option<PathBuf>,
+        /// Where the JSON report goes.
+        #[arg(long, value_name = "FILE", default_value = "kindred-eval-pairs.json")]
+        out: PathBuf,
     },
     /// Recall@1/10, MRR@10, nDCG@10 and latency of each first stage, with and without RCMD
     /// rerank, over a temporary collection of every distinct question in the files.
@@ -309,18 +309,22 @@ pub enum EvalCommand {
         /// Fused candidates reranked.
         #[arg(long, default_value_t = 100)]
         rerank_depth: usize,
-        /// Write the report as JSON.
-        #[arg(long, value_name = "FILE")]
-        out: Option<PathBuf>,
+        /// Where the JSON report goes.
+        #[arg(
+            long,
+            value_name = "FILE",
+            default_value = "kindred-eval-retrieval.json"
+        )]
+        out: PathBuf,
     },
     /// Spearman ×100 of cosine, W2 and RCMD against gold similarity (STS-B or SICK files).
     Sts {
         /// STS-B (sts-test.csv) or SICK (SICK_test_annotated.txt) files.
         #[arg(long, required = true, num_args = 1..)]
         data: Vec<PathBuf>,
-        /// Write the report as JSON.
-        #[arg(long, value_name = "FILE")]
-        out: Option<PathBuf>,
+        /// Where the JSON report goes.
+        #[arg(long, value_name = "FILE", default_value = "kindred-eval-sts.json")]
+        out: PathBuf,
     },
 }
 
@@ -489,16 +493,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Command::Eval { command } => {
             let encoder = g.encoder()?;
             match command {
-                EvalCommand::Pairs { dev, test, out } => {
-                    eval::pairs(&encoder, dev, test, out.as_deref())?
-                }
+                EvalCommand::Pairs { dev, test, out } => eval::pairs(&encoder, dev, test, out)?,
                 EvalCommand::Retrieval {
                     pairs,
                     max_queries,
                     rerank_depth,
                     out,
-                } => eval::retrieval(&encoder, pairs, *max_queries, *rerank_depth, out.as_deref())?,
-                EvalCommand::Sts { data, out } => eval::sts(&encoder, data, out.as_deref())?,
+                } => eval::retrieval(&encoder, pairs, *max_queries, *rerank_depth, out)?,
+                EvalCommand::Sts { data, out } => eval::sts(&encoder, data, out)?,
             }
         }
         Command::Calibrate {

@@ -291,7 +291,7 @@ pub async fn upsert_documents(
     Ok(Json(UpsertResult {
         upserted,
         replaced,
-        batches: 1,
+        batches: usize::from(upserted > 0),
     }))
 }
 
@@ -301,6 +301,13 @@ async fn write_batch(
     docs: Vec<NewDocument>,
 ) -> ApiResult<(usize, usize)> {
     if docs.is_empty() {
+        // Nothing to write, but an unknown collection is still a 404.
+        let (db, model, c) = (
+            state.db.clone(),
+            state.encoder.identity().clone(),
+            collection.to_string(),
+        );
+        blocking(move || db.check_model(&c, &model)).await?;
         return Ok((0, 0));
     }
     for d in &docs {

@@ -470,6 +470,13 @@ fn every_error_path_answers_json_with_the_right_status() {
         Some(&json!({ "text": "x" })),
     );
     assert_eq!((st, code(&e)), (404, "collection_not_found"));
+    let (st, e) = call(
+        "POST",
+        &s.url("/v1/collections/nope/documents"),
+        admin,
+        Some(&json!([])),
+    );
+    assert_eq!((st, code(&e)), (404, "collection_not_found"));
     let (st, e) = call("GET", &s.url("/v2/whatever"), None, None);
     assert_eq!((st, code(&e)), (404, "route_not_found"));
     let (st, e) = call(
