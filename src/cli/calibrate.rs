@@ -5,13 +5,14 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use kindred::db::Database;
-use kindred::eval::{metrics, read_pairs, score_pairs, LabelledPair};
+use kindred::eval::metrics;
 use kindred::search::{self, Calibrator, PairFeatures};
 use kindred::Encoder;
+
+use super::eval::{load, scored};
 
 /// What to fit on and where the result goes.
 pub struct Request<'a> {
@@ -31,7 +32,12 @@ pub fn run(encoder: &Encoder, db: Option<&Database>, req: Request<'_>) -> Result
         }
         _ => None,
     };
-    let fit_set = score(encoder, &fit_pairs, lexicon.as_deref(), "fit")?;
+    let fit_set = scored(
+        encoder,
+        &fit_pairs,
+        lexicon.as_deref(),
+        "encoding fit pairs",
+    )?;
     let names: Vec<String> = req.pairs.iter().map(|p| file_name(p)).collect();
     let fitted_on = match req.collection {
         Some(c) => format!("collection {c}: {}", names.join(", ")),
@@ -41,7 +47,12 @@ pub fn run(encoder: &Encoder, db: Option<&Database>, req: Request<'_>) -> Result
     let mut report = vec![summary("fit", &names.join(", "), &cal, &fit_set)];
     if !req.test.is_empty() {
         let test_pairs = load(req.test)?;
-        let test_set = score(encoder, &test_pairs, lexicon.as_deref(), "test")?;
+        let test_set = scored(
+            encoder,
+            &test_pairs,
+            lexicon.as_deref(),
+            "encoding test pairs",
+        )?;
         let test_names: Vec<String> = req.test.iter().map(|p| file_name(p)).collect();
         report.push(summary("test", &test_names.join(", "), &cal, &test_set));
     }
@@ -65,14 +76,6 @@ pub fn run(encoder: &Encoder, db: Option<&Database>, req: Request<'_>) -> Result
     Ok(())
 }
 
-fn load(paths: &[PathBuf]) -> Result<Vec<LabelledPair>> {
-    let mut all = Vec::new();
-    for p in paths {
-        all.extend(read_pairs(p)?);
-    }
-    Ok(all)
-}
-
 fn file_name(p: &std::path::Path) -> String {
     let parent = p
         .parent()
@@ -83,28 +86,6 @@ fn file_name(p: &std::path::Path) -> String {
         parent.unwrap_or_default(),
         p.file_name().unwrap_or_default().to_string_lossy()
     )
-}
-
-fn score(
-    encoder: &Encoder,
-    pairs: &[LabelledPair],
-    lexicon: Option<&kindred::index::LexicalIndex>,
-    what: &str,
-) -> Result<Vec<(PairFeatures, bool)>> {
-    let distinct: std::collections::HashSet<&str> = pairs
-        .iter()
-        .flat_map(|p| [p.a.as_str(), p.b.as_str()])
-        .collect();
-    let bar = ProgressBar::new(distinct.len() as u64).with_style(ProgressStyle::with_template(
-        "encoding {msg} pairs {bar:30} {pos}/{len} texts {per_sec} eta {eta}",
-    )?);
-    bar.set_message(what.to_string());
-    let features = score_pairs(encoder, pairs, lexicon, |n| bar.inc(n as u64))?;
-    bar.finish_and_clear();
-    Ok(features
-        .into_iter()
-        .zip(pairs.iter().map(|p| p.duplicate))
-        .collect())
 }
 
 /// AUC of every score and of the probability, and accuracy at the calibrator's threshold.

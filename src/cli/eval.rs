@@ -8,6 +8,7 @@ use serde_json::json;
 
 use kindred::eval::retrieval::{eval_retrieval, RetrievalOptions};
 use kindred::eval::{self, read_pairs, read_scored_pairs, score_pairs, LabelledPair};
+use kindred::index::LexicalIndex;
 use kindred::search::PairFeatures;
 use kindred::Encoder;
 
@@ -19,7 +20,8 @@ fn bar(len: u64, what: &str) -> Result<ProgressBar> {
     Ok(b)
 }
 
-fn load(paths: &[PathBuf]) -> Result<Vec<LabelledPair>> {
+/// Every labelled pair of the files, in order.
+pub(super) fn load(paths: &[PathBuf]) -> Result<Vec<LabelledPair>> {
     let mut all = Vec::new();
     for p in paths {
         all.extend(read_pairs(p)?);
@@ -27,9 +29,12 @@ fn load(paths: &[PathBuf]) -> Result<Vec<LabelledPair>> {
     Ok(all)
 }
 
-fn scored(
+/// Scores labelled pairs (IDF from `lexicon`, else from the pairs' own questions) behind a
+/// progress bar.
+pub(super) fn scored(
     encoder: &Encoder,
     pairs: &[LabelledPair],
+    lexicon: Option<&LexicalIndex>,
     what: &str,
 ) -> Result<Vec<(PairFeatures, bool)>> {
     let distinct: std::collections::HashSet<&str> = pairs
@@ -37,7 +42,7 @@ fn scored(
         .flat_map(|p| [p.a.as_str(), p.b.as_str()])
         .collect();
     let b = bar(distinct.len() as u64, what)?;
-    let f = score_pairs(encoder, pairs, None, |n| b.inc(n as u64))?;
+    let f = score_pairs(encoder, pairs, lexicon, |n| b.inc(n as u64))?;
     b.finish_and_clear();
     Ok(f.into_iter()
         .zip(pairs.iter().map(|p| p.duplicate))
@@ -52,8 +57,8 @@ fn write_json(out: &Path, value: &serde_json::Value) -> Result<()> {
 }
 
 pub fn pairs(encoder: &Encoder, dev: &[PathBuf], test: &[PathBuf], out: &Path) -> Result<()> {
-    let dev_set = scored(encoder, &load(dev)?, "encoding dev")?;
-    let test_set = scored(encoder, &load(test)?, "encoding test")?;
+    let dev_set = scored(encoder, &load(dev)?, None, "encoding dev")?;
+    let test_set = scored(encoder, &load(test)?, None, "encoding test")?;
     let rows = eval::eval_pairs(&dev_set, &test_set, &encoder.identity().fingerprint)?;
     println!("| score | dev AUC | test AUC | threshold (dev) | test accuracy |");
     println!("|---|---|---|---|---|");
