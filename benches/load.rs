@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kindred::eval::retrieval::percentile;
 use serde_json::{json, Value};
 
 fn env_or(name: &str, default: usize) -> usize {
@@ -197,11 +198,6 @@ fn search_loop(
         s.store(true, Ordering::Release);
     }
     run
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[i]
 }
 
 fn summarize(name: &str, mut run: Run, extra: Value) -> Value {

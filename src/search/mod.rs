@@ -345,6 +345,7 @@ pub fn search_encoded(
     query: &Encoded,
     params: &SearchParams,
 ) -> Result<SearchOutcome> {
+    validate(params)?;
     let start = Instant::now();
     let (lexical, vectors) = std::thread::scope(|s| {
         let lexical = s.spawn(|| lexical_stage(db, collection, text, params));
@@ -414,7 +415,6 @@ fn rank(
     stages: FirstStages,
     start: Instant,
 ) -> Result<SearchOutcome> {
-    validate(params)?;
     let FirstStages {
         cosine: cosine_ids,
         w2: w2_ids,

@@ -127,13 +127,7 @@ async fn require_admin(State(s): State<Arc<AppState>>, req: Request, next: Next)
 /// NDJSON uploads are exempt: they are as long as the file. Work already handed to the
 /// blocking pool finishes; a timed-out write may still commit (check with GET).
 async fn timeout(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let streaming = req
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.starts_with("application/x-ndjson") || v.starts_with("application/jsonl")
-        });
+    let streaming = routes::is_ndjson(req.headers());
     let ms = s.config.limits.request_timeout_ms;
     if streaming || ms == 0 {
         return next.run(req).await;

@@ -260,13 +260,7 @@ pub async fn upsert_documents(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<UpsertResult>> {
-    let ndjson = headers
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.starts_with("application/x-ndjson") || v.starts_with("application/jsonl")
-        });
-    if ndjson {
+    if is_ndjson(&headers) {
         return upsert_stream(state, collection, body).await.map(Json);
     }
     let limit = state.config.limits.max_body_bytes;
@@ -295,6 +289,26 @@ pub async fn upsert_documents(
     }))
 }
 
+/// True for an NDJSON body (`application/x-ndjson` or `application/jsonl`).
+pub fn is_ndjson(headers: &HeaderMap) -> bool {
+    headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.starts_with("application/x-ndjson") || v.starts_with("application/jsonl")
+        })
+}
+
+/// The collection exists and holds the server's model's vectors.
+async fn check_collection(state: &AppState, collection: &str) -> ApiResult<()> {
+    let (db, model, c) = (
+        state.db.clone(),
+        state.encoder.identity().clone(),
+        collection.to_string(),
+    );
+    blocking(move || db.check_model(&c, &model)).await
+}
+
 async fn write_batch(
     state: &Arc<AppState>,
     collection: &str,
@@ -302,12 +316,7 @@ async fn write_batch(
 ) -> ApiResult<(usize, usize)> {
     if docs.is_empty() {
         // Nothing to write, but an unknown collection is still a 404.
-        let (db, model, c) = (
-            state.db.clone(),
-            state.encoder.identity().clone(),
-            collection.to_string(),
-        );
-        blocking(move || db.check_model(&c, &model)).await?;
+        check_collection(state, collection).await?;
         return Ok((0, 0));
     }
     for d in &docs {
@@ -339,14 +348,7 @@ async fn upsert_stream(
     body: Body,
 ) -> ApiResult<UpsertResult> {
     // Fail fast on an unknown collection or another model, before reading the stream.
-    {
-        let (db, model, c) = (
-            state.db.clone(),
-            state.encoder.identity().clone(),
-            collection.clone(),
-        );
-        blocking(move || db.check_model(&c, &model)).await?;
-    }
+    check_collection(&state, &collection).await?;
     let max_line = state.config.limits.max_body_bytes;
     let batch_size = state.config.limits.max_batch;
     let mut stream = body.into_data_stream();
