@@ -12,6 +12,22 @@ for c in rustfmt clippy; do
   cargo "${c/rustfmt/fmt}" --version >/dev/null 2>&1 || rustup component add "$c"
 done
 
+# The web UI's browser test: Debian's chromium (headless) driven by playwright-core from npm.
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "== installing chromium and chromium-driver (apt-get)"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "error: /usr/bin/chromium not found. Install Debian's chromium and chromium-driver (sudo apt-get install chromium chromium-driver)." >&2
+    exit 1
+  fi
+fi
+need node "Install Node.js 18+ with npm (apt-get install nodejs npm): the web UI tests run playwright-core."
+need npm "Install npm (apt-get install npm)."
+echo "== npm ci (tests/ui: playwright-core)"
+npm ci --prefix tests/ui --no-audit --no-fund --loglevel=error
+
 if [ "${CI:-}" = "true" ] && [ ! -d ../shared/data ]; then
   echo "error: ../shared/data is missing; CI needs the shared data beside the checkout" >&2
   exit 1

@@ -84,6 +84,7 @@ type Slot = Arc<Mutex<Option<Arc<Indexes>>>>;
 
 /// The database.
 pub struct Database {
+    dir: PathBuf,
     store: Store,
     index_dir: PathBuf,
     open: RwLock<HashMap<String, Slot>>,
@@ -102,11 +103,17 @@ impl Database {
     /// Opens the database in `dir` (store in `dir/store`, index files in `dir/indexes`).
     pub fn open(dir: &Path, durability: Durability) -> Result<Self> {
         Ok(Database {
+            dir: dir.to_path_buf(),
             store: Store::open(&dir.join("store"), durability)?,
             index_dir: dir.join("indexes"),
             open: RwLock::new(HashMap::new()),
             progress: None,
         })
+    }
+
+    /// The data directory (store, indexes, ingest state).
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Reports index rebuilds to `progress`.

@@ -23,6 +23,7 @@ pub mod eval;
 pub mod index;
 pub mod ingest;
 pub mod model;
+pub mod review;
 pub mod score;
 pub mod search;
 pub mod server;

@@ -55,6 +55,7 @@ pub fn run(db: &Database, data_dir: &Path, encoder: &Encoder, req: Request<'_>) 
         batch: req.batch,
         strict: req.strict,
         restart: req.restart,
+        threads: None,
     };
     let summary = ingest::ingest(
         db,

@@ -40,6 +40,8 @@ pub struct IngestOptions {
     pub strict: bool,
     /// Ignore any saved progress and start from the first line.
     pub restart: bool,
+    /// Threads to encode on (the server's write pool); `None`: rayon's global pool.
+    pub threads: Option<std::sync::Arc<rayon::ThreadPool>>,
 }
 
 /// Progress, reported after every committed batch.
@@ -229,11 +231,15 @@ pub fn ingest(
         });
         // Stage 2: encode.
         let (to_write, write_rx) = sync_channel::<Result<(Batch, Vec<crate::Encoded>)>>(2);
+        let threads = opts.threads.clone();
         scope.spawn(move || {
             for b in encode_rx {
                 let item = b.and_then(|b| {
                     let tokens: Vec<&Tokenized> = b.docs.iter().map(|(_, _, t)| t).collect();
-                    let enc = encoder.encode_tokenized(&tokens)?;
+                    let enc = match &threads {
+                        Some(pool) => pool.install(|| encoder.encode_tokenized(&tokens)),
+                        None => encoder.encode_tokenized(&tokens),
+                    }?;
                     Ok((b, enc))
                 });
                 let failed = item.is_err();

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::rcmd::{rcmd, Link, Tokens, Weights};
 use super::words::{chunk_alignment, merge_words, word_matrix, ChunkLink, Word};
+use super::cosine::dot;
 use crate::types::{Encoded, Token};
 
 /// One side of an explanation, as input.
@@ -113,6 +114,8 @@ pub struct Explanation {
     pub token_contributions: Matrix,
     /// Word-pair contributions (sums over their pieces), `a.words × b.words`.
     pub word_contributions: Matrix,
+    /// Word-pair similarity: the highest cosine between their pieces, `a.words × b.words`.
+    pub word_cosines: Matrix,
     /// Word pairs joined by the transport plans, by descending contribution.
     pub word_alignments: Vec<WordLink>,
     /// Chunk alignment (mutual argmax of mean contributions) with the words as chunks,
@@ -149,6 +152,22 @@ pub fn explain_with_chunks(
         rows: words_a.len(),
         cols: words_b.len(),
         values: word_matrix(&token_contributions.values, l2, &words_a, &words_b),
+    };
+    let word_cosines = Matrix {
+        rows: words_a.len(),
+        cols: words_b.len(),
+        values: words_a
+            .iter()
+            .flat_map(|wa| {
+                words_b.iter().map(move |wb| {
+                    wa.tokens
+                        .clone()
+                        .flat_map(|k| wb.tokens.clone().map(move |l| (k, l)))
+                        .map(|(k, l)| dot(a.vectors.row(k), b.vectors.row(l)))
+                        .fold(f32::NEG_INFINITY, f32::max)
+                })
+            })
+            .collect(),
     };
     let word_alignments = word_links(
         &r.a_to_b,
@@ -193,6 +212,7 @@ pub fn explain_with_chunks(
         b_to_a: r.b_to_a,
         token_contributions,
         word_contributions,
+        word_cosines,
         word_alignments,
         chunk_alignments,
     }
@@ -282,6 +302,8 @@ mod tests {
             .expect("cats aligned");
         assert_eq!((cat.b, cat.direction), (1, Direction::Both));
         assert!((cat.cosine - 1.0).abs() < 1e-6);
+        assert!((e.word_cosines.get(1, 1) - 1.0).abs() < 1e-6);
+        assert!((e.word_cosines.get(0, 0) - s).abs() < 1e-6);
         assert_eq!(e.chunk_alignments.len(), 2);
         let json = serde_json::to_string(&e).expect("serialises");
         let back: Explanation = serde_json::from_str(&json).expect("deserialises");

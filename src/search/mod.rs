@@ -255,6 +255,8 @@ pub struct SearchOutcome {
     pub candidates: usize,
     /// Where the probabilities come from.
     pub calibration: String,
+    /// The calibration's P(duplicate) threshold (a hit at or above it is a duplicate).
+    pub threshold: f32,
     /// Stage timings.
     pub timings: Timings,
 }
@@ -563,6 +565,7 @@ fn rank(
         hits,
         candidates: candidates_scored,
         calibration: calibrator.fitted_on.clone(),
+        threshold: calibrator.threshold as f32,
         timings: Timings {
             encode_ms: 0.0,
             candidates_ms,

@@ -23,9 +23,11 @@ pub struct Limits {
     pub max_k: usize,
     /// Longest text of a query or document, in characters (422 beyond).
     pub max_text_chars: usize,
-    /// Milliseconds before a request (other than an NDJSON stream) is answered 503 `timeout`
-    /// (0: never).
+    /// Milliseconds before a request (other than an NDJSON stream or a file upload) is
+    /// answered 503 `timeout` (0: never).
     pub request_timeout_ms: u64,
+    /// Largest file uploaded to `POST /v1/collections/{c}/ingest`, in bytes (413 beyond).
+    pub max_upload_bytes: u64,
 }
 
 impl Default for Limits {
@@ -36,6 +38,7 @@ impl Default for Limits {
             max_k: 100,
             max_text_chars: 2000,
             request_timeout_ms: 30_000,
+            max_upload_bytes: 1 << 30,
         }
     }
 }
@@ -228,7 +231,12 @@ impl ServeConfig {
             return bad("batch_size", "0; use at least 1");
         }
         let l = &self.limits;
-        if l.max_body_bytes == 0 || l.max_batch == 0 || l.max_k == 0 || l.max_text_chars == 0 {
+        if l.max_body_bytes == 0
+            || l.max_batch == 0
+            || l.max_k == 0
+            || l.max_text_chars == 0
+            || l.max_upload_bytes == 0
+        {
             return bad("limits", "every limit must be at least 1");
         }
         Ok(())

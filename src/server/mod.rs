@@ -8,9 +8,12 @@
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod jobs;
 pub mod metrics;
 pub mod openapi;
+pub mod review;
 pub mod routes;
+pub mod ui;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -49,7 +52,9 @@ pub struct AppState {
     /// One encoding writer at a time.
     pub writers: Semaphore,
     /// The threads writes run on (`ingest_threads`), so searches keep the other cores.
-    pub write_pool: rayon::ThreadPool,
+    pub write_pool: Arc<rayon::ThreadPool>,
+    /// File ingest jobs.
+    pub jobs: jobs::Jobs,
 }
 
 /// Builds the router over shared state.
@@ -70,6 +75,14 @@ pub fn router(state: Arc<AppState>) -> Router {
             post(routes::duplicates),
         )
         .route("/v1/explain", post(routes::explain))
+        .route(
+            "/v1/collections/{collection}/review",
+            get(review::review_queue),
+        )
+        .route(
+            "/v1/collections/{collection}/verdicts",
+            get(review::list_verdicts),
+        )
         .route_layer(middleware::from_fn_with_state(state.clone(), require_read));
     let admin = Router::new()
         .route("/v1/collections", post(routes::create_collection))
@@ -85,12 +98,30 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/v1/collections/{collection}/documents/{id}",
             delete(routes::delete_document),
         )
+        .route(
+            "/v1/collections/{collection}/verdicts",
+            post(review::put_verdict),
+        )
+        .route(
+            "/v1/collections/{collection}/verdicts/{key}",
+            delete(review::delete_verdict),
+        )
+        .route(
+            "/v1/collections/{collection}/ingest",
+            post(review::upload),
+        )
+        .route("/v1/jobs", get(review::list_jobs))
+        .route("/v1/jobs/{id}", get(review::get_job))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_admin));
     let open = Router::new()
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
         .route("/metrics", get(routes::metrics))
-        .route("/openapi.json", get(openapi::serve));
+        .route("/openapi.json", get(openapi::serve))
+        .route("/", get(ui::redirect))
+        .route("/ui", get(ui::redirect))
+        .route("/ui/", get(ui::index))
+        .route("/ui/{file}", get(ui::file));
     let limit = state.config.limits.max_body_bytes;
     open.merge(read)
         .merge(admin)
@@ -124,10 +155,10 @@ async fn require_admin(State(s): State<Arc<AppState>>, req: Request, next: Next)
 }
 
 /// Answers 503 `timeout` when a request takes longer than `limits.request_timeout_ms`.
-/// NDJSON uploads are exempt: they are as long as the file. Work already handed to the
+/// NDJSON streams and file uploads are exempt: they are as long as the file. Work already handed to the
 /// blocking pool finishes; a timed-out write may still commit (check with GET).
 async fn timeout(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let streaming = routes::is_ndjson(req.headers());
+    let streaming = routes::is_ndjson(req.headers()) || req.uri().path().ends_with("/ingest");
     let ms = s.config.limits.request_timeout_ms;
     if streaming || ms == 0 {
         return next.run(req).await;
@@ -194,11 +225,16 @@ pub async fn serve(
         metrics: Metrics::new(),
         ready: AtomicBool::new(false),
         writers: Semaphore::new(1),
-        write_pool: rayon::ThreadPoolBuilder::new()
-            .num_threads(config.writer_threads())
-            .thread_name(|i| format!("kindred-write-{i}"))
-            .build()
-            .map_err(|e| crate::InternalError::Backend(format!("starting the write pool: {e}")))?,
+        write_pool: Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(config.writer_threads())
+                .thread_name(|i| format!("kindred-write-{i}"))
+                .build()
+                .map_err(|e| {
+                    crate::InternalError::Backend(format!("starting the write pool: {e}"))
+                })?,
+        ),
+        jobs: jobs::Jobs::default(),
         config,
     });
     // Load every collection's indexes in the background; /readyz says when done.

@@ -6,7 +6,7 @@ use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::routes;
+use super::{review, routes};
 
 /// The API document.
 #[derive(OpenApi)]
@@ -26,6 +26,13 @@ use super::routes;
         routes::search_collection,
         routes::duplicates,
         routes::explain,
+        review::review_queue,
+        review::list_verdicts,
+        review::put_verdict,
+        review::delete_verdict,
+        review::upload,
+        review::list_jobs,
+        review::get_job,
     ),
     modifiers(&BearerKey),
     security(("api_key" = []))

@@ -24,7 +24,7 @@ use crate::search::{
 use crate::store::{CollectionSettings, HnswParams};
 
 /// Runs blocking work (encoding, searching, writing) on tokio's blocking pool.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> crate::Result<T> + Send + 'static,
 ) -> ApiResult<T> {
     match tokio::task::spawn_blocking(f).await {
@@ -300,7 +300,7 @@ pub fn is_ndjson(headers: &HeaderMap) -> bool {
 }
 
 /// The collection exists and holds the server's model's vectors.
-async fn check_collection(state: &AppState, collection: &str) -> ApiResult<()> {
+pub(crate) async fn check_collection(state: &AppState, collection: &str) -> ApiResult<()> {
     let (db, model, c) = (
         state.db.clone(),
         state.encoder.identity().clone(),

@@ -8,8 +8,9 @@
 //! to its settings; per collection `c`, tree `docs/c` maps external id → [`StoredDoc`], `ids/c`
 //! maps internal id (u64 BE) → external id, and `state/c` holds `next` (next internal id) and
 //! `seq` (bumped by every write: the checkpoint index files are saved against), and `meta/c`
-//! holds collection-level values such as a fitted calibration (added within format 1: older
-//! binaries ignore the tree).
+//! holds collection-level values such as a fitted calibration, and `pairs/c` holds labelled
+//! question pairs from duplicate review (both added within format 1: older binaries ignore
+//! them).
 
 pub mod migrate;
 mod record;
@@ -296,7 +297,7 @@ impl Store {
             return Err(UserError::UnknownCollection { name: name.into() }.into());
         }
         self.open_trees.write().expect("lock").remove(name);
-        for kind in ["docs", "ids", "state", "meta"] {
+        for kind in ["docs", "ids", "state", "meta", "pairs"] {
             self.db.drop_tree(tree_name(kind, name))?;
         }
         self.durable()
@@ -402,6 +403,61 @@ impl Store {
         let t = self.db.open_tree(tree_name("meta", name))?;
         t.insert(key, value)?;
         self.durable()
+    }
+
+    /// Stores a labelled pair under `key` durably (replacing one with the same key).
+    pub fn put_pair(&self, name: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        self.trees(name)?;
+        let t = self.db.open_tree(tree_name("pairs", name))?;
+        t.insert(key, value)?;
+        self.durable()
+    }
+
+    /// Removes a labelled pair; true if it was there.
+    pub fn remove_pair(&self, name: &str, key: &[u8]) -> Result<bool> {
+        self.trees(name)?;
+        let t = self.db.open_tree(tree_name("pairs", name))?;
+        let had = t.remove(key)?.is_some();
+        self.durable()?;
+        Ok(had)
+    }
+
+    /// One labelled pair by key.
+    pub fn pair(&self, name: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.trees(name)?;
+        let t = self.db.open_tree(tree_name("pairs", name))?;
+        Ok(t.get(key)?.map(|v| v.to_vec()))
+    }
+
+    /// Every labelled pair, in key order.
+    pub fn pairs(&self, name: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.trees(name)?;
+        let t = self.db.open_tree(tree_name("pairs", name))?;
+        t.iter()
+            .map(|kv| {
+                let (k, v) = kv?;
+                Ok((k.to_vec(), v.to_vec()))
+            })
+            .collect()
+    }
+
+    /// The most recently written live documents, newest first: up to `limit` (internal id,
+    /// external id) with internal id below `before` (all when `None`). Internal ids grow with
+    /// every write, so this is write order.
+    pub fn recent(&self, name: &str, before: Option<u64>, limit: usize) -> Result<Vec<(u64, String)>> {
+        let (_, ids_t, _) = self.trees(name)?;
+        let end = before.unwrap_or(u64::MAX).to_be_bytes();
+        ids_t
+            .range(..end)
+            .rev()
+            .take(limit)
+            .map(|kv| {
+                let (k, v) = kv?;
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&k);
+                Ok((u64::from_be_bytes(b), String::from_utf8_lossy(&v).into_owned()))
+            })
+            .collect()
     }
 
     /// Number of documents.

@@ -77,6 +77,17 @@ impl StoredDoc {
         }
     }
 
+    /// The document as the encoder gave it, token vectors decoded from their int8 codes.
+    pub fn encoded(&self) -> Encoded {
+        Encoded {
+            tokens: self.tokens.clone(),
+            truncated: self.truncated,
+            token_vectors: self.token_vectors().decode(),
+            sentence: self.sentence.clone(),
+            intent: self.intent(),
+        }
+    }
+
     /// Metadata as a JSON object.
     pub fn metadata(&self) -> serde_json::Map<String, serde_json::Value> {
         serde_json::from_str(&self.metadata_json).unwrap_or_default()

@@ -12,6 +12,8 @@ mod golden;
 mod ingest;
 mod model;
 mod recall;
+mod review;
 mod score;
 mod server;
 mod store;
+mod ui;

@@ -1,0 +1,251 @@
+// End-to-end test of the admin UI in Debian's headless chromium, against a real `kindred serve`
+// that tests/it/ui.rs started and filled with real QQP questions. Every step asserts; the first
+// failure exits non-zero with its message. Screenshots go to $SCREENSHOT_DIR.
+//
+// Env: KINDRED_URL, KINDRED_ADMIN_KEY, KINDRED_COLLECTION, SCREENSHOT_DIR, UPLOAD_FILE (a TSV),
+// UPLOAD_ROWS (its data rows), QUERY (a stored question's paraphrase), LONG_A/LONG_B (~40 words).
+
+import assert from 'node:assert/strict';
+import { chromium } from 'playwright-core';
+
+const env = (k) => {
+  const v = process.env[k];
+  if (!v) throw new Error(`missing env ${k}`);
+  return v;
+};
+const base = env('KINDRED_URL');
+const key = env('KINDRED_ADMIN_KEY');
+const shots = env('SCREENSHOT_DIR');
+const collection = env('KINDRED_COLLECTION');
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+const page = await context.newPage();
+const dialogs = [];
+page.on('dialog', async (d) => {
+  dialogs.push(`${d.type()}: ${d.message()}`);
+  await d.dismiss();
+});
+const pageErrors = [];
+page.on('pageerror', (e) => pageErrors.push(String(e)));
+
+/** A GET to the API with the admin key, from the test (not the page). */
+const apiGet = (path) => fetch(`${base}${path}`, { headers: { Authorization: `Bearer ${key}` } });
+
+let step = '';
+async function check(name, fn) {
+  step = name;
+  const t = Date.now();
+  await fn();
+  console.log(`ok  ${name} (${Date.now() - t} ms)`);
+}
+
+/** What an attack could have left behind. */
+async function noInjection(where) {
+  const found = await page.evaluate(() => ({
+    xss: window.__xss ?? null,
+    scripts: [...document.querySelectorAll('script')].map((s) => s.getAttribute('src')),
+    imgs: document.querySelectorAll('main img, #tooltip img').length,
+    jsLinks: document.querySelectorAll('a[href^="javascript" i]').length,
+    handlers: [...document.querySelectorAll('main *')].filter((e) => [...e.attributes].some((a) => a.name.startsWith('on'))).length,
+  }));
+  assert.equal(found.xss, null, `${where}: injected code ran (window.__xss = ${found.xss})`);
+  assert.deepEqual(found.scripts, ['app.js'], `${where}: an injected <script> element exists`);
+  assert.equal(found.imgs, 0, `${where}: an injected <img> exists`);
+  assert.equal(found.jsLinks, 0, `${where}: a javascript: link exists`);
+  assert.equal(found.handlers, 0, `${where}: an element carries an inline event handler`);
+  assert.deepEqual(dialogs, [], `${where}: a dialog opened`);
+  assert.ok(page.url().startsWith(`${base}/ui/`), `${where}: navigated away to ${page.url()}`);
+}
+
+try {
+  await check('a wrong key shows a clear message and asks again', async () => {
+    await page.goto(`${base}/ui/`);
+    await page.waitForSelector('#key-dialog[open]');
+    await page.fill('#key-input', 'not-the-right-key-at-all');
+    await page.click('#key-save');
+    await page.waitForSelector('#key-dialog[open] #key-error:not([hidden])');
+    const msg = await page.textContent('#message');
+    assert.match(msg, /refused the API key \(401/, `message was ${msg}`);
+  });
+
+  await check('the right key is kept in sessionStorage and lists collections', async () => {
+    await page.fill('#key-input', key);
+    await page.click('#key-save');
+    await page.waitForSelector(`#collections-table tr[data-name="${collection}"]`);
+    assert.equal(await page.textContent('#message'), 'Key accepted.');
+    const stored = await page.evaluate(() => sessionStorage.getItem('kindred.adminKey'));
+    assert.equal(stored, key);
+    const row = page.locator(`#collections-table tr[data-name="${collection}"]`);
+    assert.ok(Number(await row.locator('.docs').textContent()) > 100);
+    assert.equal(await row.locator('.health').textContent(), 'ok');
+    // A reload keeps the key: no dialog this time.
+    await page.reload();
+    await page.waitForSelector('body[data-ready="true"]');
+    assert.equal(await page.locator('#key-dialog[open]').count(), 0);
+    await page.screenshot({ path: `${shots}/collections.png` });
+  });
+
+  await check('search shows hits with every stage and the probability badge', async () => {
+    await page.click('a[data-view="search"]');
+    await page.fill('#q', env('QUERY'));
+    await page.click('#search-form button[type=submit]');
+    await page.waitForSelector('#hits li.hit');
+    const hits = page.locator('#hits li.hit');
+    assert.equal(await hits.count(), 10);
+    const first = hits.first();
+    const head = await first.locator('table.stages thead').textContent();
+    for (const s of ['cosine', 'W2', 'lexical', 'fused', 'RCMD', 'final']) assert.ok(head.includes(s), `stage ${s} missing`);
+    assert.match(await first.locator('.badge.prob').textContent(), /P\(dup\) \d+\.\d%/);
+    await page.screenshot({ path: `${shots}/search.png`, fullPage: false });
+  });
+
+  await check('an explanation from a hit: heatmap cells add up to the score; hover shows words', async () => {
+    await page.locator('#hits li.hit').first().locator('button.explain').click();
+    await page.waitForSelector('#view-explain:not([hidden]) svg.heatmap');
+    const m = await page.evaluate(() => {
+      const svg = document.querySelector('#explanation svg.heatmap');
+      const cells = [...svg.querySelectorAll('rect.cell')];
+      const total = document.getElementById('explain-total');
+      return {
+        rows: Number(svg.dataset.rows), cols: Number(svg.dataset.cols), cells: cells.length,
+        sum: cells.reduce((s, c) => s + Number(c.dataset.contribution), 0),
+        score: Number(total.dataset.score), shown: Number(document.getElementById('explain-score').textContent),
+        links: document.querySelectorAll('#explanation .alignment line.link').length,
+      };
+    });
+    assert.equal(m.cells, m.rows * m.cols);
+    assert.ok(m.rows > 2 && m.cols > 2);
+    assert.ok(Math.abs(m.sum - m.score) < 1e-4, `cells sum ${m.sum} vs score ${m.score}`);
+    assert.ok(Math.abs(m.shown - m.score) < 1e-4);
+    assert.ok(m.links > 0, 'alignment lines drawn');
+    const cell = page.locator('#explanation rect.cell.aligned').first();
+    await cell.hover();
+    const tip = await page.textContent('#tooltip');
+    const [i, j] = [await cell.getAttribute('data-i'), await cell.getAttribute('data-j')];
+    const words = await page.evaluate(([i, j]) => [
+      document.querySelectorAll('#explanation .side-a .word')[i].textContent,
+      document.querySelectorAll('#explanation .side-b .word')[j].textContent], [Number(i), Number(j)]);
+    assert.ok(tip.includes(`${words[0]}  ↔  ${words[1]}`), `tooltip ${tip}`);
+    assert.match(tip, /cosine -?\d\.\d{3}/);
+    assert.match(tip, /contribution -?\d\.\d{4}/);
+    await page.screenshot({ path: `${shots}/explain.png`, fullPage: true });
+  });
+
+  await check('two typed 40-word texts: a 40×40 heatmap stays readable', async () => {
+    await page.fill('#explain-a', env('LONG_A'));
+    await page.fill('#explain-b', env('LONG_B'));
+    await page.click('#explain-form button[type=submit]');
+    await page.waitForFunction(() => Number(document.querySelector('#explanation svg.heatmap')?.dataset.rows) >= 38);
+    const m = await page.evaluate(() => {
+      const svg = document.querySelector('#explanation svg.heatmap');
+      const cells = [...svg.querySelectorAll('rect.cell')];
+      const labels = [...svg.querySelectorAll('text.row-label')].map((t) => t.getBoundingClientRect());
+      return {
+        rows: Number(svg.dataset.rows), cols: Number(svg.dataset.cols), cells: cells.length,
+        size: Number(cells[0].getAttribute('width')),
+        sum: cells.reduce((s, c) => s + Number(c.dataset.contribution), 0),
+        score: Number(document.getElementById('explain-total').dataset.score),
+        overlap: labels.slice(1).some((r, k) => r.top < labels[k].bottom - 1),
+        fontSize: Number(svg.querySelector('text.row-label').getAttribute('font-size')),
+      };
+    });
+    assert.ok(m.rows >= 38 && m.cols >= 38, `${m.rows}×${m.cols}`);
+    assert.equal(m.cells, m.rows * m.cols);
+    assert.ok(m.size >= 14, `cells ${m.size}px`);
+    assert.ok(m.fontSize >= 10);
+    assert.ok(!m.overlap, 'row labels overlap');
+    assert.ok(Math.abs(m.sum - m.score) < 1e-4);
+    await page.screenshot({ path: `${shots}/explain-40x40.png`, fullPage: true });
+  });
+
+  await check('review: mark a queued pair as duplicate; the verdict is in the API', async () => {
+    await page.click('a[data-view="review"]');
+    await page.click('#review-form button[type=submit]');
+    await page.waitForSelector('#review-list li');
+    const count = await page.locator('#review-list li').count();
+    assert.ok(count >= 1);
+    await page.waitForSelector('#review-detail svg.heatmap');
+    const pairKey = await page.locator('#review-list li.selected').getAttribute('data-key');
+    await page.screenshot({ path: `${shots}/review.png`, fullPage: true });
+    await page.click('#mark-duplicate');
+    await page.waitForSelector(`#verdicts-table tr[data-key="${pairKey}"]`);
+    assert.equal(await page.locator('#review-list li').count(), count - 1);
+    const verdicts = await (await apiGet(`/v1/collections/${collection}/verdicts`)).json();
+    const v = verdicts.find((x) => x.key === pairKey);
+    assert.ok(v, 'verdict stored');
+    assert.equal(v.duplicate, true);
+    const tsv = await (await apiGet(`/v1/collections/${collection}/verdicts?format=tsv`)).text();
+    assert.ok(tsv.split('\n').some((l) => l.startsWith('1\t') && l.endsWith(`\t${pairKey}`)), 'TSV export holds the verdict');
+  });
+
+  await check('review: a submitted question can be judged "not duplicate"', async () => {
+    await page.fill('#submit-text', env('QUERY'));
+    await page.click('#submit-form button[type=submit]');
+    await page.waitForSelector('#review-list li[data-key^="submitted-"].selected');
+    await page.waitForSelector('#review-detail svg.heatmap');
+    const before = await page.locator('#verdicts-table tbody tr').count();
+    await page.click('#mark-different');
+    await page.waitForFunction((n) => document.querySelectorAll('#verdicts-table tbody tr').length === n + 1, before);
+    assert.equal(await page.locator('#verdicts-table tbody tr').first().getAttribute('data-duplicate'), 'false');
+  });
+
+  await check('ingest: upload a TSV and watch it finish', async () => {
+    await page.click('a[data-view="ingest"]');
+    await page.setInputFiles('#ingest-file', env('UPLOAD_FILE'));
+    await page.click('#ingest-form button[type=submit]');
+    await page.waitForSelector('#ingest-status[data-state="running"], #ingest-status[data-state="done"]');
+    await page.waitForSelector('#ingest-status[data-state="done"]', { timeout: 120_000 });
+    const text = await page.textContent('#ingest-text');
+    assert.match(text, new RegExp(`${env('UPLOAD_ROWS')} documents`), text);
+    assert.equal(await page.getAttribute('#ingest-progress', 'value'), await page.getAttribute('#ingest-progress', 'max'));
+    assert.match(await page.textContent('#message'), /Ingested/);
+    assert.ok(await page.locator('#jobs-table tbody tr').count() >= 1);
+    await page.screenshot({ path: `${shots}/ingest.png` });
+  });
+
+  await check('questions with <script>, <img onerror> and javascript: links stay text', async () => {
+    await page.click('a[data-view="search"]');
+    // The stored attack questions (tests/it/ui.rs), each searched by its own text: its hit must
+    // show the exact characters, and nothing may run.
+    for (const q of JSON.parse(env('ATTACKS'))) {
+      await page.fill('#q', q);
+      await page.click('#search-form button[type=submit]');
+      await page.waitForFunction((q) => [...document.querySelectorAll('#hits .text')].some((t) => t.textContent === q), q);
+      await noInjection(`search "${q}"`);
+    }
+    const meta = await page.locator('#hits .meta').allTextContents();
+    assert.ok(meta.some((t) => t.includes('<img src=x onerror=alert(1)>')), 'metadata shows as text');
+    // Click every hit's text and explain the attack questions.
+    for (const t of await page.locator('#hits .text').all()) await t.click();
+    await noInjection('clicking hits');
+    await page.locator('#hits li.hit').first().locator('button.explain').click();
+    await page.waitForSelector('#explanation svg.heatmap');
+    await page.locator('#explanation .word').first().hover();
+    await page.locator('#explanation rect.cell').first().hover();
+    await noInjection('explaining an attack question');
+    await page.fill('#explain-a', '<a href="javascript:window.__xss=2">javascript:alert(1)</a>');
+    await page.fill('#explain-b', '<img src=x onerror="window.__xss=3"><script>window.__xss=4</script>');
+    await page.click('#explain-form button[type=submit]');
+    await page.waitForFunction(() => document.querySelector('#explanation .qtext')?.textContent.startsWith('<a href'));
+    for (const w of await page.locator('#explanation .word').all()) await w.click();
+    await noInjection('typed attack texts');
+    await page.click('a[data-view="review"]');
+    await page.click('#review-form button[type=submit]');
+    await page.waitForTimeout(300);
+    await noInjection('review view');
+  });
+
+  assert.deepEqual(pageErrors, [], 'no uncaught errors in the page');
+  console.log('all UI checks passed');
+} catch (e) {
+  console.error(`FAILED at "${step}": ${e.stack || e}`);
+  await page.screenshot({ path: `${shots}/failure.png`, fullPage: true }).catch(() => {});
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
