@@ -171,7 +171,7 @@ try {
     assert.ok(count >= 1);
     await page.waitForSelector('#review-detail svg.heatmap');
     const pairKey = await page.locator('#review-list li.selected').getAttribute('data-key');
-    await page.screenshot({ path: `${shots}/review.png`, fullPage: true });
+    await page.screenshot({ path: `${shots}/review.png` });
     await page.click('#mark-duplicate');
     await page.waitForSelector(`#verdicts-table tr[data-key="${pairKey}"]`);
     assert.equal(await page.locator('#review-list li').count(), count - 1);
