@@ -105,7 +105,8 @@ pub fn record(db: &Database, collection: &str, verdict: Verdict) -> Result<Store
             .map_or(0, |d| d.as_secs()),
     };
     let json = serde_json::to_vec(&stored).expect("verdicts serialise");
-    db.store().put_pair(collection, stored.key.as_bytes(), &json)?;
+    db.store()
+        .put_pair(collection, stored.key.as_bytes(), &json)?;
     Ok(stored)
 }
 

@@ -148,7 +148,7 @@ pub fn demo(c: ServeConfig, queries: &[String], k: usize, no_serve: bool) -> Res
         return Ok(());
     }
     println!(
-        "\nserving collection {DEMO_COLLECTION}: try\n  curl -s http://{}/v1/collections/{DEMO_COLLECTION}/search -H 'content-type: application/json' -d '{{\"text\": \"forgot my password\"}}'",
+        "\nserving collection {DEMO_COLLECTION}: open the admin UI at http://{0}/ui/ or try\n  curl -s http://{0}/v1/collections/{DEMO_COLLECTION}/search -H 'content-type: application/json' -d '{{\"text\": \"forgot my password\"}}'",
         c.listen
     );
     serve(c, encoder, db)

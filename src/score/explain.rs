@@ -8,9 +8,9 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use super::cosine::dot;
 use super::rcmd::{rcmd, Link, Tokens, Weights};
 use super::words::{chunk_alignment, merge_words, word_matrix, ChunkLink, Word};
-use super::cosine::dot;
 use crate::types::{Encoded, Token};
 
 /// One side of an explanation, as input.

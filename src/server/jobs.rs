@@ -62,11 +62,14 @@ pub struct JobStatus {
     pub summary: Option<Summary>,
 }
 
+/// A job's status and when it started.
+type Job = Arc<Mutex<(JobStatus, Instant)>>;
+
 /// Jobs of this server process.
 #[derive(Default)]
 pub struct Jobs {
     next: AtomicU64,
-    jobs: Mutex<BTreeMap<u64, Arc<Mutex<(JobStatus, Instant)>>>>,
+    jobs: Mutex<BTreeMap<u64, Job>>,
 }
 
 /// Rejected rows a job keeps to show.
@@ -145,7 +148,7 @@ fn snapshot(job: &Mutex<(JobStatus, Instant)>) -> JobStatus {
     s
 }
 
-fn run(spec: JobSpec, state: Arc<super::AppState>, job: Arc<Mutex<(JobStatus, Instant)>>) {
+fn run(spec: JobSpec, state: Arc<super::AppState>, job: Job) {
     let opts = IngestOptions {
         path: spec.path.clone(),
         format: spec.format,

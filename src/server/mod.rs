@@ -106,10 +106,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/v1/collections/{collection}/verdicts/{key}",
             delete(review::delete_verdict),
         )
-        .route(
-            "/v1/collections/{collection}/ingest",
-            post(review::upload),
-        )
+        .route("/v1/collections/{collection}/ingest", post(review::upload))
         .route("/v1/jobs", get(review::list_jobs))
         .route("/v1/jobs/{id}", get(review::get_job))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_admin));

@@ -101,7 +101,10 @@ pub async fn list_verdicts(
         let disposition = format!("attachment; filename=\"{collection}-verdicts.tsv\"");
         Ok((
             [
-                ("content-type", "text/tab-separated-values; charset=utf-8".to_string()),
+                (
+                    "content-type",
+                    "text/tab-separated-values; charset=utf-8".to_string(),
+                ),
                 ("content-disposition", disposition),
             ],
             review::to_tsv(&all),

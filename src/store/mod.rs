@@ -444,7 +444,12 @@ impl Store {
     /// The most recently written live documents, newest first: up to `limit` (internal id,
     /// external id) with internal id below `before` (all when `None`). Internal ids grow with
     /// every write, so this is write order.
-    pub fn recent(&self, name: &str, before: Option<u64>, limit: usize) -> Result<Vec<(u64, String)>> {
+    pub fn recent(
+        &self,
+        name: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<(u64, String)>> {
         let (_, ids_t, _) = self.trees(name)?;
         let end = before.unwrap_or(u64::MAX).to_be_bytes();
         ids_t
@@ -455,7 +460,10 @@ impl Store {
                 let (k, v) = kv?;
                 let mut b = [0u8; 8];
                 b.copy_from_slice(&k);
-                Ok((u64::from_be_bytes(b), String::from_utf8_lossy(&v).into_owned()))
+                Ok((
+                    u64::from_be_bytes(b),
+                    String::from_utf8_lossy(&v).into_owned(),
+                ))
             })
             .collect()
     }

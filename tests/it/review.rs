@@ -93,7 +93,10 @@ fn review_queue_verdicts_and_uploads() {
         read,
         None,
     );
-    assert_eq!((p1["scanned"].as_u64(), p2["scanned"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(
+        (p1["scanned"].as_u64(), p2["scanned"].as_u64()),
+        (Some(2), Some(2))
+    );
     assert!(p2["next_before"].is_null(), "nothing older: {p2}");
 
     // Verdicts: only the admin key writes them.
@@ -126,7 +129,10 @@ fn review_queue_verdicts_and_uploads() {
     assert_eq!(st, 200);
     let all = all.as_array().expect("list").clone();
     assert_eq!(all.len(), 2, "{all:?}");
-    let replaced = all.iter().find(|v| v["key"] == stored["key"]).expect("pair");
+    let replaced = all
+        .iter()
+        .find(|v| v["key"] == stored["key"])
+        .expect("pair");
     assert_eq!(replaced["duplicate"], false);
 
     // Bad verdicts.
@@ -195,10 +201,16 @@ fn review_queue_verdicts_and_uploads() {
     assert_eq!(st, 403, "{e}");
     let (st, job) = call_raw(&upload, admin, "application/octet-stream", body.as_bytes());
     assert_eq!(st, 202, "{job}");
-    assert_eq!((job["format"].as_str(), job["total_lines"].as_u64()), (Some("jsonl"), Some(3)));
+    assert_eq!(
+        (job["format"].as_str(), job["total_lines"].as_u64()),
+        (Some("jsonl"), Some(3))
+    );
     let job = wait_job(&s, job["id"].as_u64().expect("id"));
     assert_eq!(job["state"], "done", "{job}");
-    assert_eq!((job["written"].as_u64(), job["rejected"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(
+        (job["written"].as_u64(), job["rejected"].as_u64()),
+        (Some(2), Some(1))
+    );
     assert_eq!(job["rejects"][0]["line"], 2);
     assert_eq!(job["line"], 3);
     let (_, doc) = call(

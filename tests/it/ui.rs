@@ -152,20 +152,26 @@ fn admin_ui_in_headless_chromium() {
     assert!(out.status.success(), "browser test failed:\n{log}");
 
     // What the browser did is in the store: two verdicts (one duplicate, one not), the upload.
-    let (st, v) = call(
-        "GET",
-        &s.url("/v1/collections/qqp/verdicts"),
-        admin,
-        None,
-    );
+    let (st, v) = call("GET", &s.url("/v1/collections/qqp/verdicts"), admin, None);
     assert_eq!(st, 200);
     let v = v.as_array().expect("verdicts");
     assert_eq!(v.len(), 2, "{v:?}");
-    assert!(v.iter().any(|x| x["duplicate"] == true && x["b"]["id"].is_string()));
-    assert!(v.iter().any(|x| x["duplicate"] == false && x["a"]["id"].is_null()));
+    assert!(v
+        .iter()
+        .any(|x| x["duplicate"] == true && x["b"]["id"].is_string()));
+    assert!(v
+        .iter()
+        .any(|x| x["duplicate"] == false && x["a"]["id"].is_null()));
     let (_, info) = call("GET", &s.url("/v1/collections/qqp"), admin, None);
     assert_eq!(info["stats"]["documents"], docs.len() + 40);
-    for shot in ["collections", "search", "explain", "explain-40x40", "review", "ingest"] {
+    for shot in [
+        "collections",
+        "search",
+        "explain",
+        "explain-40x40",
+        "review",
+        "ingest",
+    ] {
         assert!(shots.join(format!("{shot}.png")).is_file(), "{shot}.png");
     }
     s.stop();
