@@ -26,7 +26,13 @@ const browser = await chromium.launch({
 const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
 const page = await context.newPage();
 const dialogs = [];
+// Only the delete-collection step expects a dialog (its confirm); any other is recorded.
+let acceptConfirm = false;
 page.on('dialog', async (d) => {
+  if (acceptConfirm && d.type() === 'confirm') {
+    await d.accept();
+    return;
+  }
   dialogs.push(`${d.type()}: ${d.message()}`);
   await d.dismiss();
 });
@@ -88,6 +94,27 @@ try {
     await page.waitForSelector('body[data-ready="true"]');
     assert.equal(await page.locator('#key-dialog[open]').count(), 0);
     await page.screenshot({ path: `${shots}/collections.png` });
+  });
+
+  await check('create and delete a collection', async () => {
+    await page.fill('#create-name', 'scratch');
+    await page.click('#create-form button[type=submit]');
+    const row = page.locator('#collections-table tr[data-name="scratch"]');
+    await row.waitFor();
+    assert.equal(await row.locator('.docs').textContent(), '0');
+    assert.equal(await row.locator('.health').textContent(), 'ok');
+    const r = await apiGet('/v1/collections/scratch');
+    assert.equal(r.status, 200);
+    // A bad name is refused with the server's message.
+    await page.fill('#create-name', 'no spaces allowed');
+    await page.click('#create-form button[type=submit]');
+    await page.waitForFunction(() => /invalid_request|422/.test(document.getElementById('message').textContent));
+    acceptConfirm = true;
+    await row.locator('button.drop').click();
+    await row.waitFor({ state: 'detached' });
+    acceptConfirm = false;
+    assert.equal((await apiGet('/v1/collections/scratch')).status, 404);
+    await page.selectOption('#collection', collection);
   });
 
   await check('search shows hits with every stage and the probability badge', async () => {
@@ -191,7 +218,8 @@ try {
     const before = await page.locator('#verdicts-table tbody tr').count();
     await page.click('#mark-different');
     await page.waitForFunction((n) => document.querySelectorAll('#verdicts-table tbody tr').length === n + 1, before);
-    assert.equal(await page.locator('#verdicts-table tbody tr').first().getAttribute('data-duplicate'), 'false');
+    const row = page.locator('#verdicts-table tbody tr[data-duplicate="false"]', { hasText: env('QUERY') });
+    assert.equal(await row.count(), 1, 'the "not duplicate" verdict is listed');
   });
 
   await check('ingest: upload a TSV and watch it finish', async () => {
