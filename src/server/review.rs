@@ -227,7 +227,9 @@ pub async fn upload(
         fields,
         batch,
     };
-    let status = state.jobs.start(id, spec, state.clone());
+    // Counting the file's lines reads it: off the async threads.
+    let s = state.clone();
+    let status = blocking(move || Ok(s.jobs.start(id, spec, s.clone()))).await?;
     Ok((StatusCode::ACCEPTED, Json(status)))
 }
 
