@@ -220,12 +220,6 @@ pub fn queue(db: &Database, collection: &str, q: &ReviewQuery) -> Result<ReviewP
     let mut recent = db.store().recent(collection, q.before, q.scan + 1)?;
     let more = recent.len() > q.scan;
     recent.truncate(q.scan);
-    let judged: std::collections::HashSet<Vec<u8>> = db
-        .store()
-        .pairs(collection)?
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
     let params = SearchParams {
         k: 2,
         explain: false,
@@ -259,7 +253,10 @@ pub fn queue(db: &Database, collection: &str, q: &ReviewQuery) -> Result<ReviewP
                     text: String::new(),
                 },
             );
-            if best.probability < threshold || judged.contains(key.as_bytes()) {
+            // Only pairs above the threshold are looked up among the verdicts.
+            if best.probability < threshold
+                || db.store().pair(collection, key.as_bytes())?.is_some()
+            {
                 return Ok(None);
             }
             if q.explain {

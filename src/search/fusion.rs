@@ -45,54 +45,26 @@ mod tests {
         v.iter().map(|s| s.to_string()).collect()
     }
 
+    /// RRF of two stages with weights `wa` and `wb`, k0 = 60.
+    fn two(a: &[String], b: &[String], wa: f32, wb: f32) -> Vec<(String, f32)> {
+        rrf(
+            &[Ranked { ids: a, weight: wa }, Ranked { ids: b, weight: wb }],
+            60.0,
+        )
+    }
+
     #[test]
     fn agreement_wins_and_weights_count() {
         let (a, b) = (ids(&["x", "y", "z"]), ids(&["y", "w"]));
-        let fused = rrf(
-            &[
-                Ranked {
-                    ids: &a,
-                    weight: 1.0,
-                },
-                Ranked {
-                    ids: &b,
-                    weight: 1.0,
-                },
-            ],
-            60.0,
-        );
+        let fused = two(&a, &b, 1.0, 1.0);
         assert_eq!(fused[0].0, "y");
         assert!((fused[0].1 - (1.0 / 62.0 + 1.0 / 61.0)).abs() < 1e-7);
         assert_eq!(fused.len(), 4);
         // A heavier second stage puts its second item above the first stage's first.
-        let fused = rrf(
-            &[
-                Ranked {
-                    ids: &a,
-                    weight: 1.0,
-                },
-                Ranked {
-                    ids: &b,
-                    weight: 3.0,
-                },
-            ],
-            60.0,
-        );
+        let fused = two(&a, &b, 1.0, 3.0);
         assert_eq!(fused[1].0, "w");
         // Weight 0 switches a stage off.
-        let fused = rrf(
-            &[
-                Ranked {
-                    ids: &a,
-                    weight: 1.0,
-                },
-                Ranked {
-                    ids: &b,
-                    weight: 0.0,
-                },
-            ],
-            60.0,
-        );
+        let fused = two(&a, &b, 1.0, 0.0);
         assert_eq!(
             fused.iter().map(|f| f.0.as_str()).collect::<Vec<_>>(),
             ["x", "y", "z"]
@@ -102,19 +74,6 @@ mod tests {
     #[test]
     fn ties_keep_first_appearance() {
         let (a, b) = (ids(&["p"]), ids(&["q"]));
-        let fused = rrf(
-            &[
-                Ranked {
-                    ids: &a,
-                    weight: 1.0,
-                },
-                Ranked {
-                    ids: &b,
-                    weight: 1.0,
-                },
-            ],
-            60.0,
-        );
-        assert_eq!(fused[0].0, "p");
+        assert_eq!(two(&a, &b, 1.0, 1.0)[0].0, "p");
     }
 }
