@@ -29,6 +29,7 @@ pub mod search;
 pub mod server;
 pub mod store;
 pub mod text;
+pub mod train;
 pub mod types;
 
 pub use encoder::{DeviceKind, Encoder, EncoderOptions};

@@ -7,6 +7,7 @@ mod eval;
 mod explain;
 mod ingest;
 mod serve;
+mod train;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -257,6 +258,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Train: CLRCMD fine-tuning, the intent head with the variational-siamese classifier,
+    /// the sentence transition matrix. Each writes a model directory (--model picks the base).
+    Train {
+        #[command(subcommand)]
+        command: train::TrainCommand,
+    },
     /// Run the REST API server (see README "REST API").
     ///
     /// Configuration layers: defaults, then the TOML file (--config / KINDRED_CONFIG), then
@@ -457,6 +464,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         Command::Stats { collection, json } => db::stats(&g.database()?, collection, *json)?,
         Command::Explain { a, b, json } => explain::run(&g.encoder()?, a, b, *json)?,
+        Command::Train { command } => {
+            let base = g.model_dir()?;
+            let device = g.device.as_deref().unwrap_or("cpu").parse()?;
+            match command {
+                train::TrainCommand::Clrcmd(a) => train::clrcmd(&base, device, a)?,
+                train::TrainCommand::Intent(a) => train::intent(&base, &g.encoder()?, a)?,
+                train::TrainCommand::Transition(a) => train::transition(&base, &g.encoder()?, a)?,
+            }
+        }
         Command::Ingest {
             file,
             collection,

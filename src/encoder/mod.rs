@@ -12,7 +12,7 @@
 mod backend;
 mod bert;
 pub mod heads;
-mod weights;
+pub(crate) mod weights;
 
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use tracing::instrument;
@@ -21,6 +21,7 @@ pub use backend::DeviceKind;
 pub use bert::Bert;
 
 use crate::error::{InternalError, Result, UserError};
+use crate::model::heads::Heads;
 use crate::model::{ModelDir, ModelIdentity};
 use crate::text::{TextTokenizer, Tokenized};
 use crate::types::Encoded;
@@ -53,6 +54,7 @@ pub struct Encoder {
     device: Device,
     identity: ModelIdentity,
     options: EncoderOptions,
+    heads: Heads,
 }
 
 impl std::fmt::Debug for Encoder {
@@ -79,15 +81,42 @@ impl Encoder {
         let tokenizer = TextTokenizer::from_file(&model.tokenizer_path(), model.max_len)?;
         let mut bert = Bert::new(&model.config, &device);
         weights::load(&mut bert, &model.weights_path())?;
+        let heads = Heads::load(&model.path, model.config.hidden_size)?;
         let identity = model.identity()?;
-        tracing::info!(id = %identity.id, fingerprint = %identity.fingerprint, "model loaded");
+        tracing::info!(id = %identity.id, fingerprint = %identity.fingerprint,
+            heads = ?heads.names(), "model loaded");
         Ok(Encoder {
             bert,
             tokenizer,
             device,
             identity,
             options,
+            heads,
         })
+    }
+
+    /// An encoder over a network already in memory (e.g. one being trained, in validation
+    /// mode) and `heads`, with `model`'s tokenizer; `identity` names it.
+    pub(crate) fn from_parts(
+        bert: Bert,
+        heads: Heads,
+        model: &ModelDir,
+        identity: ModelIdentity,
+        options: EncoderOptions,
+    ) -> Result<Self> {
+        Ok(Encoder {
+            bert,
+            tokenizer: TextTokenizer::from_file(&model.tokenizer_path(), model.max_len)?,
+            device: options.device.device()?,
+            identity,
+            options,
+            heads,
+        })
+    }
+
+    /// The learned heads the model carries (possibly none).
+    pub fn heads(&self) -> &Heads {
+        &self.heads
     }
 
     /// The model's identity (id, fingerprint, dim, max length).
@@ -130,18 +159,35 @@ impl Encoder {
             .map(|(i, t)| self.tokenizer.tokenize(t.as_ref(), i))
             .collect::<Result<Vec<_>>>()?;
         let refs: Vec<&Tokenized> = tokenized.iter().collect();
-        self.encode_tokenized_with_progress(&refs, progress)
+        self.encode_tokenized_with_progress(&refs, true, progress)
+    }
+
+    /// Like [`Encoder::encode_with_progress`] but ignoring the learned heads: the mean-pooled
+    /// sentence vector and the moment-matched intent, which is what heads are trained on.
+    pub fn encode_without_heads<S: AsRef<str>>(
+        &self,
+        texts: &[S],
+        progress: impl FnMut(usize),
+    ) -> Result<Vec<Encoded>> {
+        let tokenized = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| self.tokenizer.tokenize(t.as_ref(), i))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&Tokenized> = tokenized.iter().collect();
+        self.encode_tokenized_with_progress(&refs, false, progress)
     }
 
     /// Encodes texts tokenized already (by [`Encoder::tokenizer`]), in input order; lets a
     /// pipeline tokenize on one thread while another encodes.
     pub fn encode_tokenized(&self, tokenized: &[&Tokenized]) -> Result<Vec<Encoded>> {
-        self.encode_tokenized_with_progress(tokenized, |_| {})
+        self.encode_tokenized_with_progress(tokenized, true, |_| {})
     }
 
     fn encode_tokenized_with_progress(
         &self,
         tokenized: &[&Tokenized],
+        with_heads: bool,
         mut progress: impl FnMut(usize),
     ) -> Result<Vec<Encoded>> {
         // Length buckets: sort by length so each batch pads little.
@@ -150,7 +196,7 @@ impl Encoder {
         let mut out: Vec<Option<Encoded>> = vec![None; tokenized.len()];
         for chunk in order.chunks(self.options.batch_size) {
             let batch: Vec<&Tokenized> = chunk.iter().map(|&i| tokenized[i]).collect();
-            for (&i, enc) in chunk.iter().zip(self.forward_batch(&batch)?) {
+            for (&i, enc) in chunk.iter().zip(self.forward_batch(&batch, with_heads)?) {
                 out[i] = Some(enc);
             }
             progress(chunk.len());
@@ -162,7 +208,7 @@ impl Encoder {
     }
 
     /// Runs one padded batch through the network and applies the heads per text.
-    fn forward_batch(&self, batch: &[&Tokenized]) -> Result<Vec<Encoded>> {
+    fn forward_batch(&self, batch: &[&Tokenized], with_heads: bool) -> Result<Vec<Encoded>> {
         let b = batch.len();
         let len = batch.iter().map(|t| t.ids.len()).max().unwrap_or(0);
         let pad_id = i64::from(self.tokenizer.pad_id());
@@ -197,15 +243,20 @@ impl Encoder {
             .enumerate()
             .map(|(i, t)| {
                 let rows = &hidden[i * len * d..(i * len + t.ids.len()) * d];
-                self.heads(t, rows, d)
+                self.derive(t, rows, d, with_heads)
             })
             .collect())
     }
 
     /// Sentence vector, normalised content token vectors and intent from one text's
-    /// non-pad hidden states.
-    fn heads(&self, t: &Tokenized, rows: &[f32], d: usize) -> Encoded {
-        let sentence = heads::sentence_vector(rows, d);
+    /// non-pad hidden states, through the model's learned heads when it carries them.
+    fn derive(&self, t: &Tokenized, rows: &[f32], d: usize, with_heads: bool) -> Encoded {
+        let none = Heads::default();
+        let learned = if with_heads { &self.heads } else { &none };
+        let mut sentence = heads::sentence_vector(rows, d);
+        if let Some(transition) = &learned.transition {
+            sentence = transition.apply(&sentence);
+        }
         let mut token_vectors = Vec::with_capacity(t.tokens.len() * d);
         for (row, &special) in rows.chunks_exact(d).zip(&t.special) {
             if !special {
@@ -214,7 +265,10 @@ impl Encoder {
                 heads::l2_normalize(&mut token_vectors[start..]);
             }
         }
-        let intent = heads::moment_intent(&token_vectors, d, self.options.sigma_floor);
+        let mut intent = heads::moment_intent(&token_vectors, d, self.options.sigma_floor);
+        if let Some(head) = &learned.intent {
+            intent = head.intent(&intent, self.options.sigma_floor);
+        }
         Encoded {
             tokens: t.tokens.clone(),
             truncated: t.truncated,

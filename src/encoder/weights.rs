@@ -1,15 +1,17 @@
 //! Loading Hugging Face BERT weights from `model.safetensors` into [`Bert`] with burn's store
-//! API, and turning everything that does not fit into one readable error.
+//! API (turning everything that does not fit into one readable error), and saving them back in
+//! the same Hugging Face layout, so a trained model is a model directory like any other.
 
 use std::path::Path;
 
 use burn::store::{
-    FloatCastAdapter, ModuleAdapter, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore,
+    BurnToPyTorchAdapter, FloatCastAdapter, ModuleAdapter, ModuleSnapshot, PyTorchToBurnAdapter,
+    SafetensorsStore,
 };
 use burn::tensor::DType;
 
 use super::bert::Bert;
-use crate::error::{Result, UserError};
+use crate::error::{InternalError, Result, UserError};
 
 /// Tensors a BERT checkpoint may carry that the encoder does not use.
 const IGNORED: [&str; 4] = [
@@ -71,4 +73,17 @@ pub fn load(bert: &mut Bert, path: &Path) -> Result<()> {
         }
         .into())
     }
+}
+
+/// Saves `bert` to `path` as a Hugging Face `model.safetensors` (PyTorch linear layout,
+/// `LayerNorm.weight/bias`, `attention.self.` names), which [`load`] and sentence-transformers
+/// read back. Overwrites `path`.
+pub fn save(bert: &Bert, path: &Path) -> Result<()> {
+    let mut store = SafetensorsStore::from_file(path)
+        .with_to_adapter(BurnToPyTorchAdapter)
+        .with_key_remapping(r"attention\.self_attn\.", "attention.self.")
+        .with_key_remapping(r"layer_norm", "LayerNorm")
+        .overwrite(true);
+    bert.save_into(&mut store)
+        .map_err(|e| InternalError::Backend(format!("saving {}: {e}", path.display())).into())
 }

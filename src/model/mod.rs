@@ -6,6 +6,7 @@
 //! this module hands it.
 
 mod fetch;
+pub mod heads;
 
 use std::fs;
 use std::io::Read;
@@ -170,7 +171,8 @@ pub struct ModelDir {
 pub struct ModelIdentity {
     /// Model id.
     pub id: String,
-    /// `sha256:` + hex digest of model.safetensors.
+    /// `sha256:` + hex digest of model.safetensors (of it and kindred-heads.safetensors when
+    /// the model carries learned heads).
     pub fingerprint: String,
     /// Vector dimension.
     pub dim: usize,
@@ -246,11 +248,20 @@ impl ModelDir {
         self.path.join("tokenizer.json")
     }
 
-    /// Computes the model's identity (hashes the weights file).
+    /// Computes the model's identity: hashes the weights file and, when the model carries
+    /// learned heads, the heads file too (a model with other heads encodes differently).
     pub fn identity(&self) -> Result<ModelIdentity> {
+        let weights = sha256_file(&self.weights_path())?;
+        let heads_path = self.path.join(heads::HEADS_FILE);
+        let fingerprint = if heads_path.is_file() {
+            let both = format!("{weights}:{}", sha256_file(&heads_path)?);
+            hex(&Sha256::digest(both.as_bytes()))
+        } else {
+            weights
+        };
         Ok(ModelIdentity {
             id: self.id.clone(),
-            fingerprint: format!("sha256:{}", sha256_file(&self.weights_path())?),
+            fingerprint: format!("sha256:{fingerprint}"),
             dim: self.config.hidden_size,
             max_len: self.max_len,
         })

@@ -1,0 +1,391 @@
+//! `kindred train …`: the trainers' command lines — data files in, progress bar with the loss
+//! and dev metric while it runs, a summary (and the model directory) out.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args as ClapArgs, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+use kindred::eval::LabelledPair;
+use kindred::model::ModelDir;
+use kindred::train::clrcmd::{self, ClrcmdOptions, Event};
+use kindred::train::intent::{train_intent, IntentOptions};
+use kindred::train::transition::{train_transition, TransitionOptions};
+use kindred::train::{read_training_pairs, write_model_dir, TrainedBy};
+use kindred::{DeviceKind, Encoder};
+
+/// `kindred train …`
+#[derive(Debug, Subcommand)]
+pub enum TrainCommand {
+    /// Fine-tune the encoder with CLRCMD (InfoNCE on s_RCMD, τ = 0.05, in-batch and hard
+    /// negatives, Adam with linear decay) and write the best model (by dev AUC) to --out.
+    Clrcmd(ClrcmdArgs),
+    /// Learn the intent head (μ, log σ² from the moment-matched intent) and the
+    /// variational-siamese classifier on [(μ1−μ2)² + (σ1−σ2)², μ1⊙μ2] → P(duplicate), with the
+    /// encoder frozen; write the model plus these heads to --out.
+    Intent(IntentArgs),
+    /// Learn the d×d sentence transition matrix on duplicate pairs (encoder frozen; seconds on
+    /// a CPU once the sentences are encoded); write the model plus the matrix to --out.
+    Transition(TransitionArgs),
+}
+
+#[derive(Debug, ClapArgs)]
+pub struct IntentArgs {
+    #[command(flatten)]
+    pub data: PairArgs,
+    /// The model directory to write (the base model's files plus the heads).
+    #[arg(long, required = true, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Hidden units of the classifier.
+    #[arg(long, default_value_t = 128)]
+    pub hidden: usize,
+    /// Pairs per batch.
+    #[arg(long, default_value_t = 64)]
+    pub batch: usize,
+    /// Adam learning rate.
+    #[arg(long, default_value_t = 1e-3)]
+    pub lr: f64,
+    /// Passes over the pairs.
+    #[arg(long, default_value_t = 10)]
+    pub epochs: usize,
+    /// Seed of the batch order and the dev split.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, ClapArgs)]
+pub struct TransitionArgs {
+    #[command(flatten)]
+    pub data: PairArgs,
+    /// The model directory to write (the base model's files plus the matrix).
+    #[arg(long, required = true, value_name = "DIR")]
+    pub out: PathBuf,
+    /// λ, the weight of the off-diagonal term of the loss.
+    #[arg(long, default_value_t = 0.5)]
+    pub lambda: f32,
+    /// Duplicate pairs per batch.
+    #[arg(long, default_value_t = 64)]
+    pub batch: usize,
+    /// Adam learning rate.
+    #[arg(long, default_value_t = 1e-3)]
+    pub lr: f64,
+    /// Passes over the duplicate pairs.
+    #[arg(long, default_value_t = 10)]
+    pub epochs: usize,
+    /// Seed of the batch order and the dev split.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn encode_bar(what: &str) -> ProgressBar {
+    ProgressBar::new(0).with_style(
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} {what} [{{bar:30}}] {{pos}}/{{len}} texts ({{per_sec}}, eta {{eta}})"
+        ))
+        .expect("template")
+        .progress_chars("=> "),
+    )
+}
+
+pub fn intent(base: &ModelDir, encoder: &Encoder, args: &IntentArgs) -> Result<()> {
+    let (train, dev) = args.data.load(args.seed)?;
+    let options = IntentOptions {
+        hidden: args.hidden,
+        batch_size: args.batch,
+        learning_rate: args.lr,
+        epochs: args.epochs,
+        seed: args.seed,
+        ..IntentOptions::default()
+    };
+    let bar = encode_bar("encoding pairs");
+    bar.set_length(distinct_texts(&train, &dev));
+    let report = train_intent(encoder, &train, &dev, &options, |n| bar.inc(n as u64))?;
+    bar.finish_and_clear();
+    let mut heads = encoder.heads().clone();
+    heads.intent = Some(report.intent.clone());
+    heads.classifier = Some(report.classifier.clone());
+    let by = TrainedBy::Head {
+        head: "intent+classifier",
+        dev: Some(("classifier_auc".into(), report.dev_auc)),
+        options: serde_json::to_value(&options)?,
+    };
+    write_model_dir(base, &args.out, None, Some(&heads), &by)
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    let summary = json!({
+        "out": args.out,
+        "train_pairs": train.len(),
+        "dev_pairs": dev.len(),
+        "dev_classifier_auc": report.dev_auc,
+        "dev_classifier_accuracy": report.dev_accuracy,
+        "dev_w2_auc_before": report.dev_w2_auc_before,
+        "dev_w2_auc_after": report.dev_w2_auc_after,
+        "best_epoch": report.best_epoch,
+        "losses": report.losses,
+        "train_seconds": report.seconds,
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!(
+            "wrote {} (intent head + variational-siamese classifier)",
+            args.out.display()
+        );
+        println!(
+            "dev: classifier AUC {:.4}, accuracy {:.4}; −W2 AUC {:.4} → {:.4} (epoch {}, {:.1} s)",
+            report.dev_auc,
+            report.dev_accuracy,
+            report.dev_w2_auc_before,
+            report.dev_w2_auc_after,
+            report.best_epoch,
+            report.seconds
+        );
+    }
+    Ok(())
+}
+
+pub fn transition(base: &ModelDir, encoder: &Encoder, args: &TransitionArgs) -> Result<()> {
+    let (train, dev) = args.data.load(args.seed)?;
+    let options = TransitionOptions {
+        lambda: args.lambda,
+        batch_size: args.batch,
+        learning_rate: args.lr,
+        epochs: args.epochs,
+        seed: args.seed,
+    };
+    let bar = encode_bar("encoding pairs");
+    bar.set_length(distinct_texts(&train, &dev));
+    let report = train_transition(encoder, &train, &dev, &options, |n| bar.inc(n as u64))?;
+    bar.finish_and_clear();
+    let mut heads = encoder.heads().clone();
+    heads.transition = Some(report.head.clone());
+    let by = TrainedBy::Head {
+        head: "transition",
+        dev: Some(("cosine_auc".into(), report.dev_auc_after)),
+        options: serde_json::to_value(&options)?,
+    };
+    write_model_dir(base, &args.out, None, Some(&heads), &by)
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    let summary = json!({
+        "out": args.out,
+        "train_pairs": train.len(),
+        "dev_pairs": dev.len(),
+        "dev_cosine_auc_before": report.dev_auc_before,
+        "dev_cosine_auc_after": report.dev_auc_after,
+        "best_epoch": report.best_epoch,
+        "losses": report.losses,
+        "train_seconds": report.seconds,
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!("wrote {} (sentence transition matrix)", args.out.display());
+        println!(
+            "dev cosine AUC {:.4} → {:.4} (epoch {}; {:.1} s of training)",
+            report.dev_auc_before, report.dev_auc_after, report.best_epoch, report.seconds
+        );
+    }
+    Ok(())
+}
+
+fn distinct_texts(train: &[LabelledPair], dev: &[LabelledPair]) -> u64 {
+    let set: std::collections::HashSet<&str> = train
+        .iter()
+        .chain(dev)
+        .flat_map(|p| [p.a.as_str(), p.b.as_str()])
+        .collect();
+    set.len() as u64
+}
+
+/// Where the labelled pairs come from, for every trainer.
+#[derive(Debug, ClapArgs)]
+pub struct PairArgs {
+    /// Labelled pair files to train on: label<TAB>question1<TAB>question2[<TAB>id], e.g.
+    /// ../shared/data/qqp_bimpm/dev.tsv or a verdicts export of the review UI. Files named
+    /// test* are refused.
+    #[arg(long, required = true, num_args = 1.., value_name = "FILE")]
+    pub pairs: Vec<PathBuf>,
+    /// Labelled pairs to select the best model on. Default: the last --dev-split of the
+    /// shuffled training pairs, held out from training.
+    #[arg(long, value_name = "FILE")]
+    pub dev: Option<PathBuf>,
+    /// Pairs held out for dev when --dev is not given.
+    #[arg(long, default_value_t = 1000)]
+    pub dev_split: usize,
+}
+
+impl PairArgs {
+    /// Training and dev pairs.
+    pub fn load(&self, seed: u64) -> Result<(Vec<LabelledPair>, Vec<LabelledPair>)> {
+        let mut train = read_training_pairs(&self.pairs)?;
+        match &self.dev {
+            Some(dev) => Ok((train, read_training_pairs(std::slice::from_ref(dev))?)),
+            None => {
+                let order = kindred::train::data::SplitMix64(seed).permutation(train.len());
+                let held: std::collections::HashSet<usize> = order
+                    .into_iter()
+                    .take(self.dev_split.min(train.len() / 5))
+                    .collect();
+                let mut dev = Vec::new();
+                let mut kept = Vec::new();
+                for (i, p) in train.drain(..).enumerate() {
+                    if held.contains(&i) {
+                        dev.push(p)
+                    } else {
+                        kept.push(p)
+                    }
+                }
+                Ok((kept, dev))
+            }
+        }
+    }
+}
+
+#[derive(Debug, ClapArgs)]
+pub struct ClrcmdArgs {
+    #[command(flatten)]
+    pub data: PairArgs,
+    /// The trained model directory (created; holds `checkpoint/` while training).
+    #[arg(long, required = true, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Continue the run whose checkpoint is in --out (same data and flags).
+    #[arg(long)]
+    pub resume: bool,
+    /// Duplicate pairs per step.
+    #[arg(long, default_value_t = 32)]
+    pub batch: usize,
+    /// Peak Adam learning rate (decays linearly to 0).
+    #[arg(long, default_value_t = 5e-5)]
+    pub lr: f64,
+    /// InfoNCE temperature.
+    #[arg(long, default_value_t = 0.05)]
+    pub tau: f32,
+    /// Passes over the duplicate pairs.
+    #[arg(long, default_value_t = 1)]
+    pub epochs: usize,
+    /// Stop after N steps.
+    #[arg(long, value_name = "N")]
+    pub max_steps: Option<usize>,
+    /// Measure dev AUC every N steps (the best model is kept).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub eval_every: usize,
+    /// Write a resumable checkpoint every N steps.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub checkpoint_every: usize,
+    /// No hard negatives (in-batch negatives only).
+    #[arg(long)]
+    pub no_hard_negatives: bool,
+    /// Seed of the batch order and the dev split.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> {
+    let (train, dev) = args.data.load(args.seed)?;
+    let options = ClrcmdOptions {
+        batch_size: args.batch,
+        learning_rate: args.lr,
+        tau: args.tau,
+        epochs: args.epochs,
+        max_steps: args.max_steps,
+        eval_every: args.eval_every,
+        checkpoint_every: args.checkpoint_every,
+        hard_negatives: !args.no_hard_negatives,
+        seed: args.seed,
+    };
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template(
+            "{spinner} clrcmd [{bar:30}] {pos}/{len} steps {msg} ({elapsed}, eta {eta})",
+        )
+        .expect("template")
+        .progress_chars("=> "),
+    );
+    let mut dev_msg = String::new();
+    // Without a terminal the bar draws nothing; its lines still belong in the log.
+    let say = |line: String| {
+        if bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            bar.println(line);
+        }
+    };
+    let report = clrcmd::train_clrcmd(
+        base,
+        &train,
+        &dev,
+        &args.out,
+        &options,
+        device,
+        args.resume,
+        |event| match event {
+            Event::Started {
+                step,
+                total,
+                items,
+                linked_negatives,
+            } => {
+                bar.set_length(total as u64);
+                bar.set_position(step as u64);
+                say(format!(
+                    "{items} duplicate pairs ({linked_negatives} with a labelled hard negative), \
+                     {} dev pairs; {total} steps of {}",
+                    dev.len(),
+                    options.batch_size
+                ));
+            }
+            Event::Step {
+                step,
+                loss,
+                pairs_per_sec,
+            } => {
+                bar.set_position(step as u64);
+                if bar.is_hidden() && step % 10 == 0 {
+                    eprintln!("step {step}: loss {loss:.4}, {pairs_per_sec:.1} pairs/s");
+                }
+                bar.set_message(format!(
+                    "loss {loss:.4}, {pairs_per_sec:.1} pairs/s{dev_msg}"
+                ));
+            }
+            Event::Eval { step, auc, best } => {
+                dev_msg = format!(", dev AUC {auc:.4}");
+                say(format!(
+                    "step {step}: dev s_RCMD AUC {auc:.4}{}",
+                    if best { " (best, saved)" } else { "" }
+                ));
+            }
+            Event::Checkpoint { .. } => {}
+        },
+    )
+    .with_context(|| format!("training into {}", args.out.display()))?;
+    bar.finish_and_clear();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "out": args.out, "report": report }))?
+        );
+    } else {
+        println!("trained {} steps into {}", report.steps, args.out.display());
+        println!(
+            "loss {:.4} → {:.4}; {:.1} pairs/s",
+            report.first_loss, report.last_loss, report.pairs_per_sec
+        );
+        if let Some((step, auc)) = report.best {
+            let before = report
+                .dev_auc_before
+                .map(|a| format!("{a:.4} → "))
+                .unwrap_or_default();
+            println!("dev s_RCMD AUC {before}{auc:.4} (best at step {step})");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,478 @@
+//! CLRCMD fine-tuning (design.md §3; papers/clrcmd-rcmd-optimal-transport-sts.txt §3.3, §4.1):
+//! the encoder learns so that s_RCMD ranks each anchor's duplicate above in-batch and hard
+//! negatives — InfoNCE with τ = 0.05, Adam with linear decay.
+//!
+//! One step: tokenize the batch's distinct texts, run BERT on burn's autodiff device, L2-normalise
+//! the hidden states, copy the content token vectors to the host, compute the loss and its
+//! gradient there with the sparse [`rcmd_infonce`](super::loss::rcmd_infonce), and push the
+//! gradient back through BERT as the surrogate Σ x ⊙ ∂L/∂x. Checkpoints (weights with their
+//! parameter ids + optimizer state + step) make runs resumable; dev AUC of s_RCMD is measured
+//! every `eval_every` steps and the best weights are what `out` holds.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
+use burn::store::{BurnpackStore, ModuleSnapshot};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+
+use super::data::Dataset;
+use super::loss::{rcmd_infonce, InfoNce};
+use super::{pair_auc, write_model_dir, TrainedBy};
+use crate::encoder::{weights, Bert, DeviceKind};
+use crate::error::{io_err, InternalError, Result, UserError};
+use crate::eval::LabelledPair;
+use crate::model::heads::Heads;
+use crate::model::ModelDir;
+use crate::score::Tokens;
+use crate::text::Tokenized;
+use crate::{Encoder, EncoderOptions};
+
+/// CLRCMD settings (defaults: the paper's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClrcmdOptions {
+    /// Duplicate pairs per step.
+    pub batch_size: usize,
+    /// Peak Adam learning rate, decayed linearly to 0 over the run.
+    pub learning_rate: f64,
+    /// InfoNCE temperature.
+    pub tau: f32,
+    /// Passes over the duplicate pairs.
+    pub epochs: usize,
+    /// Stop after this many steps (before the epochs are done).
+    pub max_steps: Option<usize>,
+    /// Measure dev AUC every this many steps (and at the end).
+    pub eval_every: usize,
+    /// Write a resumable checkpoint every this many steps (and at the end).
+    pub checkpoint_every: usize,
+    /// Add one hard negative per anchor.
+    pub hard_negatives: bool,
+    /// Seed of the batch order.
+    pub seed: u64,
+}
+
+impl Default for ClrcmdOptions {
+    fn default() -> Self {
+        ClrcmdOptions {
+            batch_size: 32,
+            learning_rate: 5e-5,
+            tau: 0.05,
+            epochs: 1,
+            max_steps: None,
+            eval_every: 100,
+            checkpoint_every: 100,
+            hard_negatives: true,
+            seed: 42,
+        }
+    }
+}
+
+/// What happens during a run, for progress reporting.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// The run starts at `step` of `total`.
+    Started {
+        /// First step to run (non-zero when resumed).
+        step: usize,
+        /// Steps in the whole run.
+        total: usize,
+        /// Duplicate pairs (items).
+        items: usize,
+        /// Items with a labelled hard negative.
+        linked_negatives: usize,
+    },
+    /// A step finished.
+    Step {
+        /// Steps done.
+        step: usize,
+        /// This step's loss.
+        loss: f64,
+        /// Pairs per second over the run so far.
+        pairs_per_sec: f64,
+    },
+    /// Dev AUC of s_RCMD after `step` steps.
+    Eval {
+        /// Steps done.
+        step: usize,
+        /// AUC on the dev pairs.
+        auc: f64,
+        /// It is the best so far (and was saved to `out`).
+        best: bool,
+    },
+    /// A checkpoint was written after `step` steps.
+    Checkpoint {
+        /// Steps done.
+        step: usize,
+    },
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClrcmdReport {
+    /// Steps done in total (including before a resume).
+    pub steps: usize,
+    /// Mean loss over the first `min(20, steps run)` steps of this invocation.
+    pub first_loss: f64,
+    /// Mean loss over the last `min(20, steps run)` steps of this invocation.
+    pub last_loss: f64,
+    /// Dev AUC of s_RCMD before any training step (None without dev pairs or when resumed).
+    pub dev_auc_before: Option<f64>,
+    /// Best dev AUC and its step (None without dev pairs).
+    pub best: Option<(usize, f64)>,
+    /// Duplicate pairs trained on per second (this invocation).
+    pub pairs_per_sec: f64,
+}
+
+/// What a checkpoint records besides the tensors.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct CheckpointState {
+    step: usize,
+    total: usize,
+    best: Option<(usize, f64)>,
+    dev_auc_before: Option<f64>,
+    options: ClrcmdOptions,
+    base_fingerprint: String,
+}
+
+const CHECKPOINT_DIR: &str = "checkpoint";
+
+/// Fine-tunes `base` with CLRCMD on `train` (labelled pairs: duplicates are the items,
+/// non-duplicates the hard negatives), measuring s_RCMD AUC on `dev` (may be empty), writing
+/// the best model directory to `out` and a checkpoint to `out/checkpoint`. With `resume`, the
+/// run continues from that checkpoint with the same options and data (on any device).
+#[allow(clippy::too_many_arguments)]
+pub fn train_clrcmd(
+    base: &ModelDir,
+    train: &[LabelledPair],
+    dev: &[LabelledPair],
+    out: &Path,
+    options: &ClrcmdOptions,
+    device: DeviceKind,
+    resume: bool,
+    mut on: impl FnMut(Event),
+) -> Result<ClrcmdReport> {
+    let bad = |name: &'static str, reason: String| UserError::InvalidArgument { name, reason };
+    if options.batch_size < 2 {
+        return Err(bad(
+            "batch size",
+            format!(
+                "{}; use at least 2 (in-batch negatives)",
+                options.batch_size
+            ),
+        )
+        .into());
+    }
+    if !(options.tau > 0.0) || !(options.learning_rate > 0.0) {
+        return Err(bad("tau / learning rate", "must be positive".into()).into());
+    }
+    let data = Dataset::new(train);
+    let per_epoch = data.batches_per_epoch(options.batch_size);
+    if per_epoch == 0 {
+        return Err(bad(
+            "pairs",
+            format!(
+                "{} duplicate pairs, fewer than one batch of {}; give more labelled duplicates or a smaller --batch-size",
+                data.items.len(),
+                options.batch_size
+            ),
+        )
+        .into());
+    }
+    let total = options
+        .max_steps
+        .unwrap_or(usize::MAX)
+        .min(per_epoch * options.epochs.max(1));
+
+    let base_identity = base.identity()?;
+    let ckpt = out.join(CHECKPOINT_DIR);
+    let state_path = ckpt.join("state.json");
+    if !resume && state_path.exists() {
+        return Err(bad(
+            "--out",
+            format!(
+                "{} holds a checkpoint of an earlier run; pass --resume to continue it, or choose another --out",
+                out.display()
+            ),
+        )
+        .into());
+    }
+    std::fs::create_dir_all(&ckpt).map_err(io_err(format!("creating {}", ckpt.display())))?;
+
+    let device_kind = device;
+    let device = device_kind.device()?.autodiff();
+    let mut bert = Bert::new(&base.config, &device);
+    let mut optim = AdamConfig::new().init();
+    let mut state = CheckpointState {
+        step: 0,
+        total,
+        best: None,
+        dev_auc_before: None,
+        options: options.clone(),
+        base_fingerprint: base_identity.fingerprint.clone(),
+    };
+    if resume {
+        let raw = std::fs::read_to_string(&state_path).map_err(|_| {
+            bad(
+                "--resume",
+                format!(
+                    "no checkpoint in {}; start without --resume",
+                    ckpt.display()
+                ),
+            )
+        })?;
+        let saved: CheckpointState = serde_json::from_str(&raw)
+            .map_err(|e| InternalError::Corrupt(format!("{}: {e}", state_path.display())))?;
+        if saved.base_fingerprint != base_identity.fingerprint || saved.options != *options {
+            return Err(bad(
+                "--resume",
+                "the checkpoint was made from another base model or with other options; resume with the same --model and training flags".into(),
+            )
+            .into());
+        }
+        let mut store = BurnpackStore::from_file(ckpt.join("model.bpk"));
+        bert.load_from(&mut store)
+            .map_err(|e| InternalError::Corrupt(format!("checkpoint weights: {e}")))?;
+        optim = optim
+            .load(ckpt.join("optimizer.bpk"))
+            .map_err(|e| InternalError::Corrupt(format!("checkpoint optimizer: {e}")))?;
+        state = saved;
+    } else {
+        weights::load(&mut bert, &base.weights_path())?;
+    }
+    let tokenizer = crate::text::TextTokenizer::from_file(&base.tokenizer_path(), base.max_len)?;
+    let eval_options = EncoderOptions {
+        device: device_kind,
+        ..EncoderOptions::default()
+    };
+    let evaluate = |bert: &Bert| -> Result<f64> {
+        let encoder = Encoder::from_parts(
+            bert.valid(),
+            Heads::default(),
+            base,
+            base_identity.clone(),
+            eval_options,
+        )?;
+        pair_auc(&encoder, dev)
+    };
+    if !resume && !dev.is_empty() {
+        let auc = evaluate(&bert)?;
+        state.dev_auc_before = Some(auc);
+        on(Event::Eval {
+            step: 0,
+            auc,
+            best: false,
+        });
+    }
+
+    on(Event::Started {
+        step: state.step,
+        total,
+        items: data.items.len(),
+        linked_negatives: data.linked_negatives(),
+    });
+    let started = Instant::now();
+    let first_step = state.step;
+    let mut losses = Vec::new();
+    let save_best = |bert: &Bert, state: &CheckpointState| -> Result<()> {
+        let by = TrainedBy::Clrcmd {
+            steps: state.step,
+            dev_auc: state.best.map(|b| b.1),
+            options: options.clone(),
+        };
+        // Heads learned on the old encoder do not fit the new one: the model carries none.
+        write_model_dir(base, out, Some(&bert.valid()), Some(&Heads::default()), &by)
+    };
+    while state.step < total {
+        let batch = data.batch(
+            state.step,
+            options.batch_size,
+            options.seed,
+            options.hard_negatives,
+        );
+        let lr = options.learning_rate * (1.0 - state.step as f64 / total as f64);
+        let (loss, grads) = step_grads(&bert, &tokenizer, &data, &batch, options.tau, &device)?;
+        bert = optim.step(lr, bert, grads);
+        state.step += 1;
+        losses.push(loss);
+        let secs = started.elapsed().as_secs_f64().max(1e-9);
+        on(Event::Step {
+            step: state.step,
+            loss,
+            pairs_per_sec: ((state.step - first_step) * options.batch_size) as f64 / secs,
+        });
+        let last = state.step == total;
+        if !dev.is_empty() && (state.step % options.eval_every.max(1) == 0 || last) {
+            let auc = evaluate(&bert)?;
+            let best = state.best.is_none_or(|(_, b)| auc > b);
+            if best {
+                state.best = Some((state.step, auc));
+                save_best(&bert, &state)?;
+            }
+            on(Event::Eval {
+                step: state.step,
+                auc,
+                best,
+            });
+        }
+        if state.step % options.checkpoint_every.max(1) == 0 || last {
+            if dev.is_empty() {
+                save_best(&bert, &state)?;
+            }
+            save_checkpoint(&bert, &optim, &state, &ckpt)?;
+            on(Event::Checkpoint { step: state.step });
+        }
+    }
+    let secs = started.elapsed().as_secs_f64().max(1e-9);
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let window = losses.len().min(20);
+    Ok(ClrcmdReport {
+        steps: state.step,
+        first_loss: mean(&losses[..window]),
+        last_loss: mean(&losses[losses.len() - window..]),
+        dev_auc_before: state.dev_auc_before,
+        best: state.best,
+        pairs_per_sec: (losses.len() * options.batch_size) as f64 / secs,
+    })
+}
+
+/// Writes weights (burnpack keeps parameter ids, which the optimizer state is keyed by), the
+/// optimizer state and the step — each to a temporary name, then renamed, state last, so a
+/// crash mid-write leaves the previous checkpoint whole.
+fn save_checkpoint(
+    bert: &Bert,
+    optim: &ModuleOptimizer,
+    state: &CheckpointState,
+    dir: &Path,
+) -> Result<()> {
+    let tmp = |name: &str| dir.join(format!("{name}.tmp"));
+    let mut store = BurnpackStore::from_file(tmp("model.bpk"))
+        .auto_extension(false)
+        .overwrite(true);
+    bert.valid()
+        .save_into(&mut store)
+        .map_err(|e| InternalError::Backend(format!("saving checkpoint weights: {e}")))?;
+    optim
+        .save(tmp("optimizer.bpk"))
+        .map_err(|e| InternalError::Backend(format!("saving optimizer state: {e}")))?;
+    let json = serde_json::to_vec_pretty(state).expect("state serialises");
+    std::fs::write(tmp("state.json"), json).map_err(io_err("writing checkpoint state"))?;
+    for name in ["model.bpk", "optimizer.bpk", "state.json"] {
+        let to: PathBuf = dir.join(name);
+        std::fs::rename(tmp(name), &to).map_err(io_err(format!("renaming {}", to.display())))?;
+    }
+    Ok(())
+}
+
+/// One step's loss and parameter gradients.
+fn step_grads(
+    bert: &Bert,
+    tokenizer: &crate::text::TextTokenizer,
+    data: &Dataset,
+    batch: &[(&super::data::Item, Option<&str>)],
+    tau: f32,
+    device: &Device,
+) -> Result<(f64, GradientsParams)> {
+    // Distinct texts; anchors, then candidates = positives, then hard negatives.
+    let mut texts: Vec<&str> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut intern = |t| intern(&mut texts, &mut index, t);
+    let anchors: Vec<usize> = batch
+        .iter()
+        .map(|(i, _)| intern(i.anchor.as_str()))
+        .collect();
+    let mut candidates: Vec<usize> = batch
+        .iter()
+        .map(|(i, _)| intern(i.positive.as_str()))
+        .collect();
+    candidates.extend(batch.iter().filter_map(|(_, n)| n.map(&mut intern)));
+    let positives: Vec<usize> = (0..batch.len()).collect();
+    let mut excluded = Vec::new();
+    for (k, &a) in anchors.iter().enumerate() {
+        for (j, &c) in candidates.iter().enumerate() {
+            if j != k && data.is_duplicate(texts[a], texts[c]) {
+                excluded.push((k, j));
+            }
+        }
+    }
+    let infonce = InfoNce {
+        anchors,
+        candidates,
+        positives,
+        excluded,
+    };
+
+    let tokenized = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| tokenizer.tokenize(t, i))
+        .collect::<Result<Vec<Tokenized>>>()?;
+    let (n, len) = (
+        tokenized.len(),
+        tokenized.iter().map(|t| t.ids.len()).max().unwrap_or(0),
+    );
+    let pad_id = i64::from(tokenizer.pad_id());
+    let mut ids = Vec::with_capacity(n * len);
+    let mut pad = Vec::with_capacity(n * len);
+    for t in &tokenized {
+        ids.extend(t.ids.iter().map(|&id| i64::from(id)));
+        ids.extend(std::iter::repeat_n(pad_id, len - t.ids.len()));
+        pad.extend((0..len).map(|p| p >= t.ids.len()));
+    }
+    let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [n, len]), device);
+    let pad = pad
+        .contains(&true)
+        .then(|| Tensor::<2, Bool>::from_data(TensorData::new(pad, [n, len]), device));
+    let hidden = bert.forward(ids, pad);
+    let d = hidden.dims()[2];
+    let norm = hidden.clone().square().sum_dim(2).sqrt().clamp_min(1e-12);
+    let unit = hidden / norm;
+
+    // Content rows to the host.
+    let host = unit
+        .clone()
+        .detach()
+        .into_data()
+        .try_into_vec::<f32>()
+        .map_err(|e| InternalError::Backend(format!("reading token vectors: {e:?}")))?;
+    let content = |t: &Tokenized| {
+        (0..t.ids.len())
+            .filter(|&p| !t.special[p])
+            .collect::<Vec<_>>()
+    };
+    let positions: Vec<Vec<usize>> = tokenized.iter().map(content).collect();
+    let rows: Vec<Vec<f32>> = positions
+        .iter()
+        .enumerate()
+        .map(|(i, ps)| {
+            ps.iter()
+                .flat_map(|&p| &host[(i * len + p) * d..(i * len + p + 1) * d])
+                .copied()
+                .collect()
+        })
+        .collect();
+    let tokens: Vec<Tokens<'_>> = rows.iter().map(|r| Tokens::new(r, d)).collect();
+    let out = rcmd_infonce(&tokens, &infonce, tau);
+
+    // Surrogate Σ x ⊙ ∂L/∂x: its gradient with respect to x is ∂L/∂x.
+    let mut g = vec![0f32; n * len * d];
+    for (i, ps) in positions.iter().enumerate() {
+        for (r, &p) in ps.iter().enumerate() {
+            g[(i * len + p) * d..(i * len + p + 1) * d]
+                .copy_from_slice(&out.grads[i][r * d..(r + 1) * d]);
+        }
+    }
+    let g = Tensor::<3>::from_data(TensorData::new(g, [n, len, d]), device);
+    let surrogate = (unit * g).sum();
+    let grads = surrogate.backward();
+    Ok((out.loss, GradientsParams::from_grads(grads, bert)))
+}
+
+fn intern<'a>(texts: &mut Vec<&'a str>, index: &mut HashMap<&'a str, usize>, t: &'a str) -> usize {
+    *index.entry(t).or_insert_with(|| {
+        texts.push(t);
+        texts.len() - 1
+    })
+}

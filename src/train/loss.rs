@@ -1,0 +1,245 @@
+//! The CLRCMD objective as a pure function: InfoNCE over s_RCMD (design.md §3,
+//! papers/clrcmd-rcmd-optimal-transport-sts.txt §3.3), its value and its exact gradient with
+//! respect to every token vector, computed sparse.
+//!
+//! For anchors a_k, candidates c_j (the batch's positives, then its hard negatives) and
+//! temperature τ:
+//!
+//! ```text
+//! L = (1/B) Σ_k [ logsumexp_j s(a_k, c_j)/τ − s(a_k, c_pos(k))/τ ]
+//! ```
+//!
+//! RCMD's transport plans are piecewise constant in the vectors (each token keeps its argmax
+//! partner), so where no tie flips, ∂s/∂x_t = w_t·y_partner(t) (a→b) plus, for every token of
+//! the other side whose partner is t, that token's weight times its vector (b→a), halved. Only
+//! the partner lists are kept — O(B·N·L) memory, never the B·N·L·L cosine tensor — which is the
+//! paper's RCMD_sparse. The training loop feeds the token-vector gradients back into the
+//! encoder's autodiff graph as a surrogate loss Σ x ⊙ ∂L/∂x, whose gradient is exactly ∂L/∂x.
+
+use rayon::prelude::*;
+
+use crate::score::{rcmd, Tokens, Weights};
+
+/// Which texts of a batch are anchors and candidates, and each anchor's positive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InfoNce {
+    /// Text index of each anchor.
+    pub anchors: Vec<usize>,
+    /// Text index of each candidate.
+    pub candidates: Vec<usize>,
+    /// For anchor k, the index into `candidates` of its positive.
+    pub positives: Vec<usize>,
+    /// (anchor, candidate) index pairs left out of the anchor's softmax: candidates that are
+    /// the anchor itself or a known duplicate of it, which must not be pushed away.
+    pub excluded: Vec<(usize, usize)>,
+}
+
+/// The loss, the score matrix and the gradient for every text.
+#[derive(Debug, Clone)]
+pub struct LossGrads {
+    /// Mean InfoNCE loss over the anchors.
+    pub loss: f64,
+    /// s_RCMD(anchor k, candidate j), row-major `anchors × candidates`.
+    pub scores: Vec<f32>,
+    /// ∂loss/∂(token vectors) per text, shaped like the text's token vectors.
+    pub grads: Vec<Vec<f32>>,
+}
+
+/// Loss and gradients of the RCMD InfoNCE objective over `texts` (each `len × dim`, rows
+/// L2-normalised as the encoder gives them). Panics if an index is out of range.
+pub fn rcmd_infonce(texts: &[Tokens<'_>], batch: &InfoNce, tau: f32) -> LossGrads {
+    assert_eq!(batch.anchors.len(), batch.positives.len());
+    let n = batch.candidates.len();
+    // Every (anchor, candidate) plan: the anchors in parallel.
+    let plans: Vec<Vec<crate::score::Rcmd>> = batch
+        .anchors
+        .par_iter()
+        .map(|&a| {
+            batch
+                .candidates
+                .iter()
+                .map(|&c| rcmd(texts[a], texts[c], Weights::Uniform))
+                .collect()
+        })
+        .collect();
+    let scores: Vec<f32> = plans.iter().flatten().map(|r| r.score).collect();
+
+    let mut kept = vec![true; batch.anchors.len() * n];
+    for &(k, j) in &batch.excluded {
+        if j != batch.positives[k] {
+            kept[k * n + j] = false;
+        }
+    }
+    let b = batch.anchors.len() as f64;
+    let tau = f64::from(tau);
+    let mut loss = 0.0;
+    let mut grads: Vec<Vec<f32>> = texts.iter().map(|t| vec![0.0; t.len() * t.dim()]).collect();
+    for (k, row) in plans.iter().enumerate() {
+        let logits: Vec<f64> = row
+            .iter()
+            .enumerate()
+            .map(|(j, r)| {
+                if kept[k * n + j] {
+                    f64::from(r.score) / tau
+                } else {
+                    f64::NEG_INFINITY
+                }
+            })
+            .collect();
+        let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let z: f64 = logits.iter().map(|l| (l - max).exp()).sum();
+        loss += max + z.ln() - logits[batch.positives[k]];
+        for (j, plan) in row.iter().enumerate() {
+            let softmax = (logits[j] - max).exp() / z;
+            let target = if j == batch.positives[k] { 1.0 } else { 0.0 };
+            // ∂L/∂s = (softmax − target)/(τ·B); s = ½(forward + backward).
+            let g = ((softmax - target) / (tau * b) * 0.5) as f32;
+            if g != 0.0 && kept[k * n + j] {
+                add_plan_grads(
+                    &mut grads,
+                    texts,
+                    batch.anchors[k],
+                    batch.candidates[j],
+                    plan,
+                    g,
+                );
+            }
+        }
+    }
+    LossGrads {
+        loss: loss / b,
+        scores,
+        grads,
+    }
+}
+
+/// Adds g·∂(forward + backward)/∂x for one plan between texts `a` and `c`.
+fn add_plan_grads(
+    grads: &mut [Vec<f32>],
+    texts: &[Tokens<'_>],
+    a: usize,
+    c: usize,
+    plan: &crate::score::Rcmd,
+    g: f32,
+) {
+    let (ta, tc) = (texts[a], texts[c]);
+    let d = ta.dim();
+    let mut axpy = |text: usize, row: usize, scale: f32, v: &[f32]| {
+        let dst = &mut grads[text][row * d..(row + 1) * d];
+        dst.iter_mut().zip(v).for_each(|(o, &x)| *o += scale * x);
+    };
+    for (t, link) in plan.a_to_b.iter().enumerate() {
+        let scale = g * link.weight;
+        axpy(a, t, scale, tc.row(link.partner));
+        axpy(c, link.partner, scale, ta.row(t));
+    }
+    for (u, link) in plan.b_to_a.iter().enumerate() {
+        let scale = g * link.weight;
+        axpy(c, u, scale, ta.row(link.partner));
+        axpy(a, link.partner, scale, tc.row(u));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic pseudo-random generator for test data.
+    fn values(seed: u64, n: usize) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn normalised(mut v: Vec<f32>, d: usize) -> Vec<f32> {
+        v.chunks_mut(d)
+            .for_each(crate::encoder::heads::l2_normalize);
+        v
+    }
+
+    fn setup() -> (Vec<Vec<f32>>, InfoNce, usize) {
+        let d = 6;
+        let lens = [3, 4, 2, 5, 3];
+        let texts = lens
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| normalised(values(i as u64 + 1, l * d), d))
+            .collect();
+        let batch = InfoNce {
+            anchors: vec![0, 1],
+            candidates: vec![2, 3, 4, 1],
+            positives: vec![0, 1],
+            excluded: vec![(1, 0)],
+        };
+        (texts, batch, d)
+    }
+
+    fn loss_of(texts: &[Vec<f32>], batch: &InfoNce, d: usize) -> f64 {
+        let tokens: Vec<Tokens<'_>> = texts.iter().map(|t| Tokens::new(t, d)).collect();
+        rcmd_infonce(&tokens, batch, 0.05).loss
+    }
+
+    #[test]
+    fn gradient_matches_central_differences() {
+        let (texts, batch, d) = setup();
+        let tokens: Vec<Tokens<'_>> = texts.iter().map(|t| Tokens::new(t, d)).collect();
+        let out = rcmd_infonce(&tokens, &batch, 0.05);
+        assert!(out.loss.is_finite() && out.loss > 0.0);
+        let eps = 1e-3f32;
+        let mut checked = 0;
+        for (t, text) in texts.iter().enumerate() {
+            for i in 0..text.len() {
+                let mut plus = texts.clone();
+                plus[t][i] += eps;
+                let mut minus = texts.clone();
+                minus[t][i] -= eps;
+                let numeric = (loss_of(&plus, &batch, d) - loss_of(&minus, &batch, d))
+                    / (2.0 * f64::from(eps));
+                let analytic = f64::from(out.grads[t][i]);
+                assert!(
+                    (numeric - analytic).abs() <= 2e-2 * analytic.abs().max(1.0),
+                    "text {t} value {i}: numeric {numeric}, analytic {analytic}"
+                );
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, (3 + 4 + 2 + 5 + 3) * d);
+    }
+
+    #[test]
+    fn loss_is_log_n_when_every_candidate_is_identical() {
+        // All candidates equal → uniform softmax → loss = ln N, gradient sums cancel.
+        let d = 4;
+        let v = normalised(values(7, 2 * d), d);
+        let texts = [v.clone(), v.clone(), v.clone(), v];
+        let tokens: Vec<Tokens<'_>> = texts.iter().map(|t| Tokens::new(t, d)).collect();
+        let batch = InfoNce {
+            anchors: vec![0],
+            candidates: vec![1, 2, 3],
+            positives: vec![0],
+            excluded: Vec::new(),
+        };
+        let out = rcmd_infonce(&tokens, &batch, 0.05);
+        assert!((out.loss - 3f64.ln()).abs() < 1e-6, "{}", out.loss);
+        assert!(out.grads[0].iter().all(|g| g.abs() < 1e-5));
+    }
+
+    #[test]
+    fn pulling_towards_the_positive_lowers_the_loss() {
+        let (texts, batch, d) = setup();
+        let tokens: Vec<Tokens<'_>> = texts.iter().map(|t| Tokens::new(t, d)).collect();
+        let out = rcmd_infonce(&tokens, &batch, 0.05);
+        let stepped: Vec<Vec<f32>> = texts
+            .iter()
+            .zip(&out.grads)
+            .map(|(t, g)| t.iter().zip(g).map(|(x, g)| x - 1e-3 * g).collect())
+            .collect();
+        assert!(loss_of(&stepped, &batch, d) < out.loss);
+    }
+}
