@@ -114,6 +114,11 @@ impl Encoder {
         })
     }
 
+    /// The network.
+    pub fn bert(&self) -> &Bert {
+        &self.bert
+    }
+
     /// The learned heads the model carries (possibly none).
     pub fn heads(&self) -> &Heads {
         &self.heads

@@ -66,6 +66,11 @@ pub fn score_pairs(
                 rcmd_forward: r.forward,
                 rcmd_backward: r.backward,
                 lexical: lexical_similarity(&term_lists[i], &term_lists[j], |t| lexicon.idf(t)),
+                siamese: encoder
+                    .heads()
+                    .classifier
+                    .as_ref()
+                    .map(|c| c.probability(&a.intent, &b.intent)),
             }
         })
         .collect())
@@ -105,6 +110,13 @@ pub fn eval_pairs(
         ("lexical", Box::new(|f| f.lexical as f64)),
         ("P(duplicate)", Box::new(move |f| cal.probability(f) as f64)),
     ];
+    let mut scores = scores;
+    if dev.iter().chain(test).all(|(f, _)| f.siamese.is_some()) && !dev.is_empty() {
+        scores.push((
+            "variational-siamese P",
+            Box::new(|f| f64::from(f.siamese.unwrap_or(0.0))),
+        ));
+    }
     Ok(scores
         .into_iter()
         .map(|(name, f)| {

@@ -357,7 +357,7 @@ mod tests {
         let err = Heads::load(dir.path(), 8)
             .expect_err("wrong dim")
             .to_string();
-        assert!(err.contains("dimension 8"), "{err}");
+        assert!(err.contains("dimension is 8"), "{err}");
         Heads::default().save(dir.path()).expect("remove");
         assert!(!dir.path().join(HEADS_FILE).exists());
     }

@@ -253,6 +253,7 @@ mod tests {
             rcmd_forward: cosine,
             rcmd_backward: cosine * 0.9,
             lexical,
+            siamese: None,
         }
     }
 

@@ -18,6 +18,10 @@ pub struct PairFeatures {
     pub rcmd_backward: f32,
     /// TF-IDF cosine over word uni- and bigrams ([`lexical_similarity`]).
     pub lexical: f32,
+    /// P(duplicate) from the model's variational-siamese classifier, when the model carries
+    /// one (not a calibrator input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub siamese: Option<f32>,
 }
 
 impl PairFeatures {

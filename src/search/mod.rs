@@ -498,6 +498,7 @@ fn rank(
                     rcmd_forward: forward,
                     rcmd_backward: backward,
                     lexical: features::lexical_similarity(&query_terms, &terms(&doc.text), idf),
+                    siamese: None,
                 };
                 let rcmd = features.rcmd();
                 Hit {

@@ -426,23 +426,35 @@ fn step_grads(
         .contains(&true)
         .then(|| Tensor::<2, Bool>::from_data(TensorData::new(pad, [n, len]), device));
     let hidden = bert.forward(ids, pad);
-    let d = hidden.dims()[2];
+    let positions: Vec<Vec<usize>> = tokenized
+        .iter()
+        .map(|t| (0..t.ids.len()).filter(|&p| !t.special[p]).collect())
+        .collect();
+    let (loss, surrogate) = rcmd_surrogate(hidden, &positions, &infonce, tau)?;
+    let grads = surrogate.backward();
+    Ok((loss, GradientsParams::from_grads(grads, bert)))
+}
+
+/// The RCMD InfoNCE loss of hidden states `[n, len, d]` (text i's token vectors are the rows
+/// at `positions[i]`, L2-normalised here), and a surrogate scalar whose gradient with respect
+/// to everything upstream of `hidden` is the loss's gradient: Σ x ⊙ ∂L/∂x over the normalised
+/// rows, with ∂L/∂x computed sparse on the host.
+pub fn rcmd_surrogate(
+    hidden: Tensor<3>,
+    positions: &[Vec<usize>],
+    batch: &InfoNce,
+    tau: f32,
+) -> Result<(f64, Tensor<1>)> {
+    let [n, len, d] = hidden.dims();
+    let device = hidden.device();
     let norm = hidden.clone().square().sum_dim(2).sqrt().clamp_min(1e-12);
     let unit = hidden / norm;
-
-    // Content rows to the host.
     let host = unit
         .clone()
         .detach()
         .into_data()
         .try_into_vec::<f32>()
         .map_err(|e| InternalError::Backend(format!("reading token vectors: {e:?}")))?;
-    let content = |t: &Tokenized| {
-        (0..t.ids.len())
-            .filter(|&p| !t.special[p])
-            .collect::<Vec<_>>()
-    };
-    let positions: Vec<Vec<usize>> = tokenized.iter().map(content).collect();
     let rows: Vec<Vec<f32>> = positions
         .iter()
         .enumerate()
@@ -454,9 +466,7 @@ fn step_grads(
         })
         .collect();
     let tokens: Vec<Tokens<'_>> = rows.iter().map(|r| Tokens::new(r, d)).collect();
-    let out = rcmd_infonce(&tokens, &infonce, tau);
-
-    // Surrogate Σ x ⊙ ∂L/∂x: its gradient with respect to x is ∂L/∂x.
+    let out = rcmd_infonce(&tokens, batch, tau);
     let mut g = vec![0f32; n * len * d];
     for (i, ps) in positions.iter().enumerate() {
         for (r, &p) in ps.iter().enumerate() {
@@ -464,10 +474,8 @@ fn step_grads(
                 .copy_from_slice(&out.grads[i][r * d..(r + 1) * d]);
         }
     }
-    let g = Tensor::<3>::from_data(TensorData::new(g, [n, len, d]), device);
-    let surrogate = (unit * g).sum();
-    let grads = surrogate.backward();
-    Ok((out.loss, GradientsParams::from_grads(grads, bert)))
+    let g = Tensor::<3>::from_data(TensorData::new(g, [n, len, d]), &device);
+    Ok((out.loss, (unit * g).sum()))
 }
 
 fn intern<'a>(texts: &mut Vec<&'a str>, index: &mut HashMap<&'a str, usize>, t: &'a str) -> usize {

@@ -175,7 +175,9 @@ mod tests {
             anchors: vec![0, 1],
             candidates: vec![2, 3, 4, 1],
             positives: vec![0, 1],
-            excluded: vec![(1, 0)],
+            // Anchor 1 is also candidate 3: the trainer always leaves a text's own pairing out
+            // (s = 1 sits on RCMD's clamp, where the derivative is one-sided).
+            excluded: vec![(1, 0), (1, 3)],
         };
         (texts, batch, d)
     }

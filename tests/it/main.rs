@@ -16,4 +16,5 @@ mod review;
 mod score;
 mod server;
 mod store;
+mod train;
 mod ui;

@@ -1,0 +1,394 @@
+//! Training: the RCMD loss's gradients against finite differences through a tiny burn model;
+//! CLRCMD on real QQP pairs lowering the loss and raising dev AUC; a saved model reloading to
+//! identical vectors; a killed run resuming from its checkpoint; the heads trainers writing
+//! model directories whose heads change what the encoder returns.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use burn::module::Param;
+use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use kindred::eval::{read_pairs, LabelledPair};
+use kindred::model::heads::{Heads, HEADS_FILE};
+use kindred::model::ModelDir;
+use kindred::train::clrcmd::{rcmd_surrogate, train_clrcmd, ClrcmdOptions, Event};
+use kindred::train::loss::InfoNce;
+use kindred::train::{pair_auc, write_model_dir, TrainedBy};
+use kindred::{DeviceKind, Encoder, EncoderOptions};
+
+use crate::common::{encoder, model_dir, shared_data};
+
+struct Tiny {
+    emb: Embedding,
+    lin: Linear,
+}
+
+const LENS: [usize; 5] = [3, 4, 2, 4, 3];
+
+fn tiny_loss(m: &Tiny, device: &Device, backward: bool) -> (f64, Option<Tensor<2>>) {
+    let (n, len) = (LENS.len(), 4);
+    let ids: Vec<i64> = (0..n * len).map(|i| ((i * 7 + 3) % 11) as i64).collect();
+    let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [n, len]), device);
+    let hidden = m.lin.forward(m.emb.forward(ids));
+    let positions: Vec<Vec<usize>> = LENS.iter().map(|&l| (0..l).collect()).collect();
+    let batch = InfoNce {
+        anchors: vec![0, 1],
+        candidates: vec![2, 3, 4],
+        positives: vec![0, 1],
+        excluded: Vec::new(),
+    };
+    let (loss, surrogate) = rcmd_surrogate(hidden, &positions, &batch, 0.05).expect("loss");
+    let grad = backward.then(|| {
+        let grads = surrogate.backward();
+        m.lin.weight.val().grad(&grads).expect("weight gradient")
+    });
+    (loss, grad)
+}
+
+#[test]
+fn rcmd_loss_gradients_match_finite_differences_on_a_tiny_model() {
+    let device = Device::flex().autodiff();
+    let d = 6;
+    let emb = EmbeddingConfig::new(11, d).init(&device);
+    let weights: Vec<f32> = (0..d * d)
+        .map(|i| ((i * 13 % 17) as f32 - 8.0) / 9.0)
+        .collect();
+    let with = |w: Vec<f32>| Tiny {
+        emb: emb.clone(),
+        lin: {
+            let mut l = LinearConfig::new(d, d).with_bias(false).init(&device);
+            l.weight =
+                Param::from_tensor(Tensor::<2>::from_data(TensorData::new(w, [d, d]), &device));
+            l
+        },
+    };
+    let (loss, grad) = tiny_loss(&with(weights.clone()), &device, true);
+    assert!(loss.is_finite() && loss > 0.0, "{loss}");
+    let grad: Vec<f32> = grad
+        .expect("gradient")
+        .into_data()
+        .try_into_vec::<f32>()
+        .expect("f32");
+    let eps = 1e-3f32;
+    let mut nonzero = 0;
+    for i in 0..d * d {
+        let mut plus = weights.clone();
+        plus[i] += eps;
+        let mut minus = weights.clone();
+        minus[i] -= eps;
+        let numeric = (tiny_loss(&with(plus), &device, false).0
+            - tiny_loss(&with(minus), &device, false).0)
+            / (2.0 * f64::from(eps));
+        let analytic = f64::from(grad[i]);
+        assert!(
+            (numeric - analytic).abs() <= 0.05 * analytic.abs() + 2e-3,
+            "weight {i}: finite differences {numeric}, autodiff through the sparse surrogate {analytic}"
+        );
+        nonzero += usize::from(analytic.abs() > 1e-4);
+    }
+    assert!(
+        nonzero > d * d / 2,
+        "the gradient reaches most weights ({nonzero})"
+    );
+}
+
+fn pairs(rel: &str, skip: usize, take: usize) -> Vec<LabelledPair> {
+    read_pairs(&shared_data(rel))
+        .expect("pairs")
+        .into_iter()
+        .skip(skip)
+        .take(take)
+        .collect()
+}
+
+#[test]
+fn a_few_hundred_cpu_steps_lower_the_loss_raise_dev_auc_and_reload_identically() {
+    let train = pairs("qqp_deep1994_split/dev.tsv", 0, 3000);
+    let dev = pairs("qqp_bimpm/dev.tsv", 0, 300);
+    let out = tempfile::tempdir().expect("tempdir");
+    let options = ClrcmdOptions {
+        batch_size: 8,
+        learning_rate: 1e-4,
+        max_steps: Some(200),
+        eval_every: 100,
+        checkpoint_every: 100,
+        ..ClrcmdOptions::default()
+    };
+    let mut evals = Vec::new();
+    let report = train_clrcmd(
+        model_dir(),
+        &train,
+        &dev,
+        out.path(),
+        &options,
+        DeviceKind::Cpu,
+        false,
+        |e| {
+            if let Event::Eval { step, auc, .. } = e {
+                evals.push((step, auc));
+            }
+        },
+    )
+    .expect("training runs");
+    assert_eq!(report.steps, 200);
+    eprintln!("report {report:?}, evals {evals:?}");
+    assert!(
+        report.last_loss < report.first_loss,
+        "the loss falls: first 20 steps {}, last 20 {}",
+        report.first_loss,
+        report.last_loss
+    );
+    let before = report.dev_auc_before.expect("dev AUC before");
+    let (best_step, best) = report.best.expect("a best step");
+    assert!(best > before, "dev AUC rises: {before} → {best}");
+    assert_eq!(evals[0], (0, before));
+
+    // The saved best model is a model directory like any other, and scores the dev pairs
+    // exactly as the in-memory weights did at the best step.
+    let saved = ModelDir::open(out.path()).expect("a model directory");
+    let reloaded = Encoder::load(&saved, EncoderOptions::default()).expect("loads");
+    let again = pair_auc(&reloaded, &dev).expect("auc");
+    assert!(
+        (again - best).abs() < 1e-9,
+        "best at step {best_step}: {best}, reloaded {again}"
+    );
+    assert_ne!(
+        saved.identity().expect("id").fingerprint,
+        model_dir().identity().expect("id").fingerprint
+    );
+    let meta: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("kindred-model.json")).expect("identity file"),
+    )
+    .expect("json");
+    assert_eq!(meta["trained_by"]["objective"], "clrcmd");
+    assert_eq!(meta["trained_by"]["steps"], best_step);
+    assert!(out.path().join("checkpoint/state.json").is_file());
+
+    // Starting again over a checkpoint without --resume is refused, not overwritten.
+    let err = train_clrcmd(
+        model_dir(),
+        &train,
+        &dev,
+        out.path(),
+        &options,
+        DeviceKind::Cpu,
+        false,
+        |_| {},
+    )
+    .expect_err("refused");
+    assert!(err.to_string().contains("--resume"), "{err}");
+}
+
+#[test]
+fn saved_weights_reload_to_identical_vectors() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let by = TrainedBy::Head {
+        head: "none",
+        dev: None,
+        options: serde_json::Value::Null,
+    };
+    write_model_dir(model_dir(), out.path(), Some(encoder().bert()), None, &by).expect("saved");
+    let reloaded = Encoder::load(
+        &ModelDir::open(out.path()).expect("dir"),
+        EncoderOptions::default(),
+    )
+    .expect("loads");
+    let texts = [
+        "How do I learn Rust quickly?",
+        "What is the capital of France?",
+    ];
+    let (a, b) = (
+        encoder().encode(&texts).expect("a"),
+        reloaded.encode(&texts).expect("b"),
+    );
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.sentence, y.sentence, "sentence vectors identical");
+        assert_eq!(x.token_vectors, y.token_vectors, "token vectors identical");
+        assert_eq!(x.intent, y.intent, "intents identical");
+    }
+    // The re-serialised file differs in bytes (tensor order, no unused tensors), so it is a
+    // different file to a store; what matters is that it encodes identically, checked above.
+}
+
+fn kindred(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kindred"));
+    cmd.args(args).env("NO_COLOR", "1");
+    cmd
+}
+
+#[test]
+fn a_killed_clrcmd_run_resumes_from_its_checkpoint() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let train = shared_data("qqp_deep1994_split/dev.tsv");
+    let out = work.path().join("model");
+    let (train_s, out_s) = (train.to_str().expect("utf8"), out.to_str().expect("utf8"));
+    let model = model_dir().path.to_str().expect("utf8").to_string();
+    let args = [
+        "train",
+        "clrcmd",
+        "--model",
+        &model,
+        "--pairs",
+        train_s,
+        "--out",
+        out_s,
+        "--batch",
+        "4",
+        "--max-steps",
+        "12",
+        "--checkpoint-every",
+        "2",
+        "--eval-every",
+        "100",
+        "--dev-split",
+        "40",
+    ];
+    let mut child = kindred(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts");
+    let state = out.join("checkpoint/state.json");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !state.exists() {
+        assert!(Instant::now() < deadline, "no checkpoint within 5 minutes");
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "exited before its first checkpoint"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().expect("kill -9");
+    child.wait().expect("reaped");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state).expect("state")).expect("json");
+    let at = saved["step"].as_u64().expect("step");
+    assert!((2..12).contains(&at), "killed mid-run, at step {at}");
+
+    let again = kindred(&args).output().expect("runs");
+    assert!(
+        !again.status.success(),
+        "a second start without --resume is refused"
+    );
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--resume"));
+
+    let mut resumed_args = args.to_vec();
+    resumed_args.extend(["--resume", "--json"]);
+    let resumed = kindred(&resumed_args).output().expect("runs");
+    let stdout = String::from_utf8_lossy(&resumed.stdout);
+    assert!(
+        resumed.status.success(),
+        "resume failed: {}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json report");
+    assert_eq!(report["report"]["steps"], 12, "{stdout}");
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state).expect("state")).expect("json");
+    assert_eq!(state["step"], 12);
+
+    // A resume with other flags is refused.
+    let mut other = args.to_vec();
+    other[9] = "8";
+    other.push("--resume");
+    let refused = kindred(&other).output().expect("runs");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("other options"));
+}
+
+#[test]
+fn head_trainers_write_models_whose_heads_change_the_vectors() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let train = shared_data("qqp_deep1994_split/dev.tsv");
+    // A small slice keeps this quick; the full runs are in EVALUATION.md.
+    let slice = work.path().join("pairs.tsv");
+    let raw = String::from_utf8_lossy(&std::fs::read(&train).expect("read")).into_owned();
+    std::fs::write(&slice, raw.lines().take(600).collect::<Vec<_>>().join("\n")).expect("write");
+    let model = model_dir().path.to_str().expect("utf8").to_string();
+    let slice_s = slice.to_str().expect("utf8");
+    let t_out = work.path().join("with-transition");
+    let i_out = work.path().join("with-intent");
+    for (kind, out) in [("transition", &t_out), ("intent", &i_out)] {
+        let run = kindred(&[
+            "train",
+            kind,
+            "--model",
+            &model,
+            "--pairs",
+            slice_s,
+            "--out",
+            out.to_str().expect("utf8"),
+            "--dev-split",
+            "100",
+            "--epochs",
+            "3",
+            "--json",
+        ])
+        .output()
+        .expect("runs");
+        assert!(
+            run.status.success(),
+            "{kind}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json report");
+        assert_eq!(report["dev_pairs"], 100, "{report}");
+        assert!(out.join(HEADS_FILE).is_file());
+    }
+    let test_file = shared_data("qqp_bimpm/test.tsv");
+    let refused = kindred(&[
+        "train",
+        "intent",
+        "--model",
+        &model,
+        "--pairs",
+        test_file.to_str().expect("utf8"),
+        "--out",
+        work.path().join("x").to_str().expect("utf8"),
+    ])
+    .output()
+    .expect("runs");
+    assert!(
+        !refused.status.success(),
+        "training on a test file is refused"
+    );
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("test split"));
+
+    let text = ["How can I improve my English speaking skills?"];
+    let base = &encoder().encode(&text).expect("base")[0];
+    let t_dir = ModelDir::open(&t_out).expect("dir");
+    let with_t = Encoder::load(&t_dir, EncoderOptions::default()).expect("loads");
+    assert_eq!(with_t.heads().names(), vec!["transition"]);
+    let t = &with_t.encode(&text).expect("t")[0];
+    assert_eq!(
+        t.token_vectors, base.token_vectors,
+        "token vectors are the encoder's"
+    );
+    assert_ne!(
+        t.sentence, base.sentence,
+        "the matrix moves the sentence vector"
+    );
+    let norm: f32 = t.sentence.iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-5);
+
+    let i_dir = ModelDir::open(&i_out).expect("dir");
+    let with_i = Encoder::load(&i_dir, EncoderOptions::default()).expect("loads");
+    assert_eq!(with_i.heads().names(), vec!["intent", "classifier"]);
+    let i = &with_i.encode(&text).expect("i")[0];
+    assert_eq!(i.sentence, base.sentence);
+    assert_ne!(i.intent, base.intent, "the learned head moves the intent");
+    let heads = Heads::load(&i_out, 384).expect("heads");
+    let p = heads
+        .classifier
+        .as_ref()
+        .expect("classifier")
+        .probability(&i.intent, &i.intent);
+    assert!((0.0..=1.0).contains(&p));
+    assert_ne!(
+        i_dir.identity().expect("id").fingerprint,
+        model_dir().identity().expect("id").fingerprint,
+        "heads are part of the fingerprint"
+    );
+}
