@@ -165,7 +165,9 @@ pub fn train_clrcmd(
         )
         .into());
     }
-    if !(options.tau > 0.0) || !(options.learning_rate > 0.0) {
+    if options.tau.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+        || options.learning_rate.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+    {
         return Err(bad("tau / learning rate", "must be positive".into()).into());
     }
     let data = Dataset::new(train);
@@ -304,7 +306,7 @@ pub fn train_clrcmd(
             pairs_per_sec: ((state.step - first_step) * options.batch_size) as f64 / secs,
         });
         let last = state.step == total;
-        if !dev.is_empty() && (state.step % options.eval_every.max(1) == 0 || last) {
+        if !dev.is_empty() && (state.step.is_multiple_of(options.eval_every.max(1)) || last) {
             let auc = evaluate(&bert)?;
             let best = state.best.is_none_or(|(_, b)| auc > b);
             if best {
@@ -317,7 +319,7 @@ pub fn train_clrcmd(
                 best,
             });
         }
-        if state.step % options.checkpoint_every.max(1) == 0 || last {
+        if state.step.is_multiple_of(options.checkpoint_every.max(1)) || last {
             if dev.is_empty() {
                 save_best(&bert, &state)?;
             }

@@ -220,7 +220,9 @@ pub fn train_intent(
     let mut optim = AdamConfig::new().init();
     let mut rng = SplitMix64(options.seed);
     let mut losses = Vec::new();
-    let mut best: Option<(IntentHead, Classifier, (f64, f64, f64), usize)> = None;
+    // (intent head, classifier, (dev AUC, dev accuracy, dev −W2 AUC), epoch)
+    type Best = (IntentHead, Classifier, (f64, f64, f64), usize);
+    let mut best: Option<Best> = None;
     for epoch in 1..=options.epochs {
         let order = rng.permutation(train.len());
         let mut total = 0.0;

@@ -111,6 +111,7 @@ fn a_few_hundred_cpu_steps_lower_the_loss_raise_dev_auc_and_reload_identically()
     let options = ClrcmdOptions {
         batch_size: 8,
         learning_rate: 1e-4,
+        epochs: 2,
         max_steps: Some(200),
         eval_every: 100,
         checkpoint_every: 100,
