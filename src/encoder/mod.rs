@@ -158,11 +158,7 @@ impl Encoder {
         texts: &[S],
         progress: impl FnMut(usize),
     ) -> Result<Vec<Encoded>> {
-        let tokenized = texts
-            .iter()
-            .enumerate()
-            .map(|(i, t)| self.tokenizer.tokenize(t.as_ref(), i))
-            .collect::<Result<Vec<_>>>()?;
+        let tokenized = self.tokenize_all(texts)?;
         let refs: Vec<&Tokenized> = tokenized.iter().collect();
         self.encode_tokenized_with_progress(&refs, true, progress)
     }
@@ -174,13 +170,18 @@ impl Encoder {
         texts: &[S],
         progress: impl FnMut(usize),
     ) -> Result<Vec<Encoded>> {
-        let tokenized = texts
+        let tokenized = self.tokenize_all(texts)?;
+        let refs: Vec<&Tokenized> = tokenized.iter().collect();
+        self.encode_tokenized_with_progress(&refs, false, progress)
+    }
+
+    /// Tokenizes every text (checking each) before any is encoded.
+    fn tokenize_all<S: AsRef<str>>(&self, texts: &[S]) -> Result<Vec<Tokenized>> {
+        texts
             .iter()
             .enumerate()
             .map(|(i, t)| self.tokenizer.tokenize(t.as_ref(), i))
-            .collect::<Result<Vec<_>>>()?;
-        let refs: Vec<&Tokenized> = tokenized.iter().collect();
-        self.encode_tokenized_with_progress(&refs, false, progress)
+            .collect()
     }
 
     /// Encodes texts tokenized already (by [`Encoder::tokenizer`]), in input order; lets a

@@ -40,6 +40,18 @@ pub struct Dense {
 }
 
 impl Dense {
+    /// The d×d identity with zero bias.
+    pub fn identity(d: usize) -> Dense {
+        Dense {
+            inputs: d,
+            outputs: d,
+            weight: (0..d * d)
+                .map(|i| if i % (d + 1) == 0 { 1.0 } else { 0.0 })
+                .collect(),
+            bias: vec![0.0; d],
+        }
+    }
+
     /// W·x + b.
     pub fn forward(&self, x: &[f32]) -> Vec<f32> {
         debug_assert_eq!(x.len(), self.inputs);
@@ -365,17 +377,9 @@ mod tests {
     #[test]
     fn identity_intent_head_reproduces_the_moment_intent() {
         let d = 3;
-        let eye = |d: usize| Dense {
-            inputs: d,
-            outputs: d,
-            weight: (0..d * d)
-                .map(|i| if i % (d + 1) == 0 { 1.0 } else { 0.0 })
-                .collect(),
-            bias: vec![0.0; d],
-        };
         let head = IntentHead {
-            mu: eye(d),
-            logvar: eye(d),
+            mu: Dense::identity(d),
+            logvar: Dense::identity(d),
         };
         let g = Gaussian {
             mu: vec![0.1, -0.2, 0.3],

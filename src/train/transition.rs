@@ -101,14 +101,6 @@ pub fn train_transition(
     let d = encoder.identity().dim;
 
     let device = encoder.options().device.device()?.autodiff();
-    let eye = Dense {
-        inputs: d,
-        outputs: d,
-        weight: (0..d * d)
-            .map(|i| if i % (d + 1) == 0 { 1.0 } else { 0.0 })
-            .collect(),
-        bias: vec![0.0; d],
-    };
     let mut net = Net {
         w: LinearConfig::new(d, d).with_bias(false).init(&device),
     };
@@ -125,7 +117,9 @@ pub fn train_transition(
             .unzip();
         metrics::auc(&scores, &labels).unwrap_or(0.5)
     };
-    let identity = Transition { weight: eye };
+    let identity = Transition {
+        weight: Dense::identity(d),
+    };
     let before = dev_auc(&identity);
     let (mut best, mut best_auc, mut best_epoch) = (identity, before, 0);
 
