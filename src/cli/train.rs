@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use kindred::eval::LabelledPair;
+use kindred::model::heads::Heads;
 use kindred::model::ModelDir;
 use kindred::train::clrcmd::{self, ClrcmdOptions, Event};
 use kindred::train::intent::{train_intent, IntentOptions};
@@ -31,16 +32,14 @@ pub enum TrainCommand {
     Transition(TransitionArgs),
 }
 
+/// What every head trainer takes: the pairs, where the model goes, and the optimiser's settings.
 #[derive(Debug, ClapArgs)]
-pub struct IntentArgs {
+pub struct HeadArgs {
     #[command(flatten)]
     pub data: PairArgs,
-    /// The model directory to write (the base model's files plus the heads).
+    /// The model directory to write (the base model's files plus the learned heads).
     #[arg(long, required = true, value_name = "DIR")]
     pub out: PathBuf,
-    /// Hidden units of the classifier.
-    #[arg(long, default_value_t = 128)]
-    pub hidden: usize,
     /// Pairs per batch.
     #[arg(long, default_value_t = 64)]
     pub batch: usize,
@@ -59,30 +58,21 @@ pub struct IntentArgs {
 }
 
 #[derive(Debug, ClapArgs)]
+pub struct IntentArgs {
+    #[command(flatten)]
+    pub head: HeadArgs,
+    /// Hidden units of the classifier.
+    #[arg(long, default_value_t = 128)]
+    pub hidden: usize,
+}
+
+#[derive(Debug, ClapArgs)]
 pub struct TransitionArgs {
     #[command(flatten)]
-    pub data: PairArgs,
-    /// The model directory to write (the base model's files plus the matrix).
-    #[arg(long, required = true, value_name = "DIR")]
-    pub out: PathBuf,
+    pub head: HeadArgs,
     /// λ, the weight of the off-diagonal term of the loss.
     #[arg(long, default_value_t = 0.5)]
     pub lambda: f32,
-    /// Duplicate pairs per batch.
-    #[arg(long, default_value_t = 64)]
-    pub batch: usize,
-    /// Adam learning rate.
-    #[arg(long, default_value_t = 1e-3)]
-    pub lr: f64,
-    /// Passes over the duplicate pairs.
-    #[arg(long, default_value_t = 10)]
-    pub epochs: usize,
-    /// Seed of the batch order and the dev split.
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
-    /// Print the summary as JSON.
-    #[arg(long)]
-    pub json: bool,
 }
 
 fn encode_bar(what: &str) -> ProgressBar {
@@ -95,20 +85,51 @@ fn encode_bar(what: &str) -> ProgressBar {
     )
 }
 
+/// Loads the pairs and runs `train` (which reports encoded texts to its callback) under a
+/// progress bar.
+fn run_head<R>(
+    args: &HeadArgs,
+    train: impl FnOnce(&[LabelledPair], &[LabelledPair], &mut dyn FnMut(usize)) -> kindred::Result<R>,
+) -> Result<(R, usize, usize)> {
+    let (train_pairs, dev) = args.data.load(args.seed)?;
+    let bar = encode_bar("encoding pairs");
+    bar.set_length(distinct_texts(&train_pairs, &dev));
+    let report = train(&train_pairs, &dev, &mut |n| bar.inc(n as u64))?;
+    bar.finish_and_clear();
+    Ok((report, train_pairs.len(), dev.len()))
+}
+
+/// Writes the model with `heads` and prints the summary (`summary` as JSON, or `lines`).
+fn finish_head(
+    base: &ModelDir,
+    args: &HeadArgs,
+    heads: &Heads,
+    by: &TrainedBy,
+    mut summary: serde_json::Value,
+    lines: [String; 2],
+) -> Result<()> {
+    write_model_dir(base, &args.out, None, Some(heads), by)
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    if args.json {
+        summary["out"] = json!(args.out);
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        lines.iter().for_each(|l| println!("{l}"));
+    }
+    Ok(())
+}
+
 pub fn intent(base: &ModelDir, encoder: &Encoder, args: &IntentArgs) -> Result<()> {
-    let (train, dev) = args.data.load(args.seed)?;
+    let h = &args.head;
     let options = IntentOptions {
         hidden: args.hidden,
-        batch_size: args.batch,
-        learning_rate: args.lr,
-        epochs: args.epochs,
-        seed: args.seed,
+        batch_size: h.batch,
+        learning_rate: h.lr,
+        epochs: h.epochs,
+        seed: h.seed,
         ..IntentOptions::default()
     };
-    let bar = encode_bar("encoding pairs");
-    bar.set_length(distinct_texts(&train, &dev));
-    let report = train_intent(encoder, &train, &dev, &options, |n| bar.inc(n as u64))?;
-    bar.finish_and_clear();
+    let (report, train, dev) = run_head(h, |t, d, p| train_intent(encoder, t, d, &options, p))?;
     let mut heads = encoder.heads().clone();
     heads.intent = Some(report.intent.clone());
     heads.classifier = Some(report.classifier.clone());
@@ -117,12 +138,9 @@ pub fn intent(base: &ModelDir, encoder: &Encoder, args: &IntentArgs) -> Result<(
         dev: Some(("classifier_auc".into(), report.dev_auc)),
         options: serde_json::to_value(&options)?,
     };
-    write_model_dir(base, &args.out, None, Some(&heads), &by)
-        .with_context(|| format!("writing {}", args.out.display()))?;
     let summary = json!({
-        "out": args.out,
-        "train_pairs": train.len(),
-        "dev_pairs": dev.len(),
+        "train_pairs": train,
+        "dev_pairs": dev,
         "dev_classifier_auc": report.dev_auc,
         "dev_classifier_accuracy": report.dev_accuracy,
         "dev_w2_auc_before": report.dev_w2_auc_before,
@@ -131,14 +149,12 @@ pub fn intent(base: &ModelDir, encoder: &Encoder, args: &IntentArgs) -> Result<(
         "losses": report.losses,
         "train_seconds": report.seconds,
     });
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
-    } else {
-        println!(
+    let lines = [
+        format!(
             "wrote {} (intent head + variational-siamese classifier)",
-            args.out.display()
-        );
-        println!(
+            h.out.display()
+        ),
+        format!(
             "dev: classifier AUC {:.4}, accuracy {:.4}; −W2 AUC {:.4} → {:.4} (epoch {}, {:.1} s)",
             report.dev_auc,
             report.dev_accuracy,
@@ -146,24 +162,21 @@ pub fn intent(base: &ModelDir, encoder: &Encoder, args: &IntentArgs) -> Result<(
             report.dev_w2_auc_after,
             report.best_epoch,
             report.seconds
-        );
-    }
-    Ok(())
+        ),
+    ];
+    finish_head(base, h, &heads, &by, summary, lines)
 }
 
 pub fn transition(base: &ModelDir, encoder: &Encoder, args: &TransitionArgs) -> Result<()> {
-    let (train, dev) = args.data.load(args.seed)?;
+    let h = &args.head;
     let options = TransitionOptions {
         lambda: args.lambda,
-        batch_size: args.batch,
-        learning_rate: args.lr,
-        epochs: args.epochs,
-        seed: args.seed,
+        batch_size: h.batch,
+        learning_rate: h.lr,
+        epochs: h.epochs,
+        seed: h.seed,
     };
-    let bar = encode_bar("encoding pairs");
-    bar.set_length(distinct_texts(&train, &dev));
-    let report = train_transition(encoder, &train, &dev, &options, |n| bar.inc(n as u64))?;
-    bar.finish_and_clear();
+    let (report, train, dev) = run_head(h, |t, d, p| train_transition(encoder, t, d, &options, p))?;
     let mut heads = encoder.heads().clone();
     heads.transition = Some(report.head.clone());
     let by = TrainedBy::Head {
@@ -171,28 +184,23 @@ pub fn transition(base: &ModelDir, encoder: &Encoder, args: &TransitionArgs) -> 
         dev: Some(("cosine_auc".into(), report.dev_auc_after)),
         options: serde_json::to_value(&options)?,
     };
-    write_model_dir(base, &args.out, None, Some(&heads), &by)
-        .with_context(|| format!("writing {}", args.out.display()))?;
     let summary = json!({
-        "out": args.out,
-        "train_pairs": train.len(),
-        "dev_pairs": dev.len(),
+        "train_pairs": train,
+        "dev_pairs": dev,
         "dev_cosine_auc_before": report.dev_auc_before,
         "dev_cosine_auc_after": report.dev_auc_after,
         "best_epoch": report.best_epoch,
         "losses": report.losses,
         "train_seconds": report.seconds,
     });
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
-    } else {
-        println!("wrote {} (sentence transition matrix)", args.out.display());
-        println!(
+    let lines = [
+        format!("wrote {} (sentence transition matrix)", h.out.display()),
+        format!(
             "dev cosine AUC {:.4} → {:.4} (epoch {}; {:.1} s of training)",
             report.dev_auc_before, report.dev_auc_after, report.best_epoch, report.seconds
-        );
-    }
-    Ok(())
+        ),
+    ];
+    finish_head(base, h, &heads, &by, summary, lines)
 }
 
 fn distinct_texts(train: &[LabelledPair], dev: &[LabelledPair]) -> u64 {

@@ -380,16 +380,16 @@ fn step_grads(
     // Distinct texts; anchors, then candidates = positives, then hard negatives.
     let mut texts: Vec<&str> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
-    let mut intern = |t| intern(&mut texts, &mut index, t);
+    let mut id_of = |t| intern(&mut texts, &mut index, t);
     let anchors: Vec<usize> = batch
         .iter()
-        .map(|(i, _)| intern(i.anchor.as_str()))
+        .map(|(i, _)| id_of(i.anchor.as_str()))
         .collect();
     let mut candidates: Vec<usize> = batch
         .iter()
-        .map(|(i, _)| intern(i.positive.as_str()))
+        .map(|(i, _)| id_of(i.positive.as_str()))
         .collect();
-    candidates.extend(batch.iter().filter_map(|(_, n)| n.map(&mut intern)));
+    candidates.extend(batch.iter().filter_map(|(_, n)| n.map(&mut id_of)));
     let positives: Vec<usize> = (0..batch.len()).collect();
     let mut excluded = Vec::new();
     for (k, &a) in anchors.iter().enumerate() {
