@@ -5,10 +5,16 @@
 //! a collection loads them when they match the store and rebuilds them from it otherwise (after
 //! a crash, say). Replaced and deleted documents are tombstoned in the vector indexes and a
 //! graph is rebuilt when its tombstones pass [`index::hnsw::COMPACTION_RATIO`].
+//!
+//! Reindexing ([`Database::reindex`]) re-encodes a collection onto another model as a new
+//! store generation with its own indexes, built while the old ones serve; writes made
+//! meanwhile are caught up, and the switch happens under the collection's writer lock.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +24,8 @@ use crate::index::LexicalIndex;
 use crate::model::ModelIdentity;
 use crate::score::wasserstein::embed;
 use crate::store::{
-    validate_id, CollectionSettings, CollectionStats, Durability, Store, StoredDoc, Upserted,
+    validate_id, CollectionSettings, CollectionStats, Durability, Generation, Store, StoredDoc,
+    Upserted,
 };
 use crate::types::{Encoded, Gaussian};
 use crate::Encoder;
@@ -67,15 +74,58 @@ pub struct CollectionInfo {
 /// Progress of a long operation: (what, done, total).
 pub type Progress = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
 
+/// What a reindex did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ReindexReport {
+    /// Documents in the collection after the switch.
+    pub documents: u64,
+    /// Documents encoded (more than `documents` when writes during the reindex were caught up).
+    pub encoded: u64,
+    /// The new generation.
+    pub generation: u64,
+    /// The model the collection now uses.
+    pub model: ModelIdentity,
+    /// Seconds from start to switch.
+    pub seconds: f64,
+}
+
+/// Catch-up passes run while the old generation serves before the final one under the
+/// writer lock; a pass that finds at most [`SMALL_CATCH_UP`] changes ends them early.
+const CATCH_UP_PASSES: usize = 4;
+const SMALL_CATCH_UP: u64 = 64;
+/// Documents encoded per reindex batch.
+const REINDEX_BATCH: usize = 256;
+
 struct Indexes {
     cosine: RwLock<VectorIndex>,
     w2: RwLock<VectorIndex>,
     lexical: Arc<LexicalIndex>,
     settings: CollectionSettings,
+    /// The generation's physical name (its index directory).
+    physical: String,
     /// Serialises writers (and checkpoints) of one collection; readers never take it.
     writer: Mutex<()>,
+    /// Set (under `writer`) when a reindex replaced these indexes: writers that waited for
+    /// the lock start over with the new ones.
+    retired: AtomicBool,
     /// The store seq the index files on disk reflect (None: no valid files yet).
     saved_seq: Mutex<Option<u64>>,
+}
+
+impl Indexes {
+    fn empty(settings: CollectionSettings, physical: String) -> Self {
+        let (d, p) = (settings.model.dim, settings.hnsw);
+        Indexes {
+            cosine: RwLock::new(VectorIndex::build(Metric::Cosine, d, p, &[])),
+            w2: RwLock::new(VectorIndex::build(Metric::L2, 2 * d, p, &[])),
+            lexical: Arc::new(LexicalIndex::new()),
+            settings,
+            physical,
+            writer: Mutex::new(()),
+            retired: AtomicBool::new(false),
+            saved_seq: Mutex::new(None),
+        }
+    }
 }
 
 /// A collection's indexes once loaded. Loading holds only this slot's lock, so a long rebuild
@@ -102,10 +152,27 @@ impl std::fmt::Debug for Database {
 impl Database {
     /// Opens the database in `dir` (store in `dir/store`, index files in `dir/indexes`).
     pub fn open(dir: &Path, durability: Durability) -> Result<Self> {
+        let store = Store::open(&dir.join("store"), durability)?;
+        // No reindex runs yet: generations nobody points at are leftovers of one that stopped.
+        store.drop_orphan_generations()?;
+        let index_dir = dir.join("indexes");
+        let current: std::collections::HashSet<String> = store
+            .collections()?
+            .into_iter()
+            .map(|(name, s)| s.physical(&name))
+            .collect();
+        if let Ok(entries) = std::fs::read_dir(&index_dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.contains('@') && !current.contains(&name) {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
         Ok(Database {
             dir: dir.to_path_buf(),
-            store: Store::open(&dir.join("store"), durability)?,
-            index_dir: dir.join("indexes"),
+            store,
+            index_dir,
             open: RwLock::new(HashMap::new()),
             progress: None,
         })
@@ -134,9 +201,10 @@ impl Database {
 
     /// Drops a collection, its documents and its index files.
     pub fn drop_collection(&self, name: &str) -> Result<()> {
+        let physical = self.store.settings(name)?.physical(name);
         self.store.drop_collection(name)?;
         self.open.write().expect("lock").remove(name);
-        let dir = self.index_dir.join(name);
+        let dir = self.index_dir.join(physical);
         if dir.exists() {
             std::fs::remove_dir_all(&dir)
                 .map_err(crate::error::io_err(format!("removing {}", dir.display())))?;
@@ -182,7 +250,7 @@ impl Database {
         docs.iter().try_for_each(validate)?;
         let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
         let encoded = encoder.encode(&texts)?;
-        self.write_checked(name, docs.into_iter().zip(encoded).collect())
+        self.write_checked(name, encoder.identity(), docs.into_iter().zip(encoded).collect())
     }
 
     /// Upserts documents whose vectors were computed already (by `model`).
@@ -194,13 +262,26 @@ impl Database {
     ) -> Result<Vec<Upserted>> {
         self.check_model(name, model)?;
         docs.iter().try_for_each(|(d, _)| validate(d))?;
-        self.write_checked(name, docs)
+        self.write_checked(name, model, docs)
     }
 
-    /// Stores validated documents of the collection's model, then updates the indexes.
+    /// The collection's current indexes with their writer lock held, for `f`. A writer that
+    /// waited while a reindex switched generations starts over with the new indexes.
+    fn with_writer<T>(&self, name: &str, f: impl FnOnce(&Arc<Indexes>) -> Result<T>) -> Result<T> {
+        loop {
+            let ix = self.indexes(name)?;
+            let _writer = ix.writer.lock().expect("lock");
+            if !ix.retired.load(Ordering::Acquire) {
+                return f(&ix);
+            }
+        }
+    }
+
+    /// Stores validated documents encoded by `model`, then updates the indexes.
     fn write_checked(
         &self,
         name: &str,
+        model: &ModelIdentity,
         docs: Vec<(NewDocument, Encoded)>,
     ) -> Result<Vec<Upserted>> {
         let mut records = Vec::with_capacity(docs.len());
@@ -211,8 +292,20 @@ impl Database {
             };
             records.push(StoredDoc::new(d.id.clone(), 0, d.text.clone(), metadata, e));
         }
-        let ix = self.indexes(name)?;
-        let _writer = ix.writer.lock().expect("lock");
+        self.with_writer(name, |ix| {
+            // Checked again under the lock: a reindex may have switched models since.
+            check_model(name, &ix.settings, model)?;
+            self.write_locked(name, ix, records, &docs)
+        })
+    }
+
+    fn write_locked(
+        &self,
+        name: &str,
+        ix: &Indexes,
+        records: Vec<StoredDoc>,
+        docs: &[(NewDocument, Encoded)],
+    ) -> Result<Vec<Upserted>> {
         let out = self.store.upsert(name, records)?;
         let (cosine, w2) = (ix.cosine.read().expect("lock"), ix.w2.read().expect("lock"));
         let intents: Vec<Vec<f32>> = docs.iter().map(|(_, e)| embed(&e.intent)).collect();
@@ -232,26 +325,173 @@ impl Database {
         let compact = cosine.needs_compaction();
         drop((cosine, w2));
         if compact {
-            self.compact(name, &ix)?;
+            self.compact(name, ix)?;
         }
         Ok(out)
     }
 
     /// Deletes a document; true if it existed.
     pub fn delete(&self, name: &str, id: &str) -> Result<bool> {
-        let ix = self.indexes(name)?;
-        let _writer = ix.writer.lock().expect("lock");
-        let Some(internal) = self.store.delete(name, id)? else {
-            return Ok(false);
-        };
-        ix.cosine.read().expect("lock").remove(internal as usize);
-        ix.w2.read().expect("lock").remove(internal as usize);
-        ix.lexical.remove(id);
-        let compact = ix.cosine.read().expect("lock").needs_compaction();
-        if compact {
-            self.compact(name, &ix)?;
+        self.with_writer(name, |ix| {
+            let Some(internal) = self.store.delete(name, id)? else {
+                return Ok(false);
+            };
+            ix.cosine.read().expect("lock").remove(internal as usize);
+            ix.w2.read().expect("lock").remove(internal as usize);
+            ix.lexical.remove(id);
+            let compact = ix.cosine.read().expect("lock").needs_compaction();
+            if compact {
+                self.compact(name, ix)?;
+            }
+            Ok(true)
+        })
+    }
+
+    /// Re-encodes collection `name` with `encoder` (another model) as a new generation, with
+    /// new vector and lexical indexes, while the current generation keeps serving searches and
+    /// writes; writes made meanwhile are caught up, then — under the writer lock, for as long
+    /// as the last few changes take — the collection switches to the new generation and the
+    /// old one is dropped. `model_path` (the encoder's directory) is recorded so a server
+    /// started with another model can load this one. `progress(done, total)` counts documents.
+    /// On error the collection is untouched (the unfinished generation is dropped on the next
+    /// open or reindex).
+    pub fn reindex(
+        &self,
+        name: &str,
+        encoder: &Encoder,
+        model_path: Option<&Path>,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<ReindexReport> {
+        let started = Instant::now();
+        let settings = self.store.settings(name)?;
+        let model = encoder.identity();
+        if settings.model.fingerprint == model.fingerprint {
+            return Err(UserError::InvalidArgument {
+                name: "model",
+                reason: format!(
+                    "collection {name:?} already uses {} ({}); give the directory of another model",
+                    model.id, model.fingerprint
+                ),
+            }
+            .into());
         }
-        Ok(true)
+        self.indexes(name)?;
+        let generation = self.store.new_generation(name)?;
+        let new_settings = CollectionSettings {
+            model: model.clone(),
+            generation: Some(generation.number),
+            model_path: model_path.map(|p| p.display().to_string()),
+            ..settings
+        };
+        let shadow = Indexes::empty(new_settings.clone(), generation.physical());
+        let total = self.store.count(name)?;
+        let mut encoded = 0u64;
+        let mut count = |n: u64| {
+            encoded += n;
+            progress(encoded, total.max(encoded));
+        };
+        for _ in 0..CATCH_UP_PASSES {
+            let changed = self.sync_generation(name, &generation, &shadow, encoder, &mut count)?;
+            if changed <= SMALL_CATCH_UP {
+                break;
+            }
+        }
+        let report = self.with_writer(name, |old| {
+            self.sync_generation(name, &generation, &shadow, encoder, &mut count)?;
+            let number = generation.number;
+            let seq = self.store.switch_generation(generation, new_settings)?;
+            let dir = self.index_dir.join(&shadow.physical);
+            shadow.cosine.read().expect("lock").save(&dir, "cosine", seq)?;
+            shadow.w2.read().expect("lock").save(&dir, "w2", seq)?;
+            *shadow.saved_seq.lock().expect("lock") = Some(seq);
+            old.retired.store(true, Ordering::Release);
+            let slot = self.open.read().expect("lock").get(name).cloned();
+            if let Some(slot) = slot {
+                *slot.lock().expect("lock") = Some(Arc::new(shadow));
+            }
+            let old_dir = self.index_dir.join(&old.physical);
+            if old_dir.exists() {
+                std::fs::remove_dir_all(&old_dir)
+                    .map_err(crate::error::io_err(format!("removing {}", old_dir.display())))?;
+            }
+            Ok(number)
+        })?;
+        let documents = self.store.count(name)?;
+        tracing::info!(collection = name, generation = report, documents, "reindexed");
+        Ok(ReindexReport {
+            documents,
+            encoded,
+            generation: report,
+            model: model.clone(),
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Makes `generation` (and its indexes `shadow`) hold exactly the collection's live
+    /// documents, re-encoding those it lacks with `encoder`. Returns the changes made.
+    fn sync_generation(
+        &self,
+        name: &str,
+        generation: &Generation,
+        shadow: &Indexes,
+        encoder: &Encoder,
+        count: &mut dyn FnMut(u64),
+    ) -> Result<u64> {
+        let live = self.store.live_ids(name)?;
+        let have = self.store.generation_ids(generation)?;
+        let mut changed = 0;
+        for &internal in have.difference(&live) {
+            if let Some(id) = self.store.generation_remove(generation, internal)? {
+                shadow.cosine.read().expect("lock").remove(internal as usize);
+                shadow.w2.read().expect("lock").remove(internal as usize);
+                shadow.lexical.remove(&id);
+            }
+            changed += 1;
+        }
+        let missing: Vec<u64> = live.difference(&have).copied().collect();
+        for chunk in missing.chunks(REINDEX_BATCH) {
+            let mut docs = Vec::with_capacity(chunk.len());
+            for &internal in chunk {
+                // Gone or replaced since listed: the next pass sees what is live then.
+                if let Some(doc) = self.store.get_internal(name, internal)? {
+                    docs.push(doc);
+                }
+            }
+            let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
+            let vectors = encoder.encode(&texts)?;
+            let records: Vec<StoredDoc> = docs
+                .iter()
+                .zip(&vectors)
+                .map(|(d, e)| {
+                    StoredDoc::new(d.id.clone(), d.internal, d.text.clone(), d.metadata_json.clone(), e)
+                })
+                .collect();
+            let replaced = self.store.generation_put(generation, &records)?;
+            let (cosine, w2) = (shadow.cosine.read().expect("lock"), shadow.w2.read().expect("lock"));
+            for old in replaced {
+                cosine.remove(old as usize);
+                w2.remove(old as usize);
+            }
+            let intents: Vec<Vec<f32>> = vectors.iter().map(|e| embed(&e.intent)).collect();
+            let sentences: Vec<(usize, &[f32])> = records
+                .iter()
+                .zip(&vectors)
+                .map(|(r, e)| (r.internal as usize, e.sentence.as_slice()))
+                .collect();
+            let intent_points: Vec<(usize, &[f32])> = records
+                .iter()
+                .zip(&intents)
+                .map(|(r, i)| (r.internal as usize, i.as_slice()))
+                .collect();
+            cosine.insert_many(&sentences);
+            w2.insert_many(&intent_points);
+            for r in &records {
+                shadow.lexical.upsert(&r.id, &r.text);
+            }
+            changed += chunk.len() as u64;
+            count(chunk.len() as u64);
+        }
+        Ok(changed)
     }
 
     /// A stored document.
@@ -334,7 +574,10 @@ impl Database {
             if *saved_seq == Some(seq) {
                 continue;
             }
-            let dir = self.index_dir.join(&name);
+            if ix.retired.load(Ordering::Acquire) {
+                continue;
+            }
+            let dir = self.index_dir.join(&ix.physical);
             ix.cosine.read().expect("lock").save(&dir, "cosine", seq)?;
             ix.w2.read().expect("lock").save(&dir, "w2", seq)?;
             *saved_seq = Some(seq);
@@ -354,6 +597,7 @@ impl Database {
     /// External ids of the k nearest documents by cosine of sentence vectors, best first.
     pub fn cosine_ids(&self, name: &str, sentence: &[f32], k: usize) -> Result<Vec<String>> {
         let ix = self.indexes(name)?;
+        same_dim(name, &ix, sentence.len())?;
         let hits = ix.cosine.read().expect("lock").search(sentence, k);
         self.external_ids(name, hits)
     }
@@ -361,6 +605,7 @@ impl Database {
     /// External ids of the k nearest documents by W2 of intents, nearest first.
     pub fn w2_ids(&self, name: &str, intent: &Gaussian, k: usize) -> Result<Vec<String>> {
         let ix = self.indexes(name)?;
+        same_dim(name, &ix, intent.mu.len())?;
         let hits = ix.w2.read().expect("lock").search(&embed(intent), k);
         self.external_ids(name, hits)
     }
@@ -410,16 +655,7 @@ impl Database {
 
     /// Refuses `model` unless it is the model the collection's vectors come from.
     pub fn check_model(&self, name: &str, model: &ModelIdentity) -> Result<()> {
-        let settings = self.store.settings(name)?;
-        if settings.model.fingerprint != model.fingerprint || settings.model.dim != model.dim {
-            return Err(UserError::ModelMismatch {
-                collection: name.into(),
-                expected: format!("{} ({})", settings.model.id, settings.model.fingerprint),
-                found: format!("{} ({})", model.id, model.fingerprint),
-            }
-            .into());
-        }
-        Ok(())
+        check_model(name, &self.store.settings(name)?, model)
     }
 
     /// The collection's indexes, loading or rebuilding them on first use.
@@ -450,7 +686,8 @@ impl Database {
     fn load_indexes(&self, name: &str) -> Result<Indexes> {
         let settings = self.store.settings(name)?;
         let seq = self.store.seq(name)?;
-        let dir = self.index_dir.join(name);
+        let physical = settings.physical(name);
+        let dir = self.index_dir.join(&physical);
         let (d, p) = (settings.model.dim, settings.hnsw);
         let loaded = (
             VectorIndex::load(&dir, "cosine", Metric::Cosine, d, p, seq)?,
@@ -477,7 +714,9 @@ impl Database {
             w2: RwLock::new(w2),
             lexical: Arc::new(lexical),
             settings,
+            physical,
             writer: Mutex::new(()),
+            retired: AtomicBool::new(false),
             saved_seq: Mutex::new(saved_seq.then_some(seq)),
         })
     }
@@ -529,6 +768,33 @@ impl Drop for Database {
             tracing::warn!(error = %e, "could not save the indexes; they will be rebuilt on open");
         }
     }
+}
+
+/// Refuses a query vector of another dimension than the indexes' (a query encoded by the old
+/// model just as a reindex switched).
+fn same_dim(name: &str, ix: &Indexes, dim: usize) -> Result<()> {
+    if dim == ix.settings.model.dim {
+        return Ok(());
+    }
+    Err(UserError::ModelMismatch {
+        collection: name.into(),
+        expected: format!("{} ({} dimensions)", ix.settings.model.id, ix.settings.model.dim),
+        found: format!("a query vector of {dim} dimensions"),
+    }
+    .into())
+}
+
+/// Refuses `model` unless it is the one `settings` says the collection's vectors come from.
+fn check_model(name: &str, settings: &CollectionSettings, model: &ModelIdentity) -> Result<()> {
+    if settings.model.fingerprint != model.fingerprint || settings.model.dim != model.dim {
+        return Err(UserError::ModelMismatch {
+            collection: name.into(),
+            expected: format!("{} ({})", settings.model.id, settings.model.fingerprint),
+            found: format!("{} ({})", model.id, model.fingerprint),
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// Checks a document as an upsert would: id length, non-empty text, object metadata.

@@ -122,7 +122,7 @@ pub enum UserError {
     /// Vectors from a model other than the collection's.
     #[error(
         "collection {collection:?} was created with model {expected}, but the encoder runs {found}: \
-         open it with the same model (--model), or create a new collection and re-ingest"
+         open it with the same model (--model), or move it onto this model with `kindred reindex`"
     )]
     ModelMismatch {
         /// The collection.

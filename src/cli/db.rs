@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use kindred::db::{Database, NewDocument};
+use kindred::model::ModelDir;
 use kindred::search::SearchParams;
 use kindred::store::{CollectionSettings, Durability};
 use kindred::Encoder;
@@ -191,5 +192,42 @@ pub fn search(
         "{} candidates; encode {:.1} ms, candidates {:.1} ms, rerank {:.1} ms",
         out.candidates, t.encode_ms, t.candidates_ms, t.rerank_ms
     );
+    Ok(())
+}
+
+/// `kindred reindex`: re-encodes the collection onto `encoder`'s model with a progress bar.
+pub fn reindex(
+    db: &Database,
+    encoder: &Encoder,
+    dir: &ModelDir,
+    name: &str,
+    json: bool,
+) -> Result<()> {
+    let bar = ProgressBar::new(db.store().count(name)?).with_style(
+        ProgressStyle::with_template(
+            "reindexing {bar:30} {pos}/{len} documents {per_sec} eta {eta}",
+        )
+        .expect("template"),
+    );
+    let path = dir.path.canonicalize().unwrap_or_else(|_| dir.path.clone());
+    let report = db
+        .reindex(name, encoder, Some(&path), &|done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        })
+        .with_context(|| format!("reindexing {name}"))?;
+    bar.finish_and_clear();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "reindexed {name}: {} documents onto {} ({}) in {:.1} s, generation {}",
+            report.documents,
+            report.model.id,
+            report.model.fingerprint,
+            report.seconds,
+            report.generation
+        );
+    }
     Ok(())
 }

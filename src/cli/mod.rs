@@ -85,14 +85,29 @@ impl Global {
     }
 
     fn encoder(&self) -> Result<Encoder> {
-        let dir = self.model_dir()?;
+        self.load_encoder(&self.model_dir()?)
+    }
+
+    fn load_encoder(&self, dir: &ModelDir) -> Result<Encoder> {
         let options = EncoderOptions {
             device: self.device.as_deref().unwrap_or("cpu").parse()?,
             batch_size: self.batch_size(),
             ..EncoderOptions::default()
         };
-        Encoder::load(&dir, options)
-            .with_context(|| format!("loading model {}", dir.path.display()))
+        Encoder::load(dir, options).with_context(|| format!("loading model {}", dir.path.display()))
+    }
+
+    /// The encoder for `collection`: --model when given; otherwise the model directory a
+    /// reindex recorded for the collection, or the default model.
+    fn collection_encoder(&self, db: &kindred::db::Database, collection: &str) -> Result<Encoder> {
+        if self.model.is_none() {
+            if let Ok(settings) = db.store().settings(collection) {
+                if let Some(path) = settings.model_path {
+                    return self.load_encoder(&ModelDir::open(std::path::Path::new(&path))?);
+                }
+            }
+        }
+        self.encoder()
     }
 }
 
@@ -263,6 +278,18 @@ pub enum Command {
     Train {
         #[command(subcommand)]
         command: train::TrainCommand,
+    },
+    /// Re-encode a collection onto another model (--model DIR, e.g. a trained model
+    /// directory): a new generation is built beside the current one, writes made meanwhile
+    /// are caught up, then the collection switches to it. While a server runs on the data
+    /// directory, ask it instead: POST /v1/collections/{c}/reindex (searches go on meanwhile).
+    Reindex {
+        /// The collection.
+        #[arg(long, short)]
+        collection: String,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Run the REST API server (see README "REST API").
     ///
@@ -440,8 +467,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
         }
         Command::Add { collection, file } => {
-            let encoder = g.encoder()?;
-            db::add(&g.database()?, &encoder, collection, file, g.batch_size())?
+            let db = g.database()?;
+            let encoder = g.collection_encoder(&db, collection)?;
+            db::add(&db, &encoder, collection, file, g.batch_size())?
         }
         Command::Get { collection, id } => db::get(&g.database()?, collection, id)?,
         Command::Delete { collection, id } => db::delete(&g.database()?, collection, id)?,
@@ -459,8 +487,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 rerank: rerank.parse()?,
                 ..Default::default()
             };
-            let encoder = g.encoder()?;
-            db::search(&g.database()?, &encoder, collection, text, &params, *json)?
+            let db = g.database()?;
+            let encoder = g.collection_encoder(&db, collection)?;
+            db::search(&db, &encoder, collection, text, &params, *json)?
+        }
+        Command::Reindex { collection, json } => {
+            let db = g.database()?;
+            let dir = g.model_dir()?;
+            let encoder = g.load_encoder(&dir)?;
+            db::reindex(&db, &encoder, &dir, collection, *json)?
         }
         Command::Stats { collection, json } => db::stats(&g.database()?, collection, *json)?,
         Command::Explain { a, b, json } => explain::run(&g.encoder()?, a, b, *json)?,
@@ -487,7 +522,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
             batch,
             json,
         } => {
-            let encoder = g.encoder()?;
+            let db = g.database()?;
+            let encoder = g.collection_encoder(&db, collection)?;
             let req = ingest::Request {
                 file,
                 collection,
@@ -504,7 +540,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 batch: *batch,
                 json: *json,
             };
-            ingest::run(&g.database()?, &g.data_dir(), &encoder, req)?
+            ingest::run(&db, &g.data_dir(), &encoder, req)?
         }
         Command::Eval { command } => {
             let encoder = g.encoder()?;

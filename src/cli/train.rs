@@ -290,6 +290,10 @@ pub struct ClrcmdArgs {
     /// No hard negatives (in-batch negatives only).
     #[arg(long)]
     pub no_hard_negatives: bool,
+    /// Mine hard negatives: for pairs without a labelled non-duplicate, the base model's
+    /// nearest question that is not a known duplicate (encodes every question once first).
+    #[arg(long, conflicts_with = "no_hard_negatives")]
+    pub mine_negatives: bool,
     /// Seed of the batch order and the dev split.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -309,6 +313,7 @@ pub fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<
         eval_every: args.eval_every,
         checkpoint_every: args.checkpoint_every,
         hard_negatives: !args.no_hard_negatives,
+        mine_negatives: args.mine_negatives,
         seed: args.seed,
     };
     let bar = ProgressBar::new(0).with_style(
@@ -341,12 +346,14 @@ pub fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<
                 total,
                 items,
                 linked_negatives,
+                mined_negatives,
             } => {
                 bar.set_length(total as u64);
                 bar.set_position(step as u64);
+                bar.set_message("");
                 say(format!(
-                    "{items} duplicate pairs ({linked_negatives} with a labelled hard negative), \
-                     {} dev pairs; {total} steps of {}",
+                    "{items} duplicate pairs ({linked_negatives} with a labelled hard negative, \
+                     {mined_negatives} mined), {} dev pairs; {total} steps of {}",
                     dev.len(),
                     options.batch_size
                 ));
@@ -370,6 +377,14 @@ pub fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<
                     "step {step}: dev s_RCMD AUC {auc:.4}{}",
                     if best { " (best, saved)" } else { "" }
                 ));
+            }
+            Event::Mining { done, total } => {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+                bar.set_message("questions encoded to mine hard negatives");
+                if done == total {
+                    say(format!("{total} questions encoded to mine hard negatives"));
+                }
             }
             Event::Checkpoint { .. } => {}
         },

@@ -2,7 +2,8 @@
 //! sentence vector, the default intent).
 //!
 //! Owns the burn network (`bert.rs`), weight loading (`weights.rs`), the pure pooling heads
-//! (`heads.rs`) and the device choice (`backend.rs`, the only file naming a backend). Knows
+//! (`heads.rs`), the device choice (`backend.rs`, the only file naming a backend) and the set
+//! of loaded encoders by model (`registry.rs`). Knows
 //! nothing of stores, indexes or servers.
 //!
 //! Batches are bucketed by length (texts sorted by wordpiece count, then cut into batches) so
@@ -12,6 +13,7 @@
 mod backend;
 mod bert;
 pub mod heads;
+mod registry;
 pub(crate) mod weights;
 
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
@@ -19,6 +21,7 @@ use tracing::instrument;
 
 pub use backend::DeviceKind;
 pub use bert::Bert;
+pub use registry::Encoders;
 
 use crate::error::{InternalError, Result, UserError};
 use crate::model::heads::Heads;

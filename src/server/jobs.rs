@@ -158,10 +158,11 @@ fn run(spec: JobSpec, state: Arc<super::AppState>, job: Job) {
         restart: true,
         threads: Some(state.write_pool.clone()),
     };
-    let result = ingest::ingest(
+    let result = state.encoder_for(&spec.collection).and_then(|encoder| {
+        ingest::ingest(
         &state.db,
         state.db.dir(),
-        &state.encoder,
+        &encoder,
         &spec.collection,
         &opts,
         |r| {
@@ -182,7 +183,8 @@ fn run(spec: JobSpec, state: Arc<super::AppState>, job: Job) {
                 .metrics
                 .upserted(&spec.collection, (p.written - before) as usize);
         },
-    );
+    )
+    });
     let mut j = job.lock().expect("lock");
     let seconds = j.1.elapsed().as_secs_f64();
     j.0.seconds = seconds;

@@ -11,6 +11,7 @@ pub mod error;
 pub mod jobs;
 pub mod metrics;
 pub mod openapi;
+pub mod reindex;
 pub mod review;
 pub mod routes;
 pub mod ui;
@@ -29,6 +30,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::db::Database;
+use crate::encoder::Encoders;
 use crate::Encoder;
 use auth::{Keys, Role};
 use config::ServeConfig;
@@ -39,8 +41,8 @@ use metrics::Metrics;
 pub struct AppState {
     /// The database.
     pub db: Arc<Database>,
-    /// The encoder.
-    pub encoder: Arc<Encoder>,
+    /// The encoders: the server's model, and those of reindexed collections.
+    pub encoders: Encoders,
     /// The configuration in force.
     pub config: ServeConfig,
     /// API keys.
@@ -55,6 +57,40 @@ pub struct AppState {
     pub write_pool: Arc<rayon::ThreadPool>,
     /// File ingest jobs.
     pub jobs: jobs::Jobs,
+    /// Reindex jobs, by collection.
+    pub reindexes: reindex::Reindexes,
+}
+
+impl AppState {
+    /// The encoder of `collection`'s model (blocking: may load it).
+    pub fn encoder_for(&self, collection: &str) -> crate::Result<Arc<Encoder>> {
+        let settings = self.db.store().settings(collection)?;
+        self.encoders
+            .get(collection, &settings.model, settings.model_path.as_deref())
+    }
+
+    /// Runs `f` with the encoder of `collection`'s model; if a reindex switched the model
+    /// between choosing the encoder and `f`'s check of it, once more with the new one.
+    pub fn with_encoder<T>(
+        &self,
+        collection: &str,
+        f: impl Fn(&Encoder) -> crate::Result<T>,
+    ) -> crate::Result<T> {
+        let encoder = self.encoder_for(collection)?;
+        match f(&encoder) {
+            Err(crate::Error::User(crate::UserError::ModelMismatch { .. }))
+                if self.encoder_for(collection)?.identity() != encoder.identity() =>
+            {
+                f(self.encoder_for(collection)?.as_ref())
+            }
+            other => other,
+        }
+    }
+
+    /// The server's own model's encoder.
+    pub fn encoder(&self) -> &Arc<Encoder> {
+        self.encoders.default_encoder()
+    }
 }
 
 /// Builds the router over shared state.
@@ -107,6 +143,10 @@ pub fn router(state: Arc<AppState>) -> Router {
             delete(review::delete_verdict),
         )
         .route("/v1/collections/{collection}/ingest", post(review::upload))
+        .route(
+            "/v1/collections/{collection}/reindex",
+            post(reindex::start).get(reindex::status),
+        )
         .route("/v1/jobs", get(review::list_jobs))
         .route("/v1/jobs/{id}", get(review::get_job))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_admin));
@@ -218,7 +258,7 @@ pub async fn serve(
     let state = Arc::new(AppState {
         keys: Keys::new(config.admin_key.as_deref(), config.read_key.as_deref()),
         db: db.clone(),
-        encoder,
+        encoders: Encoders::new(encoder.clone(), *encoder.options()),
         metrics: Metrics::new(),
         ready: AtomicBool::new(false),
         writers: Semaphore::new(1),
@@ -232,6 +272,7 @@ pub async fn serve(
                 })?,
         ),
         jobs: jobs::Jobs::default(),
+        reindexes: reindex::Reindexes::default(),
         config,
     });
     // Load every collection's indexes in the background; /readyz says when done.

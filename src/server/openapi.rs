@@ -6,7 +6,7 @@ use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{review, routes};
+use super::{reindex, review, routes};
 
 /// The API document.
 #[derive(OpenApi)]
@@ -33,6 +33,8 @@ use super::{review, routes};
         review::upload,
         review::list_jobs,
         review::get_job,
+        reindex::start,
+        reindex::status,
     ),
     modifiers(&BearerKey),
     security(("api_key" = []))

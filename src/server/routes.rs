@@ -191,7 +191,7 @@ pub async fn create_collection(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<CollectionInfo>)> {
     let req: CreateCollection = parse(body)?;
-    let (db, model) = (state.db.clone(), state.encoder.identity().clone());
+    let (db, model) = (state.db.clone(), state.encoder().identity().clone());
     let info = blocking(move || {
         let mut settings = CollectionSettings::for_model(model);
         if let Some(h) = req.hnsw {
@@ -299,14 +299,10 @@ pub fn is_ndjson(headers: &HeaderMap) -> bool {
         })
 }
 
-/// The collection exists and holds the server's model's vectors.
-pub(crate) async fn check_collection(state: &AppState, collection: &str) -> ApiResult<()> {
-    let (db, model, c) = (
-        state.db.clone(),
-        state.encoder.identity().clone(),
-        collection.to_string(),
-    );
-    blocking(move || db.check_model(&c, &model)).await
+/// The collection exists and its model is available.
+pub(crate) async fn check_collection(state: &Arc<AppState>, collection: &str) -> ApiResult<()> {
+    let (s, c) = (state.clone(), collection.to_string());
+    blocking(move || s.encoder_for(&c).map(drop)).await
 }
 
 async fn write_batch(
@@ -328,13 +324,13 @@ async fn write_batch(
     }
     // One writer at a time: a large ingest leaves the other core to searches.
     let _permit = state.writers.acquire().await.expect("semaphore open");
-    let (db, encoder, c, s) = (
-        state.db.clone(),
-        state.encoder.clone(),
-        collection.to_string(),
-        state.clone(),
-    );
-    let out = blocking(move || s.write_pool.install(|| db.upsert(&c, &encoder, docs))).await?;
+    let (c, s) = (collection.to_string(), state.clone());
+    let out = blocking(move || {
+        s.with_encoder(&c, |encoder| {
+            s.write_pool.install(|| s.db.upsert(&c, encoder, docs.clone()))
+        })
+    })
+    .await?;
     state.metrics.upserted(collection, out.len());
     Ok((
         out.len(),
@@ -584,8 +580,13 @@ pub async fn search_collection(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<SearchOutcome>> {
     let (text, params) = parse::<SearchRequest>(body)?.params(&state, 10)?;
-    let (db, encoder) = (state.db.clone(), state.encoder.clone());
-    let out = blocking(move || search::search(&db, &encoder, &collection, &text, &params)).await?;
+    let s = state.clone();
+    let out = blocking(move || {
+        s.with_encoder(&collection, |encoder| {
+            search::search(&s.db, encoder, &collection, &text, &params)
+        })
+    })
+    .await?;
     state.metrics.search(&out.timings);
     Ok(Json(out))
 }
@@ -626,10 +627,13 @@ pub async fn duplicates(
         rerank_depth: None,
     };
     let (text, params) = search.params(&state, 3)?;
-    let (db, encoder, threshold) = (state.db.clone(), state.encoder.clone(), req.threshold);
-    let out =
-        blocking(move || search::duplicates(&db, &encoder, &collection, &text, threshold, &params))
-            .await?;
+    let (s, threshold) = (state.clone(), req.threshold);
+    let out = blocking(move || {
+        s.with_encoder(&collection, |encoder| {
+            search::duplicates(&s.db, encoder, &collection, &text, threshold, &params)
+        })
+    })
+    .await?;
     state.metrics.search(&out.timings);
     Ok(Json(out))
 }
@@ -654,7 +658,7 @@ pub async fn explain(
     let req: ExplainRequest = parse(body)?;
     check_text(&state, "a", &req.a)?;
     check_text(&state, "b", &req.b)?;
-    let encoder = state.encoder.clone();
+    let encoder = state.encoder().clone();
     Ok(Json(
         blocking(move || search::explain_texts(&encoder, &req.a, &req.b)).await?,
     ))

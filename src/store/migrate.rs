@@ -7,7 +7,7 @@
 use crate::error::{Result, UserError};
 
 /// The format this build writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// The oldest format this build can migrate from.
 pub const OLDEST_SUPPORTED: u32 = 1;
 
@@ -21,8 +21,13 @@ pub struct Step {
     pub run: fn(&sled::Db) -> Result<()>,
 }
 
-/// The steps, in order. Empty until the format first changes (migrations/0001_initial.md).
-pub const STEPS: &[Step] = &[];
+/// The steps, in order.
+pub const STEPS: &[Step] = &[Step {
+    from: 1,
+    what: "generations (migrations/0002_generations.md): nothing to rewrite",
+    // A format-1 collection has no `generation`, which format 2 reads as "the plain name".
+    run: |_| Ok(()),
+}];
 
 /// Checks `found` against this build and runs the steps it needs; returns the steps run.
 pub fn check_and_migrate(db: &sled::Db, found: u32, path: &std::path::Path) -> Result<usize> {

@@ -11,6 +11,11 @@
 //! holds collection-level values such as a fitted calibration, and `pairs/c` holds labelled
 //! question pairs from duplicate review (both added within format 1: older binaries ignore
 //! them).
+//!
+//! Format 2 adds generations: a reindexed collection's `docs`, `ids` and `state` trees (and its
+//! index directory) are named by its *physical* name `c@G` ([`CollectionSettings::generation`]),
+//! so a new generation can be built beside the serving one and switched to in one write of the
+//! settings ([`Store::switch_generation`]). A collection never reindexed keeps the plain name.
 
 pub mod migrate;
 mod record;
@@ -72,6 +77,13 @@ pub struct CollectionSettings {
     pub codec: String,
     /// Vector index parameters.
     pub hnsw: HnswParams,
+    /// The generation its documents live in (set by reindexing; absent: never reindexed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
+    /// The model directory the vectors were made with, when a reindex named one: a server
+    /// started with another model loads this one for the collection's queries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_path: Option<String>,
 }
 
 impl CollectionSettings {
@@ -81,7 +93,40 @@ impl CollectionSettings {
             model,
             codec: "int8".into(),
             hnsw: HnswParams::default(),
+            generation: None,
+            model_path: None,
         }
+    }
+
+    /// The name the collection's document trees and index directory carry: `name` before any
+    /// reindex, `name@G` for generation G.
+    pub fn physical(&self, name: &str) -> String {
+        physical_name(name, self.generation)
+    }
+}
+
+fn physical_name(name: &str, generation: Option<u64>) -> String {
+    match generation {
+        None => name.to_string(),
+        Some(g) => format!("{name}@{g}"),
+    }
+}
+
+/// A generation of a collection being built beside the serving one (by a reindex): its own
+/// `docs`, `ids` and `state` trees. Documents keep their internal ids, so ids from either
+/// generation's vector indexes resolve in both.
+pub struct Generation {
+    /// The collection.
+    pub name: String,
+    /// Its number.
+    pub number: u64,
+    trees: Trees,
+}
+
+impl Generation {
+    /// The physical name (`name@number`).
+    pub fn physical(&self) -> String {
+        physical_name(&self.name, Some(self.number))
     }
 }
 
@@ -119,6 +164,7 @@ pub struct Store {
     path: PathBuf,
     durability: Durability,
     collections: sled::Tree,
+    /// Per collection name: its current generation's trees.
     open_trees: std::sync::RwLock<std::collections::HashMap<String, Trees>>,
 }
 
@@ -241,19 +287,159 @@ impl Store {
         if let Some(t) = self.open_trees.read().expect("lock").get(name) {
             return Ok(t.clone());
         }
-        if !self.collections.contains_key(name)? {
-            return Err(UserError::UnknownCollection { name: name.into() }.into());
-        }
-        let trees = (
-            self.db.open_tree(tree_name("docs", name))?,
-            self.db.open_tree(tree_name("ids", name))?,
-            self.db.open_tree(tree_name("state", name))?,
-        );
-        self.open_trees
-            .write()
-            .expect("lock")
-            .insert(name.to_string(), trees.clone());
+        let mut cache = self.open_trees.write().expect("lock");
+        // Unknown collections fail here. Read under the cache lock, so a generation switch cannot interleave.
+        let physical = self.settings(name)?.physical(name);
+        let trees = self.open_physical(&physical)?;
+        cache.insert(name.to_string(), trees.clone());
         Ok(trees)
+    }
+
+    fn open_physical(&self, physical: &str) -> Result<Trees> {
+        Ok((
+            self.db.open_tree(tree_name("docs", physical))?,
+            self.db.open_tree(tree_name("ids", physical))?,
+            self.db.open_tree(tree_name("state", physical))?,
+        ))
+    }
+
+    fn drop_physical(&self, physical: &str) -> Result<()> {
+        for kind in ["docs", "ids", "state"] {
+            self.db.drop_tree(tree_name(kind, physical))?;
+        }
+        Ok(())
+    }
+
+    /// Drops the document trees of generations no collection points at: a reindex that
+    /// stopped before switching (crash, error), or the old generation of one that crashed
+    /// between switching and cleaning up. Call when no reindex runs. Returns how many went.
+    pub fn drop_orphan_generations(&self) -> Result<usize> {
+        let current: std::collections::HashSet<String> = self
+            .collections()?
+            .into_iter()
+            .map(|(name, s)| s.physical(&name))
+            .collect();
+        let mut orphans = std::collections::BTreeSet::new();
+        for raw in self.db.tree_names() {
+            let tree = String::from_utf8_lossy(&raw).into_owned();
+            let Some((kind, physical)) = tree.split_once('/') else {
+                continue;
+            };
+            if ["docs", "ids", "state"].contains(&kind)
+                && physical.contains('@')
+                && !current.contains(physical)
+            {
+                orphans.insert(physical.to_string());
+            }
+        }
+        for physical in &orphans {
+            tracing::info!(generation = physical, "dropping an unfinished or replaced generation");
+            self.drop_physical(physical)?;
+        }
+        Ok(orphans.len())
+    }
+
+    /// Starts the next generation of `name`: empty trees (left over ones of that number are
+    /// dropped first).
+    pub fn new_generation(&self, name: &str) -> Result<Generation> {
+        let number = self.settings(name)?.generation.unwrap_or(0) + 1;
+        let physical = physical_name(name, Some(number));
+        self.drop_physical(&physical)?;
+        Ok(Generation {
+            name: name.to_string(),
+            number,
+            trees: self.open_physical(&physical)?,
+        })
+    }
+
+    /// Writes documents into a generation being built, each under the internal id it carries
+    /// (replacing a version of the same external id). Returns the internal ids of the
+    /// versions replaced.
+    pub fn generation_put(&self, generation: &Generation, docs: &[StoredDoc]) -> Result<Vec<u64>> {
+        let (docs_t, ids_t, _) = &generation.trees;
+        let result = (docs_t, ids_t).transaction(|(dt, it)| {
+            let mut replaced = Vec::new();
+            for doc in docs {
+                if let Some(old) = dt.insert(doc.id.as_bytes(), doc.to_bytes())? {
+                    let old =
+                        StoredDoc::from_bytes(&old).map_err(ConflictableTransactionError::Abort)?;
+                    if old.internal != doc.internal {
+                        it.remove(&old.internal.to_be_bytes())?;
+                        replaced.push(old.internal);
+                    }
+                }
+                it.insert(&doc.internal.to_be_bytes(), doc.id.as_bytes())?;
+            }
+            Ok(replaced)
+        });
+        unwrap_tx(result)
+    }
+
+    /// Removes the document with internal id `internal` from a generation being built;
+    /// returns its external id if it was there.
+    pub fn generation_remove(
+        &self,
+        generation: &Generation,
+        internal: u64,
+    ) -> Result<Option<String>> {
+        let (docs_t, ids_t, _) = &generation.trees;
+        let result = (docs_t, ids_t).transaction(|(dt, it)| {
+            let Some(id) = it.remove(&internal.to_be_bytes())? else {
+                return Ok(None);
+            };
+            if let Some(doc) = dt.get(&id)? {
+                let doc = StoredDoc::from_bytes(&doc).map_err(ConflictableTransactionError::Abort)?;
+                if doc.internal == internal {
+                    dt.remove(&id)?;
+                }
+            }
+            Ok(Some(String::from_utf8_lossy(&id).into_owned()))
+        });
+        unwrap_tx(result)
+    }
+
+    /// The internal ids of the live documents of the collection's current generation.
+    pub fn live_ids(&self, name: &str) -> Result<std::collections::BTreeSet<u64>> {
+        internal_ids(&self.trees(name)?.1)
+    }
+
+    /// The internal ids of the documents of a generation being built.
+    pub fn generation_ids(&self, generation: &Generation) -> Result<std::collections::BTreeSet<u64>> {
+        internal_ids(&generation.trees.1)
+    }
+
+    /// Makes `generation` the collection's current one, with `settings` (its model): the
+    /// write sequence moves on from the old generation's (so index files of either never
+    /// match the other), settings and state change in one transaction, and the old
+    /// generation's trees are dropped. The caller holds the collection's writer lock and has
+    /// made the generation hold exactly the live documents. Returns the new seq.
+    pub fn switch_generation(
+        &self,
+        generation: Generation,
+        mut settings: CollectionSettings,
+    ) -> Result<u64> {
+        let name = generation.name.clone();
+        let old = self.settings(&name)?;
+        let (_, _, old_state) = self.trees(&name)?;
+        let next = read_u64(old_state.get(b"next")?);
+        let seq = read_u64(old_state.get(b"seq")?) + 1;
+        settings.generation = Some(generation.number);
+        let bytes = serde_json::to_vec(&settings).expect("settings serialise");
+        let mut cache = self.open_trees.write().expect("lock");
+        let (_, _, new_state) = &generation.trees;
+        let result = (&self.collections, new_state).transaction(|(ct, st)| {
+            st.insert(b"next", &next.to_be_bytes())?;
+            st.insert(b"seq", &seq.to_be_bytes())?;
+            ct.insert(name.as_bytes(), bytes.as_slice())?;
+            Ok(())
+        });
+        unwrap_tx::<()>(result)?;
+        self.db.flush()?;
+        cache.insert(name.clone(), generation.trees.clone());
+        drop(cache);
+        self.drop_physical(&old.physical(&name))?;
+        self.durable()?;
+        Ok(seq)
     }
 
     /// Creates a collection.
@@ -293,11 +479,14 @@ impl Store {
 
     /// Drops a collection and all its documents.
     pub fn drop_collection(&self, name: &str) -> Result<()> {
-        if self.collections.remove(name)?.is_none() {
+        let mut cache = self.open_trees.write().expect("lock");
+        let Some(old) = self.collections.remove(name)? else {
             return Err(UserError::UnknownCollection { name: name.into() }.into());
-        }
-        self.open_trees.write().expect("lock").remove(name);
-        for kind in ["docs", "ids", "state", "meta", "pairs"] {
+        };
+        cache.remove(name);
+        drop(cache);
+        self.drop_physical(&decode_settings(&old)?.physical(name))?;
+        for kind in ["meta", "pairs"] {
             self.db.drop_tree(tree_name(kind, name))?;
         }
         self.durable()
@@ -525,6 +714,20 @@ impl Store {
         db.flush()?;
         Ok(())
     }
+}
+
+fn internal_ids(ids: &sled::Tree) -> Result<std::collections::BTreeSet<u64>> {
+    ids.iter()
+        .keys()
+        .map(|k| {
+            let k = k?;
+            let bytes: [u8; 8] = k
+                .as_ref()
+                .try_into()
+                .map_err(|_| InternalError::Corrupt("an internal id is not 8 bytes".into()))?;
+            Ok(u64::from_be_bytes(bytes))
+        })
+        .collect()
 }
 
 fn read_u64(v: Option<sled::IVec>) -> u64 {

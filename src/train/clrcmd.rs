@@ -50,6 +50,10 @@ pub struct ClrcmdOptions {
     pub checkpoint_every: usize,
     /// Add one hard negative per anchor.
     pub hard_negatives: bool,
+    /// Mine the hard negative of items without a labelled one: the base model's nearest
+    /// non-duplicate question (instead of a random question from a non-duplicate pair).
+    #[serde(default)]
+    pub mine_negatives: bool,
     /// Seed of the batch order.
     pub seed: u64,
 }
@@ -65,6 +69,7 @@ impl Default for ClrcmdOptions {
             eval_every: 100,
             checkpoint_every: 100,
             hard_negatives: true,
+            mine_negatives: false,
             seed: 42,
         }
     }
@@ -83,6 +88,8 @@ pub enum Event {
         items: usize,
         /// Items with a labelled hard negative.
         linked_negatives: usize,
+        /// Items with a mined hard negative.
+        mined_negatives: usize,
     },
     /// A step finished.
     Step {
@@ -101,6 +108,13 @@ pub enum Event {
         auc: f64,
         /// It is the best so far (and was saved to `out`).
         best: bool,
+    },
+    /// Mining hard negatives: `done` of `total` questions encoded with the base model.
+    Mining {
+        /// Questions encoded.
+        done: usize,
+        /// Questions to encode.
+        total: usize,
     },
     /// A checkpoint was written after `step` steps.
     Checkpoint {
@@ -139,6 +153,9 @@ struct CheckpointState {
 
 const CHECKPOINT_DIR: &str = "checkpoint";
 
+/// Mined negatives closer than this to the anchor are likely unlabelled duplicates: skipped.
+const MINED_MAX_COSINE: f32 = 0.95;
+
 /// Fine-tunes `base` with CLRCMD on `train` (labelled pairs: duplicates are the items,
 /// non-duplicates the hard negatives), measuring s_RCMD AUC on `dev` (may be empty), writing
 /// the best model directory to `out` and a checkpoint to `out/checkpoint`. With `resume`, the
@@ -170,7 +187,7 @@ pub fn train_clrcmd(
     {
         return Err(bad("tau / learning rate", "must be positive".into()).into());
     }
-    let data = Dataset::new(train);
+    let mut data = Dataset::new(train);
     let per_epoch = data.batches_per_epoch(options.batch_size);
     if per_epoch == 0 {
         return Err(bad(
@@ -204,6 +221,30 @@ pub fn train_clrcmd(
     std::fs::create_dir_all(&ckpt).map_err(io_err(format!("creating {}", ckpt.display())))?;
 
     let device_kind = device;
+    let mut mined = 0;
+    if options.hard_negatives && options.mine_negatives {
+        // Deterministic given the base model, so a resumed run mines the same negatives.
+        let encoder = Encoder::load(
+            base,
+            EncoderOptions {
+                device: device_kind,
+                ..EncoderOptions::default()
+            },
+        )?;
+        let texts: Vec<String> = data.texts().into_iter().map(str::to_string).collect();
+        let total = texts.len();
+        let mut done = 0;
+        let vectors: Vec<Vec<f32>> = encoder
+            .encode_without_heads(&texts, |n| {
+                done += n;
+                on(Event::Mining { done, total });
+            })?
+            .into_iter()
+            .map(|e| e.sentence)
+            .collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        mined = data.mine_negatives(&refs, &vectors, MINED_MAX_COSINE);
+    }
     let device = device_kind.device()?.autodiff();
     let mut bert = Bert::new(&base.config, &device);
     let mut optim = AdamConfig::new().init();
@@ -273,7 +314,8 @@ pub fn train_clrcmd(
         step: state.step,
         total,
         items: data.items.len(),
-        linked_negatives: data.linked_negatives(),
+        linked_negatives: data.linked_negatives() - mined,
+        mined_negatives: mined,
     });
     let started = Instant::now();
     let first_step = state.step;

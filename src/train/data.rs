@@ -5,8 +5,15 @@
 //! another non-duplicate pair — a real, topical Quora question, harder than a random one and
 //! never a known duplicate of the anchor. Batches are drawn from a seeded permutation per
 //! epoch, so step n of a run is the same batch whether or not the run was resumed.
+//!
+//! Items without a labelled hard negative can instead get a *mined* one
+//! ([`Dataset::mine_negatives`]): the question nearest the anchor by the base model's cosine
+//! that the pairs do not make a duplicate of it. Duplicates are closed transitively (a ~ b and
+//! b ~ c make a ~ c), both for mining and for leaving known duplicates out of the softmax.
 
 use std::collections::{HashMap, HashSet};
+
+use rayon::prelude::*;
 
 use crate::eval::LabelledPair;
 
@@ -28,7 +35,8 @@ pub struct Dataset {
     pub items: Vec<Item>,
     /// Questions of non-duplicate pairs, for items without a linked hard negative.
     pub pool: Vec<String>,
-    duplicates: HashSet<(String, String)>,
+    /// Duplicate cluster of each text of a duplicate pair (transitive closure).
+    cluster: HashMap<String, usize>,
 }
 
 impl Dataset {
@@ -36,13 +44,12 @@ impl Dataset {
     /// hard negatives). Pairs of a text with itself are skipped.
     pub fn new(pairs: &[LabelledPair]) -> Self {
         let mut non_dup: HashMap<&str, Vec<&str>> = HashMap::new();
-        let mut duplicates = HashSet::new();
+        let mut clusters = Clusters::default();
         let mut pool = Vec::new();
         let mut seen_pool = HashSet::new();
         for p in pairs.iter().filter(|p| p.a != p.b) {
             if p.duplicate {
-                duplicates.insert((p.a.clone(), p.b.clone()));
-                duplicates.insert((p.b.clone(), p.a.clone()));
+                clusters.join(&p.a, &p.b);
             } else {
                 non_dup.entry(&p.a).or_default().push(&p.b);
                 non_dup.entry(&p.b).or_default().push(&p.a);
@@ -53,6 +60,10 @@ impl Dataset {
                 }
             }
         }
+        let cluster = clusters.into_map();
+        let same = |a: &str, b: &str| {
+            a == b || matches!((cluster.get(a), cluster.get(b)), (Some(x), Some(y)) if x == y)
+        };
         let mut seen = HashSet::new();
         let items = pairs
             .iter()
@@ -62,7 +73,7 @@ impl Dataset {
                 let negative = [p.a.as_str(), p.b.as_str()]
                     .iter()
                     .flat_map(|t| non_dup.get(t).into_iter().flatten())
-                    .find(|n| !duplicates.contains(&(p.a.clone(), n.to_string())))
+                    .find(|n| !same(&p.a, n) && !same(&p.b, n))
                     .map(|n| n.to_string());
                 Item {
                     anchor: p.a.clone(),
@@ -74,13 +85,82 @@ impl Dataset {
         Dataset {
             items,
             pool,
-            duplicates,
+            cluster,
         }
     }
 
-    /// True when the pairs label `a` and `b` duplicates (or they are the same text).
+    /// True when the pairs make `a` and `b` duplicates, directly or through other duplicates
+    /// (or they are the same text).
     pub fn is_duplicate(&self, a: &str, b: &str) -> bool {
-        a == b || self.duplicates.contains(&(a.to_string(), b.to_string()))
+        a == b
+            || matches!(
+                (self.cluster.get(a), self.cluster.get(b)),
+                (Some(x), Some(y)) if x == y
+            )
+    }
+
+    /// Every distinct question of the data (anchors, positives, the pool), in a stable order:
+    /// the texts [`mine_negatives`](Self::mine_negatives) searches.
+    pub fn texts(&self) -> Vec<&str> {
+        let mut seen = HashSet::new();
+        self.items
+            .iter()
+            .flat_map(|i| [i.anchor.as_str(), i.positive.as_str()])
+            .chain(self.pool.iter().map(String::as_str))
+            .filter(|t| seen.insert(*t))
+            .collect()
+    }
+
+    /// Gives every item without a labelled hard negative the text of `texts` whose vector is
+    /// nearest its anchor's (dot product of L2-normalised vectors, one per text) among those
+    /// that are not duplicates of the anchor or the positive and not near-identical to the
+    /// anchor (cosine ≥ `max_cosine`, likely an unlabelled duplicate). Returns how many items
+    /// got one. Texts missing from `texts` are skipped.
+    pub fn mine_negatives(&mut self, texts: &[&str], vectors: &[Vec<f32>], max_cosine: f32) -> usize {
+        assert_eq!(texts.len(), vectors.len(), "one vector per text");
+        let index: HashMap<&str, usize> = texts.iter().enumerate().map(|(i, t)| (*t, i)).collect();
+        let mined: Vec<Option<String>> = self
+            .items
+            .par_iter()
+            .map(|item| {
+                if item.negative.is_some() {
+                    return None;
+                }
+                let a = &vectors[*index.get(item.anchor.as_str())?];
+                let mut scored: Vec<(f32, usize)> = vectors
+                    .iter()
+                    .enumerate()
+                    .map(|(j, v)| (dot(a, v), j))
+                    .filter(|(c, _)| *c < max_cosine)
+                    .collect();
+                // Best first; only the top few are sorted and checked (string hashing), the
+                // rest only if all of those are duplicates.
+                let best_first = |x: &(f32, usize), y: &(f32, usize)| y.0.total_cmp(&x.0);
+                let top = MINING_SHORTLIST.min(scored.len());
+                if top < scored.len() {
+                    scored.select_nth_unstable_by(top, best_first);
+                }
+                let (head, rest) = scored.split_at_mut(top);
+                head.sort_unstable_by(best_first);
+                let usable = |&(_, j): &(f32, usize)| {
+                    let t = texts[j];
+                    !self.is_duplicate(&item.anchor, t) && !self.is_duplicate(&item.positive, t)
+                };
+                let found = head.iter().find(|c| usable(c)).copied().or_else(|| {
+                    rest.sort_unstable_by(best_first);
+                    rest.iter().find(|c| usable(c)).copied()
+                });
+                found.map(|(_, j)| texts[j].to_string())
+            })
+            .collect();
+        let mut count = 0;
+        for (item, negative) in self.items.iter_mut().zip(mined) {
+            if negative.is_some() {
+                item.negative = negative;
+                count += 1;
+            }
+        }
+        count
     }
 
     /// Items with a linked (labelled) hard negative.
@@ -129,6 +209,71 @@ impl Dataset {
                         .map(String::as_str)
                 };
                 (item, negative)
+            })
+            .collect()
+    }
+}
+
+/// Nearest texts sorted and checked first when mining.
+const MINING_SHORTLIST: usize = 32;
+
+/// Dot product in 8 independent lanes (so it vectorises).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            lanes[k] += x[k] * y[k];
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
+}
+
+/// Union-find over texts: the transitive closure of the duplicate relation.
+#[derive(Default)]
+struct Clusters {
+    id: HashMap<String, usize>,
+    parent: Vec<usize>,
+}
+
+impl Clusters {
+    fn node(&mut self, t: &str) -> usize {
+        if let Some(&i) = self.id.get(t) {
+            return i;
+        }
+        let i = self.parent.len();
+        self.parent.push(i);
+        self.id.insert(t.to_string(), i);
+        i
+    }
+
+    fn root(&mut self, mut i: usize) -> usize {
+        while self.parent[i] != i {
+            self.parent[i] = self.parent[self.parent[i]];
+            i = self.parent[i];
+        }
+        i
+    }
+
+    fn join(&mut self, a: &str, b: &str) {
+        let (a, b) = (self.node(a), self.node(b));
+        let (ra, rb) = (self.root(a), self.root(b));
+        self.parent[ra] = rb;
+    }
+
+    /// Each text's cluster (its root).
+    fn into_map(mut self) -> HashMap<String, usize> {
+        let ids: Vec<(String, usize)> = self.id.drain().collect();
+        ids.into_iter()
+            .map(|(t, i)| {
+                let r = self.root(i);
+                (t, r)
             })
             .collect()
     }
@@ -200,6 +345,60 @@ mod tests {
         assert_eq!(data.linked_negatives(), 1);
         assert!(data.is_duplicate("b", "a") && !data.is_duplicate("a", "c"));
         assert_eq!(data.pool, vec!["a", "c", "f", "g"]);
+    }
+
+    #[test]
+    fn duplicates_close_transitively() {
+        let data = Dataset::new(&[
+            pair("a", "b", true),
+            pair("b", "c", true),
+            pair("x", "y", true),
+            pair("c", "z", false),
+        ]);
+        assert!(data.is_duplicate("a", "c") && data.is_duplicate("c", "a"));
+        assert!(!data.is_duplicate("a", "x") && !data.is_duplicate("a", "z"));
+    }
+
+    #[test]
+    fn mined_negatives_are_the_nearest_non_duplicates() {
+        let mut data = Dataset::new(&[
+            pair("a", "b", true),
+            pair("b", "c", true),
+            pair("d", "e", true),
+            pair("f", "g", false),
+            pair("d", "g", false),
+        ]);
+        let texts = data.texts();
+        assert_eq!(texts, vec!["a", "b", "c", "d", "e", "f", "g"]);
+        let unit = |x: f32| vec![x.cos(), x.sin()];
+        // Angles: c (a duplicate of a through b) is nearest a; f is the nearest non-duplicate.
+        let angle = |t: &str| match t {
+            "a" => 0.0,
+            "b" => 0.5,
+            "c" => 0.05,
+            "d" => 2.0,
+            "e" => 2.5,
+            "f" => 0.2,
+            _ => 3.0,
+        };
+        let vectors: Vec<Vec<f32>> = texts.iter().map(|t| unit(angle(t))).collect();
+        let texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let mut strict = data.clone();
+        let mined = data.mine_negatives(&refs, &vectors, 0.999);
+        assert_eq!(mined, 2, "d has a labelled negative (g)");
+        let negative = |anchor: &str| {
+            data.items
+                .iter()
+                .find(|i| i.anchor == anchor)
+                .and_then(|i| i.negative.clone())
+        };
+        assert_eq!(negative("a").as_deref(), Some("f"), "c is a duplicate of a");
+        assert_eq!(negative("b").as_deref(), Some("f"));
+        assert_eq!(negative("d").as_deref(), Some("g"), "labelled negatives are kept");
+        // cos(0.2) ≈ 0.980: above a 0.97 cap f counts as a likely unlabelled duplicate of a.
+        strict.mine_negatives(&refs, &vectors, 0.97);
+        assert_eq!(strict.items[0].negative.as_deref(), Some("d"));
     }
 
     #[test]

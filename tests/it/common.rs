@@ -81,3 +81,38 @@ pub fn qqp_questions(rel: &str) -> Vec<String> {
     }
     out
 }
+
+/// A second model for reindex tests: the test model plus a transition head that reverses
+/// the sentence vector's dimensions (an orthogonal map: cosines between texts are kept, the
+/// vectors and the fingerprint are not). Written once per test binary into a kept temp dir.
+pub fn other_model() -> &'static ModelDir {
+    static DIR: OnceLock<ModelDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        use kindred::model::heads::{Dense, Heads, Transition};
+        use kindred::train::{write_model_dir, TrainedBy};
+        let d = encoder().identity().dim;
+        let mut weight = vec![0.0; d * d];
+        for i in 0..d {
+            weight[i * d + (d - 1 - i)] = 1.0;
+        }
+        let heads = Heads {
+            transition: Some(Transition {
+                weight: Dense {
+                    inputs: d,
+                    outputs: d,
+                    weight,
+                    bias: vec![0.0; d],
+                },
+            }),
+            ..Heads::default()
+        };
+        let dir = tempfile::tempdir().expect("tempdir").keep();
+        let by = TrainedBy::Head {
+            head: "transition",
+            dev: None,
+            options: serde_json::Value::Null,
+        };
+        write_model_dir(model_dir(), &dir, None, Some(&heads), &by).expect("model written");
+        ModelDir::open(&dir).expect("other model opens")
+    })
+}

@@ -12,6 +12,7 @@ mod golden;
 mod ingest;
 mod model;
 mod recall;
+mod reindex;
 mod review;
 mod score;
 mod server;

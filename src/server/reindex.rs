@@ -1,0 +1,201 @@
+//! Reindex jobs: `POST /v1/collections/{c}/reindex` re-encodes a collection onto another
+//! model ([`Database::reindex`](crate::db::Database::reindex)) on a background thread while
+//! the collection keeps serving; `GET` on the same path shows its progress. Jobs live in
+//! memory (a restart forgets them; an unfinished generation is dropped on the next open and
+//! the collection stays on its old model).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::jobs::JobState;
+use super::routes::{blocking, parse};
+use super::AppState;
+use crate::db::ReindexReport;
+use crate::model::ModelDir;
+use crate::Encoder;
+
+/// `POST /v1/collections/{c}/reindex` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReindexRequest {
+    /// A model directory on the server's machine (config.json, model.safetensors,
+    /// tokenizer.json; a trained kindred model directory is one).
+    pub model: String,
+}
+
+/// A reindex as `GET /v1/collections/{c}/reindex` shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ReindexStatus {
+    /// The collection.
+    pub collection: String,
+    /// The model directory it is moving to.
+    pub model: String,
+    /// Running, done or failed.
+    pub state: JobState,
+    /// Documents encoded so far.
+    pub encoded: u64,
+    /// Documents to encode (grows if writes arrive meanwhile).
+    pub total: u64,
+    /// Seconds since it started.
+    pub seconds: f64,
+    /// What it did (state `done`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<ReindexReport>,
+    /// What went wrong (state `failed`; the collection stays on its old model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The latest reindex of each collection.
+#[derive(Default)]
+pub struct Reindexes {
+    jobs: Mutex<HashMap<String, Arc<Mutex<(ReindexStatus, Instant)>>>>,
+}
+
+impl Reindexes {
+    fn get(&self, collection: &str) -> Option<ReindexStatus> {
+        let job = self.jobs.lock().expect("lock").get(collection).cloned()?;
+        let (mut status, started) = job.lock().expect("lock").clone();
+        if status.state == JobState::Running {
+            status.seconds = started.elapsed().as_secs_f64();
+        }
+        Some(status)
+    }
+}
+
+/// `POST /v1/collections/{c}/reindex`: starts re-encoding the collection onto another model;
+/// searches and writes go on against the current model until the new generation is complete.
+#[utoipa::path(post, path = "/v1/collections/{collection}/reindex",
+    params(("collection" = String, Path)), request_body = ReindexRequest,
+    responses((status = 202, body = ReindexStatus), (status = 404, body = ErrorBody),
+        (status = 409, description = "A reindex of it is running", body = ErrorBody),
+        (status = 422, description = "Not a model directory, or the model it already uses", body = ErrorBody)))]
+pub async fn start(
+    State(state): State<Arc<AppState>>,
+    Path(collection): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<(StatusCode, Json<ReindexStatus>)> {
+    let req: ReindexRequest = parse(body)?;
+    let (s, c, path) = (state.clone(), collection.clone(), PathBuf::from(&req.model));
+    // Validate and load here, so a wrong directory is an immediate 422.
+    let encoder = blocking(move || {
+        let settings = s.db.store().settings(&c)?;
+        let dir = ModelDir::open(&path);
+        let dir = match dir {
+            Ok(dir) => dir,
+            Err(e) => {
+                return Ok(Err(ApiError::invalid(format!("model: {e}"))));
+            }
+        };
+        let encoder = Encoder::load(&dir, *s.encoder().options())?;
+        if encoder.identity().fingerprint == settings.model.fingerprint {
+            return Ok(Err(ApiError::invalid(format!(
+                "model: collection {c:?} already uses {} ({}); give the directory of another model",
+                settings.model.id, settings.model.fingerprint
+            ))));
+        }
+        Ok(Ok(Arc::new(encoder)))
+    })
+    .await??;
+    let job = {
+        let mut jobs = state.reindexes.jobs.lock().expect("lock");
+        if let Some(j) = jobs.get(&collection) {
+            if j.lock().expect("lock").0.state == JobState::Running {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "reindex_running",
+                    format!(
+                        "collection {collection:?} is being reindexed; follow GET /v1/collections/{collection}/reindex"
+                    ),
+                ));
+            }
+        }
+        let status = ReindexStatus {
+            collection: collection.clone(),
+            model: req.model.clone(),
+            state: JobState::Running,
+            encoded: 0,
+            total: 0,
+            seconds: 0.0,
+            report: None,
+            error: None,
+        };
+        let job = Arc::new(Mutex::new((status, Instant::now())));
+        jobs.insert(collection.clone(), job.clone());
+        job
+    };
+    let shown = job.lock().expect("lock").0.clone();
+    let s = state.clone();
+    std::thread::Builder::new()
+        .name(format!("kindred-reindex-{collection}"))
+        .spawn(move || run(&s, &collection, &req.model, encoder, &job))
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("starting the reindex thread: {e}"),
+            )
+        })?;
+    Ok((StatusCode::ACCEPTED, Json(shown)))
+}
+
+type Job = Arc<Mutex<(ReindexStatus, Instant)>>;
+
+fn run(state: &AppState, collection: &str, model: &str, encoder: Arc<Encoder>, job: &Job) {
+    let progress = |done: u64, total: u64| {
+        let mut j = job.lock().expect("lock");
+        j.0.encoded = done;
+        j.0.total = total;
+    };
+    // On the write pool, like ingest: the other cores stay with searches.
+    let result = state.write_pool.install(|| {
+        state
+            .db
+            .reindex(collection, &encoder, Some(std::path::Path::new(model)), &progress)
+    });
+    let mut j = job.lock().expect("lock");
+    j.0.seconds = j.1.elapsed().as_secs_f64();
+    match result {
+        Ok(report) => {
+            state.encoders.insert(encoder);
+            tracing::info!(collection, model, documents = report.documents, "reindex done");
+            j.0.state = JobState::Done;
+            j.0.report = Some(report);
+        }
+        Err(e) => {
+            tracing::warn!(collection, model, error = %e, "reindex failed");
+            j.0.state = JobState::Failed;
+            j.0.error = Some(e.to_string());
+        }
+    }
+}
+
+/// `GET /v1/collections/{c}/reindex`: the progress of the collection's latest reindex.
+#[utoipa::path(get, path = "/v1/collections/{collection}/reindex",
+    params(("collection" = String, Path)),
+    responses((status = 200, body = ReindexStatus), (status = 404, body = ErrorBody)))]
+pub async fn status(
+    State(state): State<Arc<AppState>>,
+    Path(collection): Path<String>,
+) -> ApiResult<Json<ReindexStatus>> {
+    state.reindexes.get(&collection).map(Json).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "reindex_not_found",
+            format!(
+                "no reindex of {collection:?} on this server since it started; start one with POST"
+            ),
+        )
+    })
+}

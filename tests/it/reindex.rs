@@ -1,0 +1,184 @@
+//! Reindexing onto another model (library level, real model, real sled, real HNSW): searches
+//! and writes go on during the reindex, writes made meanwhile are caught up, and the switched
+//! collection survives a reopen.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use kindred::db::{Database, NewDocument};
+use kindred::encoder::Encoders;
+use kindred::search::{self, SearchParams};
+use kindred::store::{CollectionSettings, Durability};
+use kindred::{Encoder, EncoderOptions, Error, UserError};
+
+use crate::common::{cosine, encoder, model_dir, other_model, qqp_questions};
+
+fn doc(id: String, text: &str) -> NewDocument {
+    NewDocument {
+        id,
+        text: text.to_string(),
+        metadata: serde_json::json!({ "n": 1 }),
+    }
+}
+
+/// Runs `f` with the encoder of the collection's current model, once more if the model
+/// changed under it (what the server does).
+fn with_encoder<T>(
+    db: &Database,
+    encoders: &Encoders,
+    f: impl Fn(&Encoder) -> kindred::Result<T>,
+) -> kindred::Result<T> {
+    let current = || {
+        let s = db.store().settings("c")?;
+        encoders.get("c", &s.model, s.model_path.as_deref())
+    };
+    let e = current()?;
+    match f(&e) {
+        Err(Error::User(UserError::ModelMismatch { .. })) => f(current()?.as_ref()),
+        other => other,
+    }
+}
+
+#[test]
+fn reindex_switches_models_while_searches_and_writes_go_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Arc::new(Database::open(dir.path(), Durability::Flush).expect("opens"));
+    db.create_collection("c", &CollectionSettings::for_model(encoder().identity().clone()))
+        .expect("created");
+    let questions = qqp_questions("qqp_bimpm/dev.tsv");
+    let docs: Vec<NewDocument> = questions[..600]
+        .iter()
+        .enumerate()
+        .map(|(i, q)| doc(format!("q{i}"), q))
+        .collect();
+    db.upsert("c", encoder(), docs).expect("stored");
+    db.delete("c", "q5").expect("deleted");
+    db.checkpoint().expect("saved");
+
+    let other = Arc::new(Encoder::load(other_model(), EncoderOptions::default()).expect("loads"));
+    let encoders = Arc::new(Encoders::new(
+        Arc::new(Encoder::load(model_dir(), EncoderOptions::default()).expect("loads")),
+        EncoderOptions::default(),
+    ));
+    let done = Arc::new(AtomicBool::new(false));
+    let searches = Arc::new(AtomicUsize::new(0));
+    let searcher = {
+        let (db, encoders, done, searches) =
+            (db.clone(), encoders.clone(), done.clone(), searches.clone());
+        // The writer replaces q100..q199 at most: q550 keeps its text throughout.
+        let (text, want) = (questions[550].clone(), "q550");
+        std::thread::spawn(move || {
+            let params = SearchParams {
+                k: 1,
+                ..SearchParams::default()
+            };
+            while !done.load(Ordering::Acquire) {
+                let out = with_encoder(&db, &encoders, |e| {
+                    search::search(&db, e, "c", &text, &params)
+                })
+                .expect("every search during the reindex is answered");
+                assert_eq!(out.hits[0].id, want);
+                searches.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let writer = {
+        let (db, encoders, done, questions) =
+            (db.clone(), encoders.clone(), done.clone(), questions.clone());
+        std::thread::spawn(move || {
+            let mut written = Vec::new();
+            for (i, q) in questions[600..].iter().take(300).enumerate() {
+                let id = if i % 3 == 0 {
+                    format!("q{}", 100 + i / 3) // replace an existing document
+                } else {
+                    format!("new{i}")
+                };
+                with_encoder(&db, &encoders, |e| db.upsert("c", e, vec![doc(id.clone(), q)]))
+                    .expect("every write during the reindex is accepted");
+                written.push((id, q.clone()));
+                if done.load(Ordering::Acquire) {
+                    break;
+                }
+            }
+            written
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let report = db
+        .reindex("c", &other, Some(&other_model().path), &|_, _| {})
+        .expect("reindexed");
+    encoders.insert(other.clone());
+    // Writes keep going a little after the switch too.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    done.store(true, Ordering::Release);
+    let written = writer.join().expect("writer");
+    searcher.join().expect("searcher");
+    assert!(searches.load(Ordering::Relaxed) >= 3, "searches ran during the reindex");
+    assert!(written.len() >= 3, "writes ran during the reindex");
+
+    let settings = db.store().settings("c").expect("settings");
+    assert_eq!(settings.model, *other.identity());
+    assert_eq!(settings.generation, Some(1));
+    assert_eq!(report.generation, 1);
+    assert!(report.encoded >= 599, "{report:?}");
+    let mut live: std::collections::BTreeMap<String, String> = questions[..600]
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 5)
+        .map(|(i, q)| (format!("q{i}"), q.clone()))
+        .collect();
+    live.extend(written.iter().cloned());
+    assert_eq!(db.store().count("c").expect("count") as usize, live.len());
+    // Every document, whenever written, carries the new model's vectors of its latest text.
+    let texts: Vec<&str> = live.values().map(String::as_str).collect();
+    let fresh = other.encode(&texts).expect("encodes");
+    for ((id, text), e) in live.iter().zip(&fresh) {
+        let stored = db.get("c", id).expect("reads").expect("present");
+        assert_eq!(&stored.text, text, "{id}");
+        assert!(cosine(&stored.sentence, &e.sentence) > 0.9999, "{id}");
+    }
+    assert!(db.get("c", "q5").expect("reads").is_none(), "deletions stay deleted");
+    // The old model is refused for writes now, with the way out in the message.
+    let err = db
+        .upsert("c", encoder(), vec![doc("x".into(), "a question")])
+        .expect_err("old model refused");
+    assert!(err.to_string().contains("kindred reindex"), "{err}");
+
+    // Reopen: the new generation's saved indexes load, the old one is gone.
+    drop(db);
+    let db = Database::open(dir.path(), Durability::Flush).expect("reopens");
+    let (id, text) = written.last().expect("a write");
+    let out = search::search(&db, &other, "c", text, &SearchParams::default()).expect("search");
+    assert_eq!(&out.hits[0].id, id);
+    let info = db.info("c").expect("info");
+    assert_eq!(info.stats.documents as usize, live.len());
+    assert_eq!(info.index.lexical_documents, live.len());
+    assert_eq!(
+        info.index.cosine_points - info.index.tombstones,
+        live.len(),
+        "{:?}",
+        info.index
+    );
+    let err = db
+        .reindex("c", &other, None, &|_, _| {})
+        .expect_err("same model refused");
+    assert!(err.to_string().contains("already uses"), "{err}");
+    let err = db
+        .reindex("nope", &other, None, &|_, _| {})
+        .expect_err("unknown collection");
+    assert!(matches!(err, Error::User(UserError::UnknownCollection { .. })), "{err}");
+    // And back onto the first model: generation 2, old generation trees dropped.
+    db.reindex("c", encoder(), None, &|_, _| {}).expect("back");
+    assert_eq!(db.store().settings("c").expect("settings").generation, Some(2));
+    let out = search::search(&db, encoder(), "c", text, &SearchParams::default()).expect("search");
+    assert_eq!(&out.hits[0].id, id);
+    drop(db);
+    let names: Vec<String> = sled::open(dir.path().join("store"))
+        .expect("sled")
+        .tree_names()
+        .iter()
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .filter(|n| n.starts_with("docs/"))
+        .collect();
+    assert_eq!(names, vec!["docs/c@2"]);
+}
