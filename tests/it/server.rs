@@ -607,3 +607,100 @@ fn searches_are_answered_while_a_large_batch_is_ingested() {
     assert_eq!(info["stats"]["documents"], 1508);
     s.stop();
 }
+
+#[test]
+fn reindex_over_http_keeps_serving_and_survives_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(dir.path(), &[], &[]);
+    let (st, _) = call(
+        "POST",
+        &s.url("/v1/collections"),
+        None,
+        Some(&json!({ "name": "q" })),
+    );
+    assert_eq!(st, 201);
+    let (st, _) = call(
+        "POST",
+        &s.url("/v1/collections/q/documents"),
+        None,
+        Some(&json!(faq_docs())),
+    );
+    assert_eq!(st, 200);
+    let questions = crate::common::qqp_questions("qqp_bimpm/dev.tsv");
+    let body: String = questions[..400]
+        .iter()
+        .enumerate()
+        .map(|(i, q)| format!("{}\n", json!({ "id": format!("qqp-{i}"), "text": q })))
+        .collect();
+    let (st, _) = call_raw(
+        &s.url("/v1/collections/q/documents"),
+        None,
+        "application/x-ndjson",
+        body.as_bytes(),
+    );
+    assert_eq!(st, 200);
+    let url = s.url("/v1/collections/q/reindex");
+
+    // Bad requests: not a model directory (422), unknown collection (404), none yet (404).
+    let (st, out) = call("POST", &url, None, Some(&json!({ "model": "/no/such/model" })));
+    assert_eq!((st, code(&out)), (422, "invalid_request"), "{out}");
+    assert!(out["error"]["message"].as_str().unwrap().contains("/no/such/model"), "{out}");
+    let (st, out) = call("POST", &url, None, Some(&json!({ "model": model_dir().path })));
+    assert_eq!((st, code(&out)), (422, "invalid_request"), "same model: {out}");
+    let (st, out) = call(
+        "POST",
+        &s.url("/v1/collections/nope/reindex"),
+        None,
+        Some(&json!({ "model": crate::common::other_model().path })),
+    );
+    assert_eq!((st, code(&out)), (404, "collection_not_found"), "{out}");
+    let (st, _) = call("GET", &url, None, None);
+    assert_eq!(st, 404);
+
+    let other = crate::common::other_model();
+    let (st, out) = call("POST", &url, None, Some(&json!({ "model": other.path })));
+    assert_eq!(st, 202, "{out}");
+    assert_eq!(out["state"], "running");
+    let (st, out) = call("POST", &url, None, Some(&json!({ "model": other.path })));
+    assert_eq!((st, code(&out)), (409, "reindex_running"), "{out}");
+    // Searches are answered throughout, by whichever model the collection is on.
+    let mut answered = 0;
+    let status = loop {
+        let q = json!({ "text": "how long does delivery take?", "k": 1 });
+        let (st, out) = call("POST", &s.url("/v1/collections/q/search"), None, Some(&q));
+        assert_eq!(st, 200, "{out}");
+        assert_eq!(out["hits"][0]["id"], "ship");
+        answered += 1;
+        let (st, status) = call("GET", &url, None, None);
+        assert_eq!(st, 200);
+        if status["state"] != "running" {
+            break status;
+        }
+    };
+    assert_eq!(status["state"], "done", "{status}");
+    assert_eq!(status["report"]["documents"], 408, "{status}");
+    assert!(answered >= 2, "only {answered} searches during the reindex");
+    let (_, info) = call("GET", &s.url("/v1/collections/q"), None, None);
+    let fingerprint = info["settings"]["model"]["fingerprint"].clone();
+    assert_ne!(fingerprint, json!(crate::common::encoder().identity().fingerprint));
+    assert_eq!(info["settings"]["generation"], 1);
+    // Writes use the new model too.
+    let (st, out) = call(
+        "POST",
+        &s.url("/v1/collections/q/documents"),
+        None,
+        Some(&json!([{ "id": "late", "text": "Can I pay with a gift card?" }])),
+    );
+    assert_eq!(st, 200, "{out}");
+    s.stop();
+
+    // The restarted server runs the default model and loads the collection's from its path.
+    let s = Server::start(dir.path(), &[], &[]);
+    let q = json!({ "text": "can I pay using a gift card", "k": 1 });
+    let (st, out) = call("POST", &s.url("/v1/collections/q/search"), None, Some(&q));
+    assert_eq!((st, out["hits"][0]["id"].as_str()), (200, Some("late")), "{out}");
+    let (_, info) = call("GET", &s.url("/v1/collections/q"), None, None);
+    assert_eq!(info["settings"]["model"]["fingerprint"], fingerprint);
+    assert_eq!(info["stats"]["documents"], 409);
+    s.stop();
+}

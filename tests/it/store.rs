@@ -167,12 +167,12 @@ fn vectors_of_another_model_are_refused() {
 fn store_of_a_newer_format_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     drop(new_db(dir.path()));
-    Store::stamp_format_version_for_tests(&dir.path().join("store"), 2).expect("stamps");
+    Store::stamp_format_version_for_tests(&dir.path().join("store"), 3).expect("stamps");
     let err = Database::open(dir.path(), Durability::Flush).expect_err("refused");
     assert_eq!(
         err.to_string(),
         format!(
-            "cannot open the store at {}: it has format version 2, newer than this kindred's 1; \
+            "cannot open the store at {}: it has format version 3, newer than this kindred's 2; \
              upgrade kindred to open it",
             dir.path().join("store").display()
         )
@@ -276,4 +276,30 @@ fn readers_keep_reading_while_a_writer_writes() {
         assert!(r.join().expect("reader thread") >= 10);
     }
     assert_eq!(db.store().count("faq").expect("count"), 240);
+}
+
+#[test]
+fn store_of_format_1_is_migrated_to_format_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = new_db(dir.path());
+    db.upsert(
+        "faq",
+        encoder(),
+        vec![doc("a", "how do I reset my password?", json!({}))],
+    )
+    .expect("stored");
+    drop(db);
+    let store = dir.path().join("store");
+    Store::stamp_format_version_for_tests(&store, 1).expect("stamps");
+    let db = Database::open(dir.path(), Durability::Flush).expect("a format-1 store opens");
+    let doc = db.get("faq", "a").expect("reads").expect("kept");
+    assert_eq!(doc.text, "how do I reset my password?");
+    assert_eq!(db.store().settings("faq").expect("settings").generation, None);
+    drop(db);
+    let version = sled::open(&store)
+        .expect("sled")
+        .get("format_version")
+        .expect("reads")
+        .expect("present");
+    assert_eq!(version.as_ref(), 2u32.to_be_bytes(), "stamped with the new version");
 }
