@@ -182,3 +182,88 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
         .collect();
     assert_eq!(names, vec!["docs/c@2"]);
 }
+
+#[test]
+fn reindex_cli_killed_midway_leaves_the_collection_whole_on_its_old_model() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let questions = qqp_questions("qqp_bimpm/dev.tsv");
+    {
+        let db = Database::open(dir.path(), Durability::Flush).expect("opens");
+        db.create_collection("c", &CollectionSettings::for_model(encoder().identity().clone()))
+            .expect("created");
+        let docs: Vec<NewDocument> = questions[..1500]
+            .iter()
+            .enumerate()
+            .map(|(i, q)| doc(format!("q{i}"), q))
+            .collect();
+        db.upsert("c", encoder(), docs).expect("stored");
+    }
+    let kindred = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kindred"));
+        cmd.env_remove("KINDRED_MODEL")
+            .env_remove("RUST_LOG")
+            .arg("--data")
+            .arg(dir.path())
+            .args(extra);
+        cmd
+    };
+    let other = other_model().path.to_str().expect("utf-8").to_string();
+    let mut child = kindred(&["--model", &other, "reindex", "--collection", "c"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(
+        child.try_wait().expect("polls").is_none(),
+        "the reindex finished within 4 s; give it more documents"
+    );
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+
+    {
+        let db = Database::open(dir.path(), Durability::Flush).expect("reopens after the kill");
+        let settings = db.store().settings("c").expect("settings");
+        assert_eq!(settings.model, *encoder().identity(), "still on the old model");
+        assert_eq!(settings.generation, None);
+        assert_eq!(db.store().count("c").expect("count"), 1500);
+        let out = search::search(&db, encoder(), "c", &questions[700], &SearchParams::default())
+            .expect("searches");
+        assert_eq!(out.hits[0].id, "q700");
+    }
+    let trees: Vec<String> = sled::open(dir.path().join("store"))
+        .expect("sled")
+        .tree_names()
+        .iter()
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .filter(|n| n.contains('@'))
+        .collect();
+    assert!(trees.is_empty(), "the unfinished generation was dropped: {trees:?}");
+
+    // Run to the end; then `kindred search` without --model uses the collection's model.
+    let out = kindred(&["--model", &other, "reindex", "--collection", "c"])
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("reindexed c: 1500 documents"), "{stdout}");
+    let out = kindred(&["search", "--collection", "c", "--json", &questions[700]])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let hits: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(hits["hits"][0]["id"], "q700", "{hits}");
+    // The default model is refused for writes, naming the way out.
+    let file = dir.path().join("one.jsonl");
+    std::fs::write(&file, "{\"id\": \"x\", \"text\": \"a new question\"}\n").expect("written");
+    let out = kindred(&["add", "--collection", "c", file.to_str().expect("utf-8")])
+        .env("KINDRED_MODEL", &model_dir().path)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("kindred reindex"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
