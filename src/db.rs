@@ -250,7 +250,11 @@ impl Database {
         docs.iter().try_for_each(validate)?;
         let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
         let encoded = encoder.encode(&texts)?;
-        self.write_checked(name, encoder.identity(), docs.into_iter().zip(encoded).collect())
+        self.write_checked(
+            name,
+            encoder.identity(),
+            docs.into_iter().zip(encoded).collect(),
+        )
     }
 
     /// Upserts documents whose vectors were computed already (by `model`).
@@ -401,7 +405,11 @@ impl Database {
             let number = generation.number;
             let seq = self.store.switch_generation(generation, new_settings)?;
             let dir = self.index_dir.join(&shadow.physical);
-            shadow.cosine.read().expect("lock").save(&dir, "cosine", seq)?;
+            shadow
+                .cosine
+                .read()
+                .expect("lock")
+                .save(&dir, "cosine", seq)?;
             shadow.w2.read().expect("lock").save(&dir, "w2", seq)?;
             *shadow.saved_seq.lock().expect("lock") = Some(seq);
             old.retired.store(true, Ordering::Release);
@@ -411,13 +419,20 @@ impl Database {
             }
             let old_dir = self.index_dir.join(&old.physical);
             if old_dir.exists() {
-                std::fs::remove_dir_all(&old_dir)
-                    .map_err(crate::error::io_err(format!("removing {}", old_dir.display())))?;
+                std::fs::remove_dir_all(&old_dir).map_err(crate::error::io_err(format!(
+                    "removing {}",
+                    old_dir.display()
+                )))?;
             }
             Ok(number)
         })?;
         let documents = self.store.count(name)?;
-        tracing::info!(collection = name, generation = report, documents, "reindexed");
+        tracing::info!(
+            collection = name,
+            generation = report,
+            documents,
+            "reindexed"
+        );
         Ok(ReindexReport {
             documents,
             encoded,
@@ -442,7 +457,11 @@ impl Database {
         let mut changed = 0;
         for &internal in have.difference(&live) {
             if let Some(id) = self.store.generation_remove(generation, internal)? {
-                shadow.cosine.read().expect("lock").remove(internal as usize);
+                shadow
+                    .cosine
+                    .read()
+                    .expect("lock")
+                    .remove(internal as usize);
                 shadow.w2.read().expect("lock").remove(internal as usize);
                 shadow.lexical.remove(&id);
             }
@@ -463,11 +482,20 @@ impl Database {
                 .iter()
                 .zip(&vectors)
                 .map(|(d, e)| {
-                    StoredDoc::new(d.id.clone(), d.internal, d.text.clone(), d.metadata_json.clone(), e)
+                    StoredDoc::new(
+                        d.id.clone(),
+                        d.internal,
+                        d.text.clone(),
+                        d.metadata_json.clone(),
+                        e,
+                    )
                 })
                 .collect();
             let replaced = self.store.generation_put(generation, &records)?;
-            let (cosine, w2) = (shadow.cosine.read().expect("lock"), shadow.w2.read().expect("lock"));
+            let (cosine, w2) = (
+                shadow.cosine.read().expect("lock"),
+                shadow.w2.read().expect("lock"),
+            );
             for old in replaced {
                 cosine.remove(old as usize);
                 w2.remove(old as usize);
@@ -778,7 +806,10 @@ fn same_dim(name: &str, ix: &Indexes, dim: usize) -> Result<()> {
     }
     Err(UserError::ModelMismatch {
         collection: name.into(),
-        expected: format!("{} ({} dimensions)", ix.settings.model.id, ix.settings.model.dim),
+        expected: format!(
+            "{} ({} dimensions)",
+            ix.settings.model.id, ix.settings.model.dim
+        ),
         found: format!("a query vector of {dim} dimensions"),
     }
     .into())

@@ -160,30 +160,30 @@ fn run(spec: JobSpec, state: Arc<super::AppState>, job: Job) {
     };
     let result = state.encoder_for(&spec.collection).and_then(|encoder| {
         ingest::ingest(
-        &state.db,
-        state.db.dir(),
-        &encoder,
-        &spec.collection,
-        &opts,
-        |r| {
-            let mut j = job.lock().expect("lock");
-            if j.0.rejects.len() < SHOWN_REJECTS {
-                j.0.rejects.push(r.clone());
-            }
-            Ok(())
-        },
-        |p| {
-            let mut j = job.lock().expect("lock");
-            let before = j.0.written;
-            j.0.line = p.line;
-            j.0.written = p.written;
-            j.0.rejected = p.rejected;
-            drop(j);
-            state
-                .metrics
-                .upserted(&spec.collection, (p.written - before) as usize);
-        },
-    )
+            &state.db,
+            state.db.dir(),
+            &encoder,
+            &spec.collection,
+            &opts,
+            |r| {
+                let mut j = job.lock().expect("lock");
+                if j.0.rejects.len() < SHOWN_REJECTS {
+                    j.0.rejects.push(r.clone());
+                }
+                Ok(())
+            },
+            |p| {
+                let mut j = job.lock().expect("lock");
+                let before = j.0.written;
+                j.0.line = p.line;
+                j.0.written = p.written;
+                j.0.rejected = p.rejected;
+                drop(j);
+                state
+                    .metrics
+                    .upserted(&spec.collection, (p.written - before) as usize);
+            },
+        )
     });
     let mut j = job.lock().expect("lock");
     let seconds = j.1.elapsed().as_secs_f64();

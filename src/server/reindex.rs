@@ -57,10 +57,13 @@ pub struct ReindexStatus {
     pub error: Option<String>,
 }
 
+/// A reindex's status and when it started.
+type Job = Arc<Mutex<(ReindexStatus, Instant)>>;
+
 /// The latest reindex of each collection.
 #[derive(Default)]
 pub struct Reindexes {
-    jobs: Mutex<HashMap<String, Arc<Mutex<(ReindexStatus, Instant)>>>>,
+    jobs: Mutex<HashMap<String, Job>>,
 }
 
 impl Reindexes {
@@ -150,8 +153,6 @@ pub async fn start(
     Ok((StatusCode::ACCEPTED, Json(shown)))
 }
 
-type Job = Arc<Mutex<(ReindexStatus, Instant)>>;
-
 fn run(state: &AppState, collection: &str, model: &str, encoder: Arc<Encoder>, job: &Job) {
     let progress = |done: u64, total: u64| {
         let mut j = job.lock().expect("lock");
@@ -160,16 +161,24 @@ fn run(state: &AppState, collection: &str, model: &str, encoder: Arc<Encoder>, j
     };
     // On the write pool, like ingest: the other cores stay with searches.
     let result = state.write_pool.install(|| {
-        state
-            .db
-            .reindex(collection, &encoder, Some(std::path::Path::new(model)), &progress)
+        state.db.reindex(
+            collection,
+            &encoder,
+            Some(std::path::Path::new(model)),
+            &progress,
+        )
     });
     let mut j = job.lock().expect("lock");
     j.0.seconds = j.1.elapsed().as_secs_f64();
     match result {
         Ok(report) => {
             state.encoders.insert(encoder);
-            tracing::info!(collection, model, documents = report.documents, "reindex done");
+            tracing::info!(
+                collection,
+                model,
+                documents = report.documents,
+                "reindex done"
+            );
             j.0.state = JobState::Done;
             j.0.report = Some(report);
         }

@@ -327,7 +327,8 @@ async fn write_batch(
     let (c, s) = (collection.to_string(), state.clone());
     let out = blocking(move || {
         s.with_encoder(&c, |encoder| {
-            s.write_pool.install(|| s.db.upsert(&c, encoder, docs.clone()))
+            s.write_pool
+                .install(|| s.db.upsert(&c, encoder, docs.clone()))
         })
     })
     .await?;

@@ -333,7 +333,10 @@ impl Store {
             }
         }
         for physical in &orphans {
-            tracing::info!(generation = physical, "dropping an unfinished or replaced generation");
+            tracing::info!(
+                generation = physical,
+                "dropping an unfinished or replaced generation"
+            );
             self.drop_physical(physical)?;
         }
         Ok(orphans.len())
@@ -388,7 +391,8 @@ impl Store {
                 return Ok(None);
             };
             if let Some(doc) = dt.get(&id)? {
-                let doc = StoredDoc::from_bytes(&doc).map_err(ConflictableTransactionError::Abort)?;
+                let doc =
+                    StoredDoc::from_bytes(&doc).map_err(ConflictableTransactionError::Abort)?;
                 if doc.internal == internal {
                     dt.remove(&id)?;
                 }
@@ -404,7 +408,10 @@ impl Store {
     }
 
     /// The internal ids of the documents of a generation being built.
-    pub fn generation_ids(&self, generation: &Generation) -> Result<std::collections::BTreeSet<u64>> {
+    pub fn generation_ids(
+        &self,
+        generation: &Generation,
+    ) -> Result<std::collections::BTreeSet<u64>> {
         internal_ids(&generation.trees.1)
     }
 

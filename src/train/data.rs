@@ -116,7 +116,12 @@ impl Dataset {
     /// that are not duplicates of the anchor or the positive and not near-identical to the
     /// anchor (cosine ≥ `max_cosine`, likely an unlabelled duplicate). Returns how many items
     /// got one. Texts missing from `texts` are skipped.
-    pub fn mine_negatives(&mut self, texts: &[&str], vectors: &[Vec<f32>], max_cosine: f32) -> usize {
+    pub fn mine_negatives(
+        &mut self,
+        texts: &[&str],
+        vectors: &[Vec<f32>],
+        max_cosine: f32,
+    ) -> usize {
         assert_eq!(texts.len(), vectors.len(), "one vector per text");
         let index: HashMap<&str, usize> = texts.iter().enumerate().map(|(i, t)| (*t, i)).collect();
         let mined: Vec<Option<String>> = self
@@ -395,7 +400,11 @@ mod tests {
         };
         assert_eq!(negative("a").as_deref(), Some("f"), "c is a duplicate of a");
         assert_eq!(negative("b").as_deref(), Some("f"));
-        assert_eq!(negative("d").as_deref(), Some("g"), "labelled negatives are kept");
+        assert_eq!(
+            negative("d").as_deref(),
+            Some("g"),
+            "labelled negatives are kept"
+        );
         // cos(0.2) ≈ 0.980: above a 0.97 cap f counts as a likely unlabelled duplicate of a.
         strict.mine_negatives(&refs, &vectors, 0.97);
         assert_eq!(strict.items[0].negative.as_deref(), Some("d"));

@@ -43,8 +43,11 @@ fn with_encoder<T>(
 fn reindex_switches_models_while_searches_and_writes_go_on() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Arc::new(Database::open(dir.path(), Durability::Flush).expect("opens"));
-    db.create_collection("c", &CollectionSettings::for_model(encoder().identity().clone()))
-        .expect("created");
+    db.create_collection(
+        "c",
+        &CollectionSettings::for_model(encoder().identity().clone()),
+    )
+    .expect("created");
     let questions = qqp_questions("qqp_bimpm/dev.tsv");
     let docs: Vec<NewDocument> = questions[..600]
         .iter()
@@ -83,8 +86,12 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
         })
     };
     let writer = {
-        let (db, encoders, done, questions) =
-            (db.clone(), encoders.clone(), done.clone(), questions.clone());
+        let (db, encoders, done, questions) = (
+            db.clone(),
+            encoders.clone(),
+            done.clone(),
+            questions.clone(),
+        );
         std::thread::spawn(move || {
             let mut written = Vec::new();
             for (i, q) in questions[600..].iter().take(300).enumerate() {
@@ -93,8 +100,10 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
                 } else {
                     format!("new{i}")
                 };
-                with_encoder(&db, &encoders, |e| db.upsert("c", e, vec![doc(id.clone(), q)]))
-                    .expect("every write during the reindex is accepted");
+                with_encoder(&db, &encoders, |e| {
+                    db.upsert("c", e, vec![doc(id.clone(), q)])
+                })
+                .expect("every write during the reindex is accepted");
                 written.push((id, q.clone()));
                 if done.load(Ordering::Acquire) {
                     break;
@@ -113,7 +122,10 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
     done.store(true, Ordering::Release);
     let written = writer.join().expect("writer");
     searcher.join().expect("searcher");
-    assert!(searches.load(Ordering::Relaxed) >= 3, "searches ran during the reindex");
+    assert!(
+        searches.load(Ordering::Relaxed) >= 3,
+        "searches ran during the reindex"
+    );
     assert!(written.len() >= 3, "writes ran during the reindex");
 
     let settings = db.store().settings("c").expect("settings");
@@ -137,7 +149,10 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
         assert_eq!(&stored.text, text, "{id}");
         assert!(cosine(&stored.sentence, &e.sentence) > 0.9999, "{id}");
     }
-    assert!(db.get("c", "q5").expect("reads").is_none(), "deletions stay deleted");
+    assert!(
+        db.get("c", "q5").expect("reads").is_none(),
+        "deletions stay deleted"
+    );
     // The old model is refused for writes now, with the way out in the message.
     let err = db
         .upsert("c", encoder(), vec![doc("x".into(), "a question")])
@@ -166,10 +181,16 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
     let err = db
         .reindex("nope", &other, None, &|_, _| {})
         .expect_err("unknown collection");
-    assert!(matches!(err, Error::User(UserError::UnknownCollection { .. })), "{err}");
+    assert!(
+        matches!(err, Error::User(UserError::UnknownCollection { .. })),
+        "{err}"
+    );
     // And back onto the first model: generation 2, old generation trees dropped.
     db.reindex("c", encoder(), None, &|_, _| {}).expect("back");
-    assert_eq!(db.store().settings("c").expect("settings").generation, Some(2));
+    assert_eq!(
+        db.store().settings("c").expect("settings").generation,
+        Some(2)
+    );
     let out = search::search(&db, encoder(), "c", text, &SearchParams::default()).expect("search");
     assert_eq!(&out.hits[0].id, id);
     drop(db);
@@ -189,8 +210,11 @@ fn reindex_cli_killed_midway_leaves_the_collection_whole_on_its_old_model() {
     let questions = qqp_questions("qqp_bimpm/dev.tsv");
     {
         let db = Database::open(dir.path(), Durability::Flush).expect("opens");
-        db.create_collection("c", &CollectionSettings::for_model(encoder().identity().clone()))
-            .expect("created");
+        db.create_collection(
+            "c",
+            &CollectionSettings::for_model(encoder().identity().clone()),
+        )
+        .expect("created");
         let docs: Vec<NewDocument> = questions[..1500]
             .iter()
             .enumerate()
@@ -224,11 +248,21 @@ fn reindex_cli_killed_midway_leaves_the_collection_whole_on_its_old_model() {
     {
         let db = Database::open(dir.path(), Durability::Flush).expect("reopens after the kill");
         let settings = db.store().settings("c").expect("settings");
-        assert_eq!(settings.model, *encoder().identity(), "still on the old model");
+        assert_eq!(
+            settings.model,
+            *encoder().identity(),
+            "still on the old model"
+        );
         assert_eq!(settings.generation, None);
         assert_eq!(db.store().count("c").expect("count"), 1500);
-        let out = search::search(&db, encoder(), "c", &questions[700], &SearchParams::default())
-            .expect("searches");
+        let out = search::search(
+            &db,
+            encoder(),
+            "c",
+            &questions[700],
+            &SearchParams::default(),
+        )
+        .expect("searches");
         assert_eq!(out.hits[0].id, "q700");
     }
     let trees: Vec<String> = sled::open(dir.path().join("store"))
@@ -238,19 +272,30 @@ fn reindex_cli_killed_midway_leaves_the_collection_whole_on_its_old_model() {
         .map(|n| String::from_utf8_lossy(n).into_owned())
         .filter(|n| n.contains('@'))
         .collect();
-    assert!(trees.is_empty(), "the unfinished generation was dropped: {trees:?}");
+    assert!(
+        trees.is_empty(),
+        "the unfinished generation was dropped: {trees:?}"
+    );
 
     // Run to the end; then `kindred search` without --model uses the collection's model.
     let out = kindred(&["--model", &other, "reindex", "--collection", "c"])
         .output()
         .expect("runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("reindexed c: 1500 documents"), "{stdout}");
     let out = kindred(&["search", "--collection", "c", "--json", &questions[700]])
         .output()
         .expect("runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let hits: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(hits["hits"][0]["id"], "q700", "{hits}");
     // The default model is refused for writes, naming the way out.

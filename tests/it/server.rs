@@ -642,11 +642,31 @@ fn reindex_over_http_keeps_serving_and_survives_a_restart() {
     let url = s.url("/v1/collections/q/reindex");
 
     // Bad requests: not a model directory (422), unknown collection (404), none yet (404).
-    let (st, out) = call("POST", &url, None, Some(&json!({ "model": "/no/such/model" })));
+    let (st, out) = call(
+        "POST",
+        &url,
+        None,
+        Some(&json!({ "model": "/no/such/model" })),
+    );
     assert_eq!((st, code(&out)), (422, "invalid_request"), "{out}");
-    assert!(out["error"]["message"].as_str().unwrap().contains("/no/such/model"), "{out}");
-    let (st, out) = call("POST", &url, None, Some(&json!({ "model": model_dir().path })));
-    assert_eq!((st, code(&out)), (422, "invalid_request"), "same model: {out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/no/such/model"),
+        "{out}"
+    );
+    let (st, out) = call(
+        "POST",
+        &url,
+        None,
+        Some(&json!({ "model": model_dir().path })),
+    );
+    assert_eq!(
+        (st, code(&out)),
+        (422, "invalid_request"),
+        "same model: {out}"
+    );
     let (st, out) = call(
         "POST",
         &s.url("/v1/collections/nope/reindex"),
@@ -682,7 +702,10 @@ fn reindex_over_http_keeps_serving_and_survives_a_restart() {
     assert!(answered >= 2, "only {answered} searches during the reindex");
     let (_, info) = call("GET", &s.url("/v1/collections/q"), None, None);
     let fingerprint = info["settings"]["model"]["fingerprint"].clone();
-    assert_ne!(fingerprint, json!(crate::common::encoder().identity().fingerprint));
+    assert_ne!(
+        fingerprint,
+        json!(crate::common::encoder().identity().fingerprint)
+    );
     assert_eq!(info["settings"]["generation"], 1);
     // Writes use the new model too.
     let (st, out) = call(
@@ -698,7 +721,11 @@ fn reindex_over_http_keeps_serving_and_survives_a_restart() {
     let s = Server::start(dir.path(), &[], &[]);
     let q = json!({ "text": "can I pay using a gift card", "k": 1 });
     let (st, out) = call("POST", &s.url("/v1/collections/q/search"), None, Some(&q));
-    assert_eq!((st, out["hits"][0]["id"].as_str()), (200, Some("late")), "{out}");
+    assert_eq!(
+        (st, out["hits"][0]["id"].as_str()),
+        (200, Some("late")),
+        "{out}"
+    );
     let (_, info) = call("GET", &s.url("/v1/collections/q"), None, None);
     assert_eq!(info["settings"]["model"]["fingerprint"], fingerprint);
     assert_eq!(info["stats"]["documents"], 409);

@@ -294,12 +294,19 @@ fn store_of_format_1_is_migrated_to_format_2() {
     let db = Database::open(dir.path(), Durability::Flush).expect("a format-1 store opens");
     let doc = db.get("faq", "a").expect("reads").expect("kept");
     assert_eq!(doc.text, "how do I reset my password?");
-    assert_eq!(db.store().settings("faq").expect("settings").generation, None);
+    assert_eq!(
+        db.store().settings("faq").expect("settings").generation,
+        None
+    );
     drop(db);
     let version = sled::open(&store)
         .expect("sled")
         .get("format_version")
         .expect("reads")
         .expect("present");
-    assert_eq!(version.as_ref(), 2u32.to_be_bytes(), "stamped with the new version");
+    assert_eq!(
+        version.as_ref(),
+        2u32.to_be_bytes(),
+        "stamped with the new version"
+    );
 }
