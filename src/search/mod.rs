@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::db::Database;
 use crate::error::{Result, UserError};
 use crate::index::lexical::terms;
+use crate::model::heads::Classifier;
 use crate::score::explain::{explain, Explanation, Sentence};
 use crate::score::rerank::Reranker;
 use crate::score::{dot, w2, Tokens, Weights};
@@ -223,7 +224,8 @@ pub struct Hit {
     pub metadata: serde_json::Map<String, serde_json::Value>,
     /// The score the hits are ordered by: s_RCMD with `rerank: rcmd`, else the fused score.
     pub score: f32,
-    /// Calibrated P(duplicate) of (query, hit).
+    /// P(duplicate) of (query, hit): from the model's variational-siamese classifier when the
+    /// model carries one, else from the calibrated logistic model (`calibration` says which).
     pub probability: f32,
     /// Every stage's score and rank.
     pub stages: Stages,
@@ -255,10 +257,19 @@ pub struct SearchOutcome {
     pub candidates: usize,
     /// Where the probabilities come from.
     pub calibration: String,
-    /// The calibration's P(duplicate) threshold (a hit at or above it is a duplicate).
+    /// The P(duplicate) threshold (a hit at or above it is a duplicate).
     pub threshold: f32,
     /// Stage timings.
     pub timings: Timings,
+}
+
+/// Where P(duplicate) comes from when the collection's model carries a variational-siamese
+/// classifier: its probability, judged at 0.5 (it is trained with cross-entropy, so 0.5 is the
+/// accuracy-optimal threshold for calibrated outputs).
+pub const SIAMESE_THRESHOLD: f32 = 0.5;
+
+fn siamese_name(model: &str) -> String {
+    format!("variational-siamese classifier of {model}")
 }
 
 /// Whether a text duplicates stored questions.
@@ -333,19 +344,55 @@ pub fn search(
         w2,
         lexical: lexical?,
     };
-    let mut out = rank(db, collection, (text, &query), params, stages, stages_start)?;
+    let judge = Judge::of(encoder);
+    let mut out = rank(
+        db,
+        collection,
+        (text, &query),
+        params,
+        stages,
+        stages_start,
+        judge,
+    )?;
     out.timings.encode_ms = encode_ms;
     out.timings.total_ms = ms(start);
     Ok(out)
 }
 
-/// Runs a search for an already encoded query.
+/// Runs a search for an already encoded query (probabilities from the calibrated model).
 pub fn search_encoded(
     db: &Database,
     collection: &str,
     text: &str,
     query: &Encoded,
     params: &SearchParams,
+) -> Result<SearchOutcome> {
+    search_judged(db, collection, text, query, params, None)
+}
+
+/// The model's variational-siamese classifier, named, if it carries one.
+#[derive(Clone, Copy)]
+struct Judge<'a> {
+    classifier: &'a Classifier,
+    model: &'a str,
+}
+
+impl<'a> Judge<'a> {
+    fn of(encoder: &'a Encoder) -> Option<Self> {
+        encoder.heads().classifier.as_ref().map(|classifier| Judge {
+            classifier,
+            model: &encoder.identity().id,
+        })
+    }
+}
+
+fn search_judged(
+    db: &Database,
+    collection: &str,
+    text: &str,
+    query: &Encoded,
+    params: &SearchParams,
+    judge: Option<Judge<'_>>,
 ) -> Result<SearchOutcome> {
     validate(params)?;
     let start = Instant::now();
@@ -360,7 +407,7 @@ pub fn search_encoded(
         w2,
         lexical: lexical?,
     };
-    rank(db, collection, (text, query), params, stages, start)
+    rank(db, collection, (text, query), params, stages, start, judge)
 }
 
 /// The lexical first stage (needs only the text, so it runs while the query is encoded).
@@ -416,6 +463,7 @@ fn rank(
     params: &SearchParams,
     stages: FirstStages,
     start: Instant,
+    judge: Option<Judge<'_>>,
 ) -> Result<SearchOutcome> {
     let FirstStages {
         cosine: cosine_ids,
@@ -498,11 +546,13 @@ fn rank(
                     rcmd_forward: forward,
                     rcmd_backward: backward,
                     lexical: features::lexical_similarity(&query_terms, &terms(&doc.text), idf),
-                    siamese: None,
+                    siamese: judge.map(|j| j.classifier.probability(&query.intent, &doc.intent())),
                 };
                 let rcmd = features.rcmd();
                 Hit {
-                    probability: calibrator.probability(&features),
+                    probability: features
+                        .siamese
+                        .unwrap_or_else(|| calibrator.probability(&features)),
                     score: match params.rerank {
                         Rerank::Rcmd => rcmd,
                         Rerank::None => fused_score,
@@ -565,8 +615,14 @@ fn rank(
     Ok(SearchOutcome {
         hits,
         candidates: candidates_scored,
-        calibration: calibrator.fitted_on.clone(),
-        threshold: calibrator.threshold as f32,
+        calibration: match judge {
+            Some(j) => siamese_name(j.model),
+            None => calibrator.fitted_on.clone(),
+        },
+        threshold: match judge {
+            Some(_) => SIAMESE_THRESHOLD,
+            None => calibrator.threshold as f32,
+        },
         timings: Timings {
             encode_ms: 0.0,
             candidates_ms,
@@ -595,9 +651,11 @@ pub fn duplicates(
             .into());
         }
     }
-    let threshold = match threshold {
-        Some(t) => t,
-        None => calibrator_for(db, collection)?.threshold as f32,
+    let judge = Judge::of(encoder);
+    let threshold = match (threshold, judge) {
+        (Some(t), _) => t,
+        (None, Some(_)) => SIAMESE_THRESHOLD,
+        (None, None) => calibrator_for(db, collection)?.threshold as f32,
     };
     validate(params)?;
     db.check_model(collection, encoder.identity())?;
@@ -611,7 +669,7 @@ pub fn duplicates(
         explain: false,
         ..params.clone()
     };
-    let mut outcome = search_encoded(db, collection, text, &query, &pool)?;
+    let mut outcome = search_judged(db, collection, text, &query, &pool, judge)?;
     outcome.timings.encode_ms = encode_ms;
     outcome
         .hits

@@ -393,3 +393,108 @@ fn head_trainers_write_models_whose_heads_change_the_vectors() {
         "heads are part of the fingerprint"
     );
 }
+
+#[test]
+fn a_model_with_a_classifier_judges_duplicates_with_it() {
+    use kindred::db::{Database, NewDocument};
+    use kindred::model::heads::{Classifier, Dense, IntentHead};
+    use kindred::search::{self, SearchParams, SIAMESE_THRESHOLD};
+    use kindred::store::{CollectionSettings, Durability};
+
+    // A hand-set classifier: one hidden unit 1 − 5·ΣW2² (ReLU), logit 10·h − 5: near 1 for
+    // intents that coincide, sigmoid(−5) ≈ 0.007 once ΣW2² ≥ 0.2.
+    let d = encoder().identity().dim;
+    let mut hidden = vec![0.0; 2 * d];
+    hidden[..d].iter_mut().for_each(|w| *w = -5.0);
+    let heads = Heads {
+        intent: Some(IntentHead {
+            mu: Dense::identity(d),
+            logvar: Dense::identity(d),
+        }),
+        classifier: Some(Classifier {
+            hidden: Dense {
+                inputs: 2 * d,
+                outputs: 1,
+                weight: hidden,
+                bias: vec![1.0],
+            },
+            out: Dense {
+                inputs: 1,
+                outputs: 1,
+                weight: vec![10.0],
+                bias: vec![-5.0],
+            },
+        }),
+        ..Heads::default()
+    };
+    let out = tempfile::tempdir().expect("tempdir");
+    let by = TrainedBy::Head {
+        head: "intent",
+        dev: None,
+        options: serde_json::Value::Null,
+    };
+    write_model_dir(model_dir(), out.path(), None, Some(&heads), &by).expect("written");
+    let judged = Encoder::load(
+        &ModelDir::open(out.path()).expect("dir"),
+        EncoderOptions::default(),
+    )
+    .expect("loads");
+
+    let data = tempfile::tempdir().expect("tempdir");
+    let db = Database::open(data.path(), Durability::Flush).expect("opens");
+    db.create_collection(
+        "c",
+        &CollectionSettings::for_model(judged.identity().clone()),
+    )
+    .expect("created");
+    let texts = [
+        "How do I reset my password?",
+        "What is the best way to learn French quickly?",
+        "Why is the sky blue?",
+    ];
+    let docs = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| NewDocument {
+            id: format!("d{i}"),
+            text: t.to_string(),
+            metadata: serde_json::Value::Null,
+        })
+        .collect();
+    db.upsert("c", &judged, docs).expect("stored");
+    let params = SearchParams {
+        k: 3,
+        ..SearchParams::default()
+    };
+    let verdict = search::duplicates(&db, &judged, "c", texts[1], None, &params).expect("judged");
+    assert!(
+        verdict.calibration.contains("variational-siamese"),
+        "{}",
+        verdict.calibration
+    );
+    assert_eq!(verdict.threshold, SIAMESE_THRESHOLD);
+    assert!(
+        verdict.is_duplicate && verdict.probability > 0.99,
+        "{verdict:?}"
+    );
+    assert_eq!(verdict.matches[0].hit.id, "d1");
+    let others: Vec<f32> = verdict.matches[1..]
+        .iter()
+        .map(|m| m.hit.probability)
+        .collect();
+    assert!(others.iter().all(|p| *p < 0.5), "{others:?}");
+    let verdict = search::duplicates(
+        &db,
+        &judged,
+        "c",
+        "Who won the 1998 World Cup?",
+        None,
+        &params,
+    )
+    .expect("judged");
+    assert!(!verdict.is_duplicate, "{verdict:?}");
+    // Search hits carry the same probability.
+    let out = search::search(&db, &judged, "c", texts[0], &params).expect("searched");
+    assert_eq!(out.hits[0].id, "d0");
+    assert!(out.calibration.contains("variational-siamese"));
+}
