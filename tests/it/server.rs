@@ -560,10 +560,8 @@ fn every_error_path_answers_json_with_the_right_status() {
     assert!(err.contains("max_kk"), "{err}");
 }
 
-#[test]
-fn searches_are_answered_while_a_large_batch_is_ingested() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let s = Server::start(dir.path(), &[], &[]);
+/// Creates collection `q` holding the FAQ documents; returns the QQP BiMPM dev questions.
+fn faq_collection_q(s: &Server) -> Vec<String> {
     let (st, _) = call(
         "POST",
         &s.url("/v1/collections"),
@@ -578,12 +576,24 @@ fn searches_are_answered_while_a_large_batch_is_ingested() {
         Some(&json!(faq_docs())),
     );
     assert_eq!(st, 200);
-    let questions = crate::common::qqp_questions("qqp_bimpm/dev.tsv");
-    let body: String = questions[..1500]
+    crate::common::qqp_questions("qqp_bimpm/dev.tsv")
+}
+
+/// NDJSON lines `{"id": "qqp-i", "text": q}`.
+fn ndjson(questions: &[String]) -> String {
+    questions
         .iter()
         .enumerate()
         .map(|(i, q)| format!("{}\n", json!({ "id": format!("qqp-{i}"), "text": q })))
-        .collect();
+        .collect()
+}
+
+#[test]
+fn searches_are_answered_while_a_large_batch_is_ingested() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(dir.path(), &[], &[]);
+    let questions = faq_collection_q(&s);
+    let body = ndjson(&questions[..1500]);
     let url = s.url("/v1/collections/q/documents");
     let ingest =
         std::thread::spawn(move || call_raw(&url, None, "application/x-ndjson", body.as_bytes()));
@@ -612,26 +622,8 @@ fn searches_are_answered_while_a_large_batch_is_ingested() {
 fn reindex_over_http_keeps_serving_and_survives_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(dir.path(), &[], &[]);
-    let (st, _) = call(
-        "POST",
-        &s.url("/v1/collections"),
-        None,
-        Some(&json!({ "name": "q" })),
-    );
-    assert_eq!(st, 201);
-    let (st, _) = call(
-        "POST",
-        &s.url("/v1/collections/q/documents"),
-        None,
-        Some(&json!(faq_docs())),
-    );
-    assert_eq!(st, 200);
-    let questions = crate::common::qqp_questions("qqp_bimpm/dev.tsv");
-    let body: String = questions[..400]
-        .iter()
-        .enumerate()
-        .map(|(i, q)| format!("{}\n", json!({ "id": format!("qqp-{i}"), "text": q })))
-        .collect();
+    let questions = faq_collection_q(&s);
+    let body = ndjson(&questions[..400]);
     let (st, _) = call_raw(
         &s.url("/v1/collections/q/documents"),
         None,
