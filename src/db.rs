@@ -156,11 +156,7 @@ impl Database {
         // No reindex runs yet: generations nobody points at are leftovers of one that stopped.
         store.drop_orphan_generations()?;
         let index_dir = dir.join("indexes");
-        let current: std::collections::HashSet<String> = store
-            .collections()?
-            .into_iter()
-            .map(|(name, s)| s.physical(&name))
-            .collect();
+        let current = store.physical_names()?;
         if let Ok(entries) = std::fs::read_dir(&index_dir) {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();

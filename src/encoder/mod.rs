@@ -161,9 +161,7 @@ impl Encoder {
         texts: &[S],
         progress: impl FnMut(usize),
     ) -> Result<Vec<Encoded>> {
-        let tokenized = self.tokenize_all(texts)?;
-        let refs: Vec<&Tokenized> = tokenized.iter().collect();
-        self.encode_tokenized_with_progress(&refs, true, progress)
+        self.encode_texts(texts, true, progress)
     }
 
     /// Like [`Encoder::encode_with_progress`] but ignoring the learned heads: the mean-pooled
@@ -173,9 +171,18 @@ impl Encoder {
         texts: &[S],
         progress: impl FnMut(usize),
     ) -> Result<Vec<Encoded>> {
+        self.encode_texts(texts, false, progress)
+    }
+
+    fn encode_texts<S: AsRef<str>>(
+        &self,
+        texts: &[S],
+        with_heads: bool,
+        progress: impl FnMut(usize),
+    ) -> Result<Vec<Encoded>> {
         let tokenized = self.tokenize_all(texts)?;
         let refs: Vec<&Tokenized> = tokenized.iter().collect();
-        self.encode_tokenized_with_progress(&refs, false, progress)
+        self.encode_tokenized_with_progress(&refs, with_heads, progress)
     }
 
     /// Tokenizes every text (checking each) before any is encoded.

@@ -310,15 +310,20 @@ impl Store {
         Ok(())
     }
 
+    /// The physical names of every collection's current generation.
+    pub fn physical_names(&self) -> Result<std::collections::HashSet<String>> {
+        Ok(self
+            .collections()?
+            .into_iter()
+            .map(|(name, s)| s.physical(&name))
+            .collect())
+    }
+
     /// Drops the document trees of generations no collection points at: a reindex that
     /// stopped before switching (crash, error), or the old generation of one that crashed
     /// between switching and cleaning up. Call when no reindex runs. Returns how many went.
     pub fn drop_orphan_generations(&self) -> Result<usize> {
-        let current: std::collections::HashSet<String> = self
-            .collections()?
-            .into_iter()
-            .map(|(name, s)| s.physical(&name))
-            .collect();
+        let current = self.physical_names()?;
         let mut orphans = std::collections::BTreeSet::new();
         for raw in self.db.tree_names() {
             let tree = String::from_utf8_lossy(&raw).into_owned();

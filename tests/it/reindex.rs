@@ -21,6 +21,16 @@ fn doc(id: String, text: &str) -> NewDocument {
     }
 }
 
+/// The sled tree names of the database in `dir` (opened directly, so the database is closed).
+fn tree_names(dir: &std::path::Path) -> Vec<String> {
+    sled::open(dir.join("store"))
+        .expect("sled")
+        .tree_names()
+        .iter()
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .collect()
+}
+
 /// Runs `f` with the encoder of the collection's current model, once more if the model
 /// changed under it (what the server does).
 fn with_encoder<T>(
@@ -194,11 +204,8 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
     let out = search::search(&db, encoder(), "c", text, &SearchParams::default()).expect("search");
     assert_eq!(&out.hits[0].id, id);
     drop(db);
-    let names: Vec<String> = sled::open(dir.path().join("store"))
-        .expect("sled")
-        .tree_names()
-        .iter()
-        .map(|n| String::from_utf8_lossy(n).into_owned())
+    let names: Vec<String> = tree_names(dir.path())
+        .into_iter()
         .filter(|n| n.starts_with("docs/"))
         .collect();
     assert_eq!(names, vec!["docs/c@2"]);
@@ -265,11 +272,8 @@ fn reindex_cli_killed_midway_leaves_the_collection_whole_on_its_old_model() {
         .expect("searches");
         assert_eq!(out.hits[0].id, "q700");
     }
-    let trees: Vec<String> = sled::open(dir.path().join("store"))
-        .expect("sled")
-        .tree_names()
-        .iter()
-        .map(|n| String::from_utf8_lossy(n).into_owned())
+    let trees: Vec<String> = tree_names(dir.path())
+        .into_iter()
         .filter(|n| n.contains('@'))
         .collect();
     assert!(
