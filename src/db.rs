@@ -114,10 +114,14 @@ struct Indexes {
 
 impl Indexes {
     fn empty(settings: CollectionSettings, physical: String) -> Self {
-        let (d, p) = (settings.model.dim, settings.hnsw);
+        let (d, k, p) = (
+            settings.model.dim,
+            settings.model.intent_dim(),
+            settings.hnsw,
+        );
         Indexes {
             cosine: RwLock::new(VectorIndex::build(Metric::Cosine, d, p, &[])),
-            w2: RwLock::new(VectorIndex::build(Metric::L2, 2 * d, p, &[])),
+            w2: RwLock::new(VectorIndex::build(Metric::L2, 2 * k, p, &[])),
             lexical: Arc::new(LexicalIndex::new()),
             settings,
             physical,
@@ -621,7 +625,7 @@ impl Database {
     /// External ids of the k nearest documents by cosine of sentence vectors, best first.
     pub fn cosine_ids(&self, name: &str, sentence: &[f32], k: usize) -> Result<Vec<String>> {
         let ix = self.indexes(name)?;
-        same_dim(name, &ix, sentence.len())?;
+        same_dim(name, &ix, "sentence", ix.settings.model.dim, sentence.len())?;
         let hits = ix.cosine.read().expect("lock").search(sentence, k);
         self.external_ids(name, hits)
     }
@@ -629,7 +633,13 @@ impl Database {
     /// External ids of the k nearest documents by W2 of intents, nearest first.
     pub fn w2_ids(&self, name: &str, intent: &Gaussian, k: usize) -> Result<Vec<String>> {
         let ix = self.indexes(name)?;
-        same_dim(name, &ix, intent.mu.len())?;
+        same_dim(
+            name,
+            &ix,
+            "intent",
+            ix.settings.model.intent_dim(),
+            intent.mu.len(),
+        )?;
         let hits = ix.w2.read().expect("lock").search(&embed(intent), k);
         self.external_ids(name, hits)
     }
@@ -712,10 +722,14 @@ impl Database {
         let seq = self.store.seq(name)?;
         let physical = settings.physical(name);
         let dir = self.index_dir.join(&physical);
-        let (d, p) = (settings.model.dim, settings.hnsw);
+        let (d, k, p) = (
+            settings.model.dim,
+            settings.model.intent_dim(),
+            settings.hnsw,
+        );
         let loaded = (
             VectorIndex::load(&dir, "cosine", Metric::Cosine, d, p, seq)?,
-            VectorIndex::load(&dir, "w2", Metric::L2, 2 * d, p, seq)?,
+            VectorIndex::load(&dir, "w2", Metric::L2, 2 * k, p, seq)?,
         );
         let lexical = LexicalIndex::new();
         let saved_seq = loaded.0.is_some() && loaded.1.is_some();
@@ -767,9 +781,9 @@ impl Database {
         if let Some(p) = &self.progress {
             p("building indexes", 0, total);
         }
-        let d = settings.model.dim;
+        let (d, k) = (settings.model.dim, settings.model.intent_dim());
         let cosine = VectorIndex::build(Metric::Cosine, d, settings.hnsw, &sentences);
-        let w2 = VectorIndex::build(Metric::L2, 2 * d, settings.hnsw, &intents);
+        let w2 = VectorIndex::build(Metric::L2, 2 * k, settings.hnsw, &intents);
         if let Some(p) = &self.progress {
             p("building indexes", total, total);
         }
@@ -794,26 +808,29 @@ impl Drop for Database {
     }
 }
 
-/// Refuses a query vector of another dimension than the indexes' (a query encoded by the old
-/// model just as a reindex switched).
-fn same_dim(name: &str, ix: &Indexes, dim: usize) -> Result<()> {
-    if dim == ix.settings.model.dim {
+/// Refuses a query `what` vector (sentence or intent) of another dimension than the indexes'
+/// `expected` (a query encoded by the old model just as a reindex switched).
+fn same_dim(name: &str, ix: &Indexes, what: &str, expected: usize, dim: usize) -> Result<()> {
+    if dim == expected {
         return Ok(());
     }
     Err(UserError::ModelMismatch {
         collection: name.into(),
         expected: format!(
-            "{} ({} dimensions)",
-            ix.settings.model.id, ix.settings.model.dim
+            "{} ({expected}-dimensional {what} vectors)",
+            ix.settings.model.id
         ),
-        found: format!("a query vector of {dim} dimensions"),
+        found: format!("a query {what} vector of {dim} dimensions"),
     }
     .into())
 }
 
 /// Refuses `model` unless it is the one `settings` says the collection's vectors come from.
 fn check_model(name: &str, settings: &CollectionSettings, model: &ModelIdentity) -> Result<()> {
-    if settings.model.fingerprint != model.fingerprint || settings.model.dim != model.dim {
+    if settings.model.fingerprint != model.fingerprint
+        || settings.model.dim != model.dim
+        || settings.model.intent_dim() != model.intent_dim()
+    {
         return Err(UserError::ModelMismatch {
             collection: name.into(),
             expected: format!("{} ({})", settings.model.id, settings.model.fingerprint),

@@ -415,6 +415,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 println!("id:          {}", identity.id);
                 println!("fingerprint: {}", identity.fingerprint);
                 println!("dim:         {}", identity.dim);
+                println!("intent dim:  {}", identity.intent_dim());
                 println!("layers:      {}", dir.config.num_hidden_layers);
                 println!("max length:  {} wordpieces", identity.max_len);
             }

@@ -61,6 +61,11 @@ pub struct HeadArgs {
 pub struct IntentArgs {
     #[command(flatten)]
     pub head: HeadArgs,
+    /// Intent dimension k (μ and σ each; the W2 index holds 2k). Default: the model dimension,
+    /// starting from the moment-matched intents; a smaller k starts from their top-k principal
+    /// directions.
+    #[arg(long, value_name = "K")]
+    pub dim: Option<usize>,
     /// Hidden units of the classifier.
     #[arg(long, default_value_t = 128)]
     pub hidden: usize,
@@ -122,6 +127,7 @@ fn finish_head(
 pub fn intent(base: &ModelDir, encoder: &Encoder, args: &IntentArgs) -> Result<()> {
     let h = &args.head;
     let options = IntentOptions {
+        dim: args.dim,
         hidden: args.hidden,
         batch_size: h.batch,
         learning_rate: h.lr,
@@ -216,8 +222,9 @@ fn distinct_texts(train: &[LabelledPair], dev: &[LabelledPair]) -> u64 {
 #[derive(Debug, ClapArgs)]
 pub struct PairArgs {
     /// Labelled pair files to train on: label<TAB>question1<TAB>question2[<TAB>id], e.g.
-    /// ../shared/data/qqp_bimpm/dev.tsv or a verdicts export of the review UI. Files named
-    /// test* are refused.
+    /// ../shared/data/qqp_bimpm/dev.tsv or a verdicts export of the review UI. STS-B and SICK
+    /// files (e.g. ../shared/data/stsb/sts-train.csv) are read too: gold >= 4 is a duplicate,
+    /// <= 2 a non-duplicate, the rest left out. Files named like a test split are refused.
     #[arg(long, required = true, num_args = 1.., value_name = "FILE")]
     pub pairs: Vec<PathBuf>,
     /// Labelled pairs to select the best model on. Default: the last --dev-split of the

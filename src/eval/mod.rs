@@ -16,7 +16,10 @@ use crate::search::features::{lexical_similarity, PairFeatures};
 use crate::Encoder;
 use serde::{Deserialize, Serialize};
 
-pub use pairs::{read_pairs, read_scored_pairs, LabelledPair, ScoredPair};
+pub use pairs::{
+    is_graded_file, read_graded_as_labelled, read_pairs, read_scored_pairs, LabelledPair,
+    ScoredPair,
+};
 
 /// Scores labelled pairs: encodes each distinct text once (reporting texts done to
 /// `progress`) and computes every [`PairFeatures`]. IDF comes from `lexicon` (a collection's),

@@ -76,6 +76,37 @@ mod tests {
         let e = read_pairs(&p).unwrap_err().to_string();
         assert!(e.contains("line 2") && e.contains("\"yes\""), "{e}");
     }
+
+    #[test]
+    fn graded_files_become_labelled_pairs_by_threshold() {
+        let dir = tempfile::tempdir().unwrap();
+        let sts = dir.path().join("sts-train.csv");
+        std::fs::write(
+            &sts,
+            "g\tf\t2012\t1\t5.000\tA plane takes off.\tAn airplane takes off.\n\
+             g\tf\t2012\t2\t3.000\tA man plays.\tA man sings.\n\
+             g\tf\t2012\t3\t0.500\tA cat eats.\tThe market fell.\n",
+        )
+        .unwrap();
+        let sick = dir.path().join("SICK_train.txt");
+        std::fs::write(
+            &sick,
+            "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n\
+             1\tKids play.\tChildren play.\t4.5\tENTAILMENT\n",
+        )
+        .unwrap();
+        let qqp = dir.path().join("dev.tsv");
+        std::fs::write(&qqp, "1\ta\tb\t7\n").unwrap();
+        assert!(is_graded_file(&sts).unwrap() && is_graded_file(&sick).unwrap());
+        assert!(!is_graded_file(&qqp).unwrap());
+        let pairs = read_graded_as_labelled(&sts).unwrap();
+        assert_eq!(pairs.len(), 2, "the 3.0 pair is left out");
+        assert!(pairs[0].duplicate && !pairs[1].duplicate);
+        assert_eq!(pairs[1].b, "The market fell.");
+        let pairs = read_graded_as_labelled(&sick).unwrap();
+        assert_eq!(pairs.len(), 1);
+        assert!(pairs[0].duplicate && pairs[0].a == "Kids play.");
+    }
 }
 
 /// A pair with a graded similarity (STS-B, SICK).
@@ -87,6 +118,49 @@ pub struct ScoredPair {
     pub b: String,
     /// Gold similarity (STS-B 0-5, SICK relatedness 1-5).
     pub gold: f64,
+}
+
+/// Gold similarity at or above which a graded pair counts as a duplicate for training.
+pub const GRADED_DUPLICATE: f64 = 4.0;
+/// Gold similarity at or below which a graded pair counts as a non-duplicate for training.
+pub const GRADED_DISTINCT: f64 = 2.0;
+
+/// True when `path` is an STS-B or SICK file rather than a labelled-pair file: a SICK header,
+/// or a first line whose fifth column is a score and whose first is not a 0/1 label.
+pub fn is_graded_file(path: &Path) -> Result<bool> {
+    let raw = std::fs::read(path).map_err(io_err(format!("reading {}", path.display())))?;
+    let text = String::from_utf8_lossy(&raw);
+    let Some(first) = text.lines().find(|l| !l.trim().is_empty()) else {
+        return Ok(false);
+    };
+    let cols: Vec<&str> = first.split('\t').collect();
+    Ok(first.starts_with("pair_ID\t")
+        || (cols.len() >= 7
+            && !matches!(cols[0].trim(), "0" | "1")
+            && cols[4].trim().parse::<f64>().is_ok()))
+}
+
+/// Reads an STS-B or SICK file as labelled pairs for training: gold ≥ [`GRADED_DUPLICATE`] is a
+/// duplicate, ≤ [`GRADED_DISTINCT`] a non-duplicate; the pairs between are left out (their
+/// label would be a guess).
+pub fn read_graded_as_labelled(path: &Path) -> Result<Vec<LabelledPair>> {
+    Ok(read_scored_pairs(path)?
+        .into_iter()
+        .filter_map(|p| {
+            let duplicate = if p.gold >= GRADED_DUPLICATE {
+                true
+            } else if p.gold <= GRADED_DISTINCT {
+                false
+            } else {
+                return None;
+            };
+            Some(LabelledPair {
+                a: p.a,
+                b: p.b,
+                duplicate,
+            })
+        })
+        .collect())
 }
 
 /// Reads an STS-B file (`genre<TAB>file<TAB>year<TAB>id<TAB>score<TAB>s1<TAB>s2[...]`) or a SICK

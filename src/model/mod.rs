@@ -178,6 +178,17 @@ pub struct ModelIdentity {
     pub dim: usize,
     /// Maximum sequence length in wordpieces.
     pub max_len: usize,
+    /// Intent dimension k when a learned intent head makes it differ from `dim` (absent: the
+    /// intents have `dim` dimensions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent_dim: Option<usize>,
+}
+
+impl ModelIdentity {
+    /// Dimension of the intents (μ and σ each): the W2 index holds `2 ×` this.
+    pub fn intent_dim(&self) -> usize {
+        self.intent_dim.unwrap_or(self.dim)
+    }
 }
 
 impl ModelDir {
@@ -253,17 +264,23 @@ impl ModelDir {
     pub fn identity(&self) -> Result<ModelIdentity> {
         let weights = sha256_file(&self.weights_path())?;
         let heads_path = self.path.join(heads::HEADS_FILE);
-        let fingerprint = if heads_path.is_file() {
+        let dim = self.config.hidden_size;
+        let (fingerprint, intent_dim) = if heads_path.is_file() {
             let both = format!("{weights}:{}", sha256_file(&heads_path)?);
-            hex(&Sha256::digest(both.as_bytes()))
+            let intent = heads::Heads::load(&self.path, dim)?.intent;
+            (
+                hex(&Sha256::digest(both.as_bytes())),
+                intent.map(|i| i.dim()).filter(|&k| k != dim),
+            )
         } else {
-            weights
+            (weights, None)
         };
         Ok(ModelIdentity {
             id: self.id.clone(),
             fingerprint: format!("sha256:{fingerprint}"),
-            dim: self.config.hidden_size,
+            dim,
             max_len: self.max_len,
+            intent_dim,
         })
     }
 }

@@ -7,7 +7,7 @@
 use crate::error::{Result, UserError};
 
 /// The format this build writes.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format this build can migrate from.
 pub const OLDEST_SUPPORTED: u32 = 1;
 
@@ -22,12 +22,20 @@ pub struct Step {
 }
 
 /// The steps, in order.
-pub const STEPS: &[Step] = &[Step {
-    from: 1,
-    what: "generations (migrations/0002_generations.md): nothing to rewrite",
-    // A format-1 collection has no `generation`, which format 2 reads as "the plain name".
-    run: |_| Ok(()),
-}];
+pub const STEPS: &[Step] = &[
+    Step {
+        from: 1,
+        what: "generations (migrations/0002_generations.md): nothing to rewrite",
+        // A format-1 collection has no `generation`, which format 2 reads as "the plain name".
+        run: |_| Ok(()),
+    },
+    Step {
+        from: 2,
+        what: "intent dimension (migrations/0003_intent_dim.md): nothing to rewrite",
+        // A format-2 model identity has no `intent_dim`: its intents have the model dimension.
+        run: |_| Ok(()),
+    },
+];
 
 /// Checks `found` against this build and runs the steps it needs; returns the steps run.
 pub fn check_and_migrate(db: &sled::Db, found: u32, path: &std::path::Path) -> Result<usize> {

@@ -298,6 +298,11 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
+    /// A number in `[0, 1)`.
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     /// A number in `0..n` (0 when n is 0).
     pub fn below(&mut self, n: usize) -> usize {
         if n == 0 {

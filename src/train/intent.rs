@@ -2,9 +2,12 @@
 //! (papers/variational-siamese-wasserstein-quora.txt §4; design.md §3), trained together on
 //! labelled pairs with the encoder frozen.
 //!
-//! Each text's moment-matched intent (μ₀, σ₀ of its content token vectors) goes through the
-//! intent head — μ = W_μ·μ₀ + b_μ, log σ² = W_σ·log σ₀² + b_σ, both starting at the identity, so
-//! training starts from the moment-matched intents — and a pair's intents feed an MLP over
+//! Each text's moment-matched intent (μ₀, σ₀ of its content token vectors, d dimensions) goes
+//! through the intent head — μ = W_μ·μ₀ + b_μ, log σ² = W_σ·log σ₀² + b_σ, of a chosen dimension
+//! k ≤ d. Training starts from the moment-matched intents: at k = d both maps start as the
+//! identity; at k < d as the projection onto the top-k principal directions of the training
+//! texts' μ₀ (resp. log σ₀²), the best k-dimensional linear summary of them
+//! ([`initial_projection`]). A pair's intents feed an MLP over
 //! [(μ₁−μ₂)² + (σ₁−σ₂)², μ₁⊙μ₂] (the per-dimension squared 2-Wasserstein terms, and the
 //! agreement of the means), trained with binary cross-entropy on the labels. The features are
 //! symmetric in the two questions. The head and the MLP are selected on dev AUC.
@@ -14,6 +17,7 @@ use burn::nn::{Linear, LinearConfig};
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor, TensorData};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::data::SplitMix64;
@@ -21,12 +25,15 @@ use super::transition::{dense_of, scalar};
 use super::{encode_texts, TextIndex};
 use crate::error::{Result, UserError};
 use crate::eval::{metrics, LabelledPair};
-use crate::model::heads::{Classifier, IntentHead};
+use crate::model::heads::{Classifier, Dense, IntentHead};
 use crate::Encoder;
 
 /// Intent-head and classifier settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IntentOptions {
+    /// Intent dimension k (None: the model dimension d). At most d.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dim: Option<usize>,
     /// Hidden units of the classifier.
     pub hidden: usize,
     /// Pairs per batch.
@@ -44,6 +51,7 @@ pub struct IntentOptions {
 impl Default for IntentOptions {
     fn default() -> Self {
         IntentOptions {
+            dim: None,
             hidden: 128,
             batch_size: 64,
             learning_rate: 1e-3,
@@ -142,6 +150,16 @@ pub fn train_intent(
     train.iter().chain(dev).for_each(|p| texts.add_pair(p));
     let encoded = encode_texts(encoder, &texts, false, progress)?;
     let d = encoder.identity().dim;
+    let k = options.dim.unwrap_or(d);
+    if k == 0 || k > d {
+        return Err(UserError::InvalidArgument {
+            name: "--dim",
+            reason: format!(
+                "{k}; the intent dimension must be between 1 and the model dimension {d}"
+            ),
+        }
+        .into());
+    }
     let floor = options.sigma_floor;
     let mu0: Vec<Vec<f32>> = encoded.iter().map(|e| e.intent.mu.clone()).collect();
     let logvar0: Vec<Vec<f32>> = encoded
@@ -156,10 +174,21 @@ pub fn train_intent(
         .collect();
 
     let device = encoder.options().device.device()?.autodiff();
+    // Start from the moment-matched intents of the training texts (dev texts left out).
+    let start = |table: &[Vec<f32>], keep_level: bool| {
+        let mut seen = std::collections::HashSet::new();
+        let rows: Vec<&[f32]> = train
+            .iter()
+            .flat_map(|p| [texts.id(&p.a), texts.id(&p.b)])
+            .filter(|&i| seen.insert(i))
+            .map(|i| table[i].as_slice())
+            .collect();
+        linear_of(&initial_projection(&rows, k, keep_level), &device)
+    };
     let mut net = Siamese {
-        mu: identity_linear(d, &device),
-        logvar: identity_linear(d, &device),
-        hidden: LinearConfig::new(2 * d, options.hidden).init(&device),
+        mu: start(&mu0, false),
+        logvar: start(&logvar0, true),
+        hidden: LinearConfig::new(2 * k, options.hidden).init(&device),
         out: LinearConfig::new(options.hidden, 1).init(&device),
         floor,
     };
@@ -265,17 +294,190 @@ pub fn train_intent(
     })
 }
 
-/// A d→d linear layer starting as the identity.
-fn identity_linear(d: usize, device: &Device) -> Linear {
-    let mut l = LinearConfig::new(d, d).init(device);
-    l.weight = Param::from_tensor(Tensor::<2>::eye(d, device));
-    l.bias = Some(Param::from_tensor(Tensor::<1>::zeros([d], device)));
+/// A burn linear layer computing `dense` (burn keeps the weight as `[inputs, outputs]`).
+fn linear_of(dense: &Dense, device: &Device) -> Linear {
+    let (i, o) = (dense.inputs, dense.outputs);
+    let mut l = LinearConfig::new(i, o).init(device);
+    let transposed: Vec<f32> = (0..i * o)
+        .map(|n| dense.weight[(n % o) * i + n / o])
+        .collect();
+    l.weight = Param::from_tensor(Tensor::<2>::from_data(
+        TensorData::new(transposed, [i, o]),
+        device,
+    ));
+    l.bias = Some(Param::from_tensor(Tensor::<1>::from_data(
+        TensorData::new(dense.bias.clone(), [o]),
+        device,
+    )));
     l
+}
+
+/// Where an intent map starts, from the d-dimensional inputs it will see (`rows`): the identity
+/// when k = d; else x ↦ P·(x − m) with P the top-k principal directions of `rows` and m their
+/// mean, plus — when `keep_level` (the log-variance map) — the mean over dimensions of m, so
+/// the variances start at their typical size rather than at 1.
+pub fn initial_projection(rows: &[&[f32]], k: usize, keep_level: bool) -> Dense {
+    let d = rows.first().map_or(0, |r| r.len());
+    if k == d || rows.is_empty() {
+        return Dense::identity(k);
+    }
+    let n = rows.len() as f64;
+    let mut mean = vec![0.0f64; d];
+    for r in rows {
+        mean.iter_mut()
+            .zip(*r)
+            .for_each(|(m, &x)| *m += f64::from(x) / n);
+    }
+    let p = principal_directions(rows, &mean, k);
+    let level = if keep_level {
+        mean.iter().sum::<f64>() / d as f64
+    } else {
+        0.0
+    };
+    let bias = p
+        .iter()
+        .map(|row| (level - row.iter().zip(&mean).map(|(w, m)| w * m).sum::<f64>()) as f32)
+        .collect();
+    Dense {
+        inputs: d,
+        outputs: k,
+        weight: p.iter().flatten().map(|&w| w as f32).collect(),
+        bias,
+    }
+}
+
+/// The top-k eigenvectors (unit rows, largest eigenvalue first) of the covariance of `rows`
+/// about `mean`, by subspace iteration with Gram–Schmidt and a final Rayleigh-quotient sort.
+pub fn principal_directions(rows: &[&[f32]], mean: &[f64], k: usize) -> Vec<Vec<f64>> {
+    let d = mean.len();
+    let cov = rows
+        .par_chunks(1024)
+        .map(|chunk| {
+            let mut c = vec![0.0f64; d * d];
+            for r in chunk {
+                let x: Vec<f64> = r.iter().zip(mean).map(|(&v, m)| f64::from(v) - m).collect();
+                for (i, xi) in x.iter().enumerate() {
+                    c[i * d..(i + 1) * d]
+                        .iter_mut()
+                        .zip(&x)
+                        .for_each(|(c, xj)| *c += xi * xj);
+                }
+            }
+            c
+        })
+        .reduce(
+            || vec![0.0; d * d],
+            |mut a, b| {
+                a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+                a
+            },
+        );
+    let times = |v: &[f64]| -> Vec<f64> {
+        cov.chunks_exact(d)
+            .map(|row| row.iter().zip(v).map(|(c, x)| c * x).sum())
+            .collect()
+    };
+    let mut rng = SplitMix64(7);
+    let mut q: Vec<Vec<f64>> = (0..k)
+        .map(|_| (0..d).map(|_| rng.next_f64() - 0.5).collect())
+        .collect();
+    orthonormalise(&mut q);
+    for _ in 0..200 {
+        let mut next: Vec<Vec<f64>> = q.par_iter().map(|v| times(v)).collect();
+        orthonormalise(&mut next);
+        q = next;
+    }
+    let rayleigh = |v: &Vec<f64>| times(v).iter().zip(v).map(|(a, b)| a * b).sum::<f64>();
+    let mut ranked: Vec<(f64, Vec<f64>)> = q.into_iter().map(|v| (rayleigh(&v), v)).collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+    ranked.into_iter().map(|(_, v)| v).collect()
+}
+
+/// Modified Gram–Schmidt in place; a column that vanishes is replaced by a unit axis vector
+/// orthogonal to the others (data of rank < k).
+fn orthonormalise(q: &mut [Vec<f64>]) {
+    for i in 0..q.len() {
+        let (done, rest) = q.split_at_mut(i);
+        let v = &mut rest[0];
+        for _pass in 0..2 {
+            for u in done.iter() {
+                let dot: f64 = u.iter().zip(v.iter()).map(|(a, b)| a * b).sum();
+                v.iter_mut().zip(u).for_each(|(x, u)| *x -= dot * u);
+            }
+        }
+        let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        if norm > 1e-12 {
+            v.iter_mut().for_each(|x| *x /= norm);
+        } else {
+            let axis = (0..v.len())
+                .find(|&a| done.iter().all(|u| u[a].abs() < 0.5))
+                .unwrap_or(0);
+            v.iter_mut()
+                .enumerate()
+                .for_each(|(j, x)| *x = f64::from(u8::from(j == axis)));
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn principal_directions_find_the_axes_of_largest_spread() {
+        // Spread 9 along e2, 4 along e0, 1 along e1, nothing along e3.
+        let mut rng = SplitMix64(3);
+        let rows: Vec<Vec<f32>> = (0..2000)
+            .map(|_| {
+                let mut g = || (rng.next_f64() - 0.5) as f32;
+                vec![2.0 * g() + 1.0, g(), 3.0 * g() - 2.0, 5.0]
+            })
+            .collect();
+        let refs: Vec<&[f32]> = rows.iter().map(Vec::as_slice).collect();
+        let p = initial_projection(&refs, 2, false);
+        assert_eq!((p.inputs, p.outputs), (4, 2));
+        let axis = |r: usize| p.weight[r * 4..(r + 1) * 4].to_vec();
+        assert!(
+            axis(0)[2].abs() > 0.99,
+            "first direction is e2: {:?}",
+            axis(0)
+        );
+        assert!(
+            axis(1)[0].abs() > 0.99,
+            "second direction is e0: {:?}",
+            axis(1)
+        );
+        // Centred: the mean maps to zero.
+        let mean_out = p.forward(&[1.0, 0.0, -2.0, 5.0]);
+        assert!(mean_out.iter().all(|v| v.abs() < 0.05), "{mean_out:?}");
+        // The log-variance map keeps the mean level of its inputs.
+        let lv = initial_projection(&refs, 2, true);
+        let level = (1.0 + 0.0 - 2.0 + 5.0) / 4.0;
+        let out = lv.forward(&[1.0, 0.0, -2.0, 5.0]);
+        assert!(out.iter().all(|v| (v - level).abs() < 0.05), "{out:?}");
+        // k = d keeps the moment-matched intents.
+        assert_eq!(initial_projection(&refs, 4, true), Dense::identity(4));
+    }
+
+    #[test]
+    fn linear_of_computes_the_dense_map() {
+        let dense = Dense {
+            inputs: 3,
+            outputs: 2,
+            weight: vec![1.0, 2.0, 3.0, -1.0, 0.5, 0.0],
+            bias: vec![0.25, -0.5],
+        };
+        let device = Device::flex();
+        let l = linear_of(&dense, &device);
+        let x = Tensor::<2>::from_data(TensorData::new(vec![1.0f32, -2.0, 0.5], [1, 3]), &device);
+        let y = l.forward(x).into_data().try_to_vec::<f32>().expect("f32");
+        let want = dense.forward(&[1.0, -2.0, 0.5]);
+        assert!(
+            y.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-6),
+            "{y:?} vs {want:?}"
+        );
+        assert_eq!(dense_of(&l).expect("dense"), dense);
+    }
 
     #[test]
     fn bce_matches_the_formula() {

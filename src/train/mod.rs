@@ -64,14 +64,15 @@ pub fn pair_auc(encoder: &Encoder, pairs: &[LabelledPair]) -> Result<f64> {
 }
 
 /// Reads and concatenates pair files, refusing any whose path names a test split (kindred
-/// never trains on test data by accident).
+/// never trains on test data by accident). STS-B and SICK files are read too, their graded
+/// pairs labelled by [`crate::eval::read_graded_as_labelled`].
 pub fn read_training_pairs(paths: &[std::path::PathBuf]) -> Result<Vec<LabelledPair>> {
     let mut pairs = Vec::new();
     for path in paths {
         let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase());
         if name
             .as_deref()
-            .is_some_and(|n| n.starts_with("test") || n.contains("_test"))
+            .is_some_and(|n| n.starts_with("test") || n.contains("_test") || n.contains("-test"))
         {
             return Err(UserError::InvalidArgument {
                 name: "--pairs",
@@ -84,7 +85,11 @@ pub fn read_training_pairs(paths: &[std::path::PathBuf]) -> Result<Vec<LabelledP
             }
             .into());
         }
-        pairs.extend(crate::eval::read_pairs(path)?);
+        if crate::eval::is_graded_file(path)? {
+            pairs.extend(crate::eval::read_graded_as_labelled(path)?);
+        } else {
+            pairs.extend(crate::eval::read_pairs(path)?);
+        }
     }
     Ok(pairs)
 }
@@ -190,5 +195,30 @@ pub(crate) fn encode_texts(
         encoder.encode_with_progress(&texts.texts, progress)
     } else {
         encoder.encode_without_heads(&texts.texts, progress)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_splits_are_refused_and_graded_files_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = "g\tf\t2012\t1\t4.500\tA plane takes off.\tAn airplane takes off.\n";
+        for name in ["sts-test.csv", "SICK_test_annotated.txt", "test.tsv"] {
+            let p = dir.path().join(name);
+            std::fs::write(&p, line).unwrap();
+            let e = read_training_pairs(&[p]).unwrap_err().to_string();
+            assert!(e.contains("test split"), "{name}: {e}");
+        }
+        let sts = dir.path().join("sts-train.csv");
+        std::fs::write(&sts, line).unwrap();
+        let qqp = dir.path().join("dev.tsv");
+        std::fs::write(&qqp, "0\ta\tb\n").unwrap();
+        let pairs = read_training_pairs(&[qqp, sts]).unwrap();
+        assert_eq!(pairs.len(), 2);
+        assert!(!pairs[0].duplicate && pairs[1].duplicate);
+        assert_eq!(pairs[1].b, "An airplane takes off.");
     }
 }

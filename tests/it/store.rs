@@ -167,12 +167,12 @@ fn vectors_of_another_model_are_refused() {
 fn store_of_a_newer_format_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     drop(new_db(dir.path()));
-    Store::stamp_format_version_for_tests(&dir.path().join("store"), 3).expect("stamps");
+    Store::stamp_format_version_for_tests(&dir.path().join("store"), 4).expect("stamps");
     let err = Database::open(dir.path(), Durability::Flush).expect_err("refused");
     assert_eq!(
         err.to_string(),
         format!(
-            "cannot open the store at {}: it has format version 3, newer than this kindred's 2; \
+            "cannot open the store at {}: it has format version 4, newer than this kindred's 3; \
              upgrade kindred to open it",
             dir.path().join("store").display()
         )
@@ -279,7 +279,7 @@ fn readers_keep_reading_while_a_writer_writes() {
 }
 
 #[test]
-fn store_of_format_1_is_migrated_to_format_2() {
+fn store_of_format_1_is_migrated_to_the_current_format() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = new_db(dir.path());
     db.upsert(
@@ -306,7 +306,7 @@ fn store_of_format_1_is_migrated_to_format_2() {
         .expect("present");
     assert_eq!(
         version.as_ref(),
-        2u32.to_be_bytes(),
+        3u32.to_be_bytes(),
         "stamped with the new version"
     );
 }

@@ -311,8 +311,13 @@ fn head_trainers_write_models_whose_heads_change_the_vectors() {
     let slice_s = slice.to_str().expect("utf8");
     let t_out = work.path().join("with-transition");
     let i_out = work.path().join("with-intent");
-    for (kind, out) in [("transition", &t_out), ("intent", &i_out)] {
-        let run = kindred(&[
+    let k_out = work.path().join("with-intent-32");
+    for (kind, out, dim) in [
+        ("transition", &t_out, None),
+        ("intent", &i_out, None),
+        ("intent", &k_out, Some("32")),
+    ] {
+        let mut args = vec![
             "train",
             kind,
             "--model",
@@ -326,9 +331,9 @@ fn head_trainers_write_models_whose_heads_change_the_vectors() {
             "--epochs",
             "3",
             "--json",
-        ])
-        .output()
-        .expect("runs");
+        ];
+        args.extend(dim.map(|k| ["--dim", k]).into_iter().flatten());
+        let run = kindred(&args).output().expect("runs");
         assert!(
             run.status.success(),
             "{kind}: {}",
@@ -392,6 +397,84 @@ fn head_trainers_write_models_whose_heads_change_the_vectors() {
         model_dir().identity().expect("id").fingerprint,
         "heads are part of the fingerprint"
     );
+    assert_eq!(i_dir.identity().expect("id").intent_dim, None);
+
+    // An intent head of a chosen dimension: 32-dimensional intents, a 64-wide W2 index.
+    let k_dir = ModelDir::open(&k_out).expect("dir");
+    let identity = k_dir.identity().expect("id");
+    assert_eq!((identity.dim, identity.intent_dim()), (384, 32));
+    let with_k = Encoder::load(&k_dir, EncoderOptions::default()).expect("loads");
+    let k = &with_k.encode(&text).expect("k")[0];
+    assert_eq!((k.intent.mu.len(), k.intent.sigma.len()), (32, 32));
+    assert!(k.intent.sigma.iter().all(|s| s.is_finite() && *s > 0.0));
+    w2_search_finds_its_own_documents(&with_k);
+
+    let too_wide = kindred(&[
+        "train",
+        "intent",
+        "--model",
+        &model,
+        "--pairs",
+        slice_s,
+        "--out",
+        work.path().join("y").to_str().expect("utf8"),
+        "--dim",
+        "385",
+    ])
+    .output()
+    .expect("runs");
+    assert!(!too_wide.status.success());
+    let stderr = String::from_utf8_lossy(&too_wide.stderr);
+    assert!(
+        stderr.contains("--dim") && stderr.contains("384"),
+        "{stderr}"
+    );
+}
+
+/// A collection on `encoder`'s model answers W2 searches with each document's own text first,
+/// before and after a reopen (the W2 graph saved and loaded at the model's intent width).
+fn w2_search_finds_its_own_documents(encoder: &Encoder) {
+    use kindred::db::{Database, NewDocument};
+    use kindred::search::{self, Mode, Rerank, SearchParams};
+    use kindred::store::{CollectionSettings, Durability};
+
+    let texts = [
+        "How do I reset my password?",
+        "What is the best way to learn French quickly?",
+        "Why is the sky blue?",
+        "Which laptop should I buy for programming?",
+    ];
+    let data = tempfile::tempdir().expect("tempdir");
+    let params = SearchParams {
+        k: 2,
+        mode: Mode::W2,
+        rerank: Rerank::None,
+        ..SearchParams::default()
+    };
+    for reopen in [false, true] {
+        let db = Database::open(data.path(), Durability::Flush).expect("opens");
+        if !reopen {
+            db.create_collection(
+                "c",
+                &CollectionSettings::for_model(encoder.identity().clone()),
+            )
+            .expect("created");
+            let docs = texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| NewDocument {
+                    id: format!("d{i}"),
+                    text: t.to_string(),
+                    metadata: serde_json::Value::Null,
+                })
+                .collect();
+            db.upsert("c", encoder, docs).expect("stored");
+        }
+        for (i, t) in texts.iter().enumerate() {
+            let found = search::search(&db, encoder, "c", t, &params).expect("searched");
+            assert_eq!(found.hits[0].id, format!("d{i}"), "reopen {reopen}: {t}");
+        }
+    }
 }
 
 #[test]
