@@ -507,6 +507,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 train::TrainCommand::Clrcmd(a) => train::clrcmd(&base, device, a)?,
                 train::TrainCommand::Intent(a) => train::intent(&base, &g.encoder()?, a)?,
                 train::TrainCommand::Transition(a) => train::transition(&base, &g.encoder()?, a)?,
+                train::TrainCommand::Blend(a) => train::blend(&base, a)?,
             }
         }
         Command::Ingest {

@@ -30,6 +30,47 @@ pub enum TrainCommand {
     /// Learn the d×d sentence transition matrix on duplicate pairs (encoder frozen; seconds on
     /// a CPU once the sentences are encoded); write the model plus the matrix to --out.
     Transition(TransitionArgs),
+    /// Blend a tuned encoder back toward its base (--model): every weight becomes
+    /// (1 − α)·base + α·tuned (WiSE-FT). Keeps much of fine-tuning's gain and gives back much
+    /// of what it cost elsewhere (e.g. STS-B after CLRCMD on QQP). Heads are not carried over:
+    /// train them again on the blend.
+    Blend(BlendArgs),
+}
+
+#[derive(Debug, ClapArgs)]
+pub struct BlendArgs {
+    /// The tuned model directory (trained from --model).
+    #[arg(long, required = true, value_name = "DIR")]
+    pub tuned: PathBuf,
+    /// Weight of the tuned model, 0 to 1.
+    #[arg(long, required = true)]
+    pub alpha: f32,
+    /// The model directory to write.
+    #[arg(long, required = true, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+pub fn blend(base: &ModelDir, args: &BlendArgs) -> Result<()> {
+    kindred::train::blend::check_alpha(args.alpha)?;
+    let tuned = ModelDir::open(&args.tuned)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let bert = kindred::train::blend::blend_models(base, &tuned, args.alpha, &args.out)?;
+    let by = TrainedBy::Blend {
+        alpha: args.alpha,
+        tuned: tuned.identity()?,
+    };
+    write_model_dir(base, &args.out, Some(&bert), Some(&Heads::default()), &by)
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    println!(
+        "wrote {} ({:.2} × {} + {:.2} × {})",
+        args.out.display(),
+        1.0 - args.alpha,
+        base.id,
+        args.alpha,
+        tuned.id
+    );
+    Ok(())
 }
 
 /// What every head trainer takes: the pairs, where the model goes, and the optimiser's settings.

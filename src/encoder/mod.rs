@@ -29,6 +29,16 @@ use crate::model::{ModelDir, ModelIdentity};
 use crate::text::{TextTokenizer, Tokenized};
 use crate::types::Encoded;
 
+thread_local! {
+    /// The one-thread rayon pool [`Encoder::encode_one`] runs in, per calling thread (dropped,
+    /// with its thread, when the calling thread ends). None if the thread could not start.
+    static SOLO_POOL: Option<rayon::ThreadPool> = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .thread_name(|_| "kindred-query".into())
+        .build()
+        .ok();
+}
+
 /// Encoder settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EncoderOptions {
@@ -142,10 +152,23 @@ impl Encoder {
         &self.options
     }
 
-    /// Encodes one text.
+    /// Encodes one text (a query) on one core: called outside any rayon pool, it runs in a
+    /// one-thread pool kept per calling thread. At batch 1 the matrices are small enough that
+    /// splitting them across cores costs more than it gains, and under load the split waits
+    /// for a core another job holds (BENCHMARKS.md, "Search under load"). Inside a pool (a
+    /// write pool, a parallel evaluation) the pool's own setting is kept.
     pub fn encode_one(&self, text: &str) -> Result<Encoded> {
-        let mut out = self.encode(&[text])?;
-        Ok(out.pop().expect("one text in, one out"))
+        let run = || {
+            let mut out = self.encode(&[text])?;
+            Ok(out.pop().expect("one text in, one out"))
+        };
+        if rayon::current_thread_index().is_some() {
+            return run();
+        }
+        SOLO_POOL.with(|pool| match pool {
+            Some(pool) => pool.install(run),
+            None => run(),
+        })
     }
 
     /// Encodes texts; the output is in input order. All texts are tokenized (and checked)

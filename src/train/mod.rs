@@ -1,6 +1,7 @@
 //! Training in burn (design.md §3): CLRCMD fine-tuning of the encoder ([`clrcmd`]), the
 //! sentence transition matrix ([`transition`]), and the learned intent head with the
-//! variational-siamese classifier ([`intent`]). Owns training data handling ([`data`]), the
+//! variational-siamese classifier ([`intent`]); blending a tuned encoder back toward its base
+//! ([`blend`]). Owns training data handling ([`data`]), the
 //! sparse RCMD InfoNCE objective ([`loss`], pure) and writing trained model directories.
 //!
 //! Every trainer reads labelled pairs in the QQP layout (`label⇥q1⇥q2[⇥id]`) — the data
@@ -10,6 +11,7 @@
 //! how it was trained. Its fingerprint covers weights and heads, so a store refuses vectors
 //! from a different training run.
 
+pub mod blend;
 pub mod clrcmd;
 pub mod data;
 pub mod intent;
@@ -40,6 +42,13 @@ pub enum TrainedBy {
         dev_auc: Option<f64>,
         /// The settings.
         options: clrcmd::ClrcmdOptions,
+    },
+    /// A weight-space blend of a base and a tuned encoder ([`blend`]).
+    Blend {
+        /// Weight of the tuned model (0: the base, 1: the tuned model).
+        alpha: f32,
+        /// The tuned model.
+        tuned: crate::model::ModelIdentity,
     },
     /// A head trained on a frozen encoder.
     Head {

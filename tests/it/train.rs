@@ -3,6 +3,7 @@
 //! identical vectors; a killed run resuming from its checkpoint; the heads trainers writing
 //! model directories whose heads change what the encoder returns.
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -297,6 +298,62 @@ fn a_killed_clrcmd_run_resumes_from_its_checkpoint() {
     let refused = kindred(&other).output().expect("runs");
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("other options"));
+
+    blends_of_the_trained_model_lie_between_it_and_its_base(&out, work.path());
+}
+
+/// `kindred train blend` at α = 0 gives the base's vectors, at α = 1 the tuned model's, and at
+/// α = 0.5 vectors of neither; α outside [0, 1] is refused.
+fn blends_of_the_trained_model_lie_between_it_and_its_base(tuned: &Path, work: &Path) {
+    let model = model_dir().path.to_str().expect("utf8").to_string();
+    let text = ["How can I improve my English speaking skills?"];
+    let sentence_of = |dir: &Path| {
+        let encoder = Encoder::load(
+            &ModelDir::open(dir).expect("dir"),
+            EncoderOptions::default(),
+        )
+        .expect("loads");
+        encoder.encode(&text).expect("encodes")[0].sentence.clone()
+    };
+    let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-5);
+    let (base, trained) = (sentence_of(&model_dir().path), sentence_of(tuned));
+    assert!(!close(&base, &trained), "training moved the vectors");
+    let mut blended = Vec::new();
+    for alpha in ["0", "1", "0.5", "1.5"] {
+        let out = work.join(format!("blend-{alpha}"));
+        let run = kindred(&[
+            "train",
+            "blend",
+            "--model",
+            &model,
+            "--tuned",
+            tuned.to_str().expect("utf8"),
+            "--alpha",
+            alpha,
+            "--out",
+            out.to_str().expect("utf8"),
+        ])
+        .output()
+        .expect("runs");
+        if alpha == "1.5" {
+            assert!(!run.status.success());
+            let stderr = String::from_utf8_lossy(&run.stderr);
+            assert!(
+                stderr.contains("--alpha") && stderr.contains("between 0"),
+                "{stderr}"
+            );
+            continue;
+        }
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        blended.push(sentence_of(&out));
+    }
+    assert!(close(&blended[0], &base), "α = 0 is the base");
+    assert!(close(&blended[1], &trained), "α = 1 is the tuned model");
+    assert!(!close(&blended[2], &base) && !close(&blended[2], &trained));
 }
 
 #[test]

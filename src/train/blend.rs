@@ -1,0 +1,123 @@
+//! Weight-space ensembling (WiSE-FT; Wortsman et al., "Robust fine-tuning of zero-shot models",
+//! 2022): a model whose every encoder weight is θ = (1 − α)·θ_base + α·θ_tuned. Fine-tuning on
+//! one task (CLRCMD on QQP duplicates) moves the encoder away from what made it general (graded
+//! similarity on STS-B and SICK); blending walks back along that path, keeping much of the
+//! gain for a fraction of the loss. Pure arithmetic on tensors of one architecture; the heads
+//! are not blended (they were trained on the tuned encoder's outputs — train them again on the
+//! blend).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+
+use crate::encoder::{weights, Bert};
+use crate::error::{io_err, InternalError, Result, UserError};
+use crate::model::ModelDir;
+
+/// `(1 − alpha)·base + alpha·tuned`, element-wise.
+pub fn blend(base: &[f32], tuned: &[f32], alpha: f32) -> Vec<f32> {
+    base.iter()
+        .zip(tuned)
+        .map(|(b, t)| b + alpha * (t - b))
+        .collect()
+}
+
+/// Refuses a blend weight outside [0, 1].
+pub fn check_alpha(alpha: f32) -> Result<()> {
+    if (0.0..=1.0).contains(&alpha) {
+        return Ok(());
+    }
+    Err(UserError::InvalidArgument {
+        name: "--alpha",
+        reason: format!("{alpha}; use a weight between 0 (the base) and 1 (the tuned model)"),
+    }
+    .into())
+}
+
+/// The blended encoder of two model directories of one architecture. Both are read through
+/// the encoder's own weight loader, so any layout it reads works for either side.
+pub fn blend_models(base: &ModelDir, tuned: &ModelDir, alpha: f32, scratch: &Path) -> Result<Bert> {
+    check_alpha(alpha)?;
+    if base.config != tuned.config {
+        return Err(UserError::InvalidArgument {
+            name: "--tuned",
+            reason: format!(
+                "{} has another architecture than {} (config.json differs); blend a model \
+                 with the base it was trained from",
+                tuned.path.display(),
+                base.path.display()
+            ),
+        }
+        .into());
+    }
+    // Both sides in the layout `weights::save` writes, so their tensors pair up by name.
+    let device = crate::DeviceKind::Cpu.device()?;
+    let canonical = |dir: &ModelDir, name: &str| -> Result<Vec<u8>> {
+        let mut bert = Bert::new(&dir.config, &device);
+        weights::load(&mut bert, &dir.weights_path())?;
+        let path = scratch.join(name);
+        weights::save(&bert, &path)?;
+        let bytes = std::fs::read(&path).map_err(io_err(format!("reading {}", path.display())))?;
+        std::fs::remove_file(&path).map_err(io_err(format!("removing {}", path.display())))?;
+        Ok(bytes)
+    };
+    let (base_bytes, tuned_bytes) = (canonical(base, "base.tmp")?, canonical(tuned, "tuned.tmp")?);
+    let parse = |bytes| {
+        SafeTensors::deserialize(bytes)
+            .map_err(|e| InternalError::Backend(format!("reading saved weights: {e}")))
+    };
+    let (b, t) = (parse(&base_bytes)?, parse(&tuned_bytes)?);
+    let mut blended: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    for (name, view) in b.tensors() {
+        let other = t.tensor(&name).map_err(|e| {
+            InternalError::Backend(format!("tensor {name} in the tuned model: {e}"))
+        })?;
+        if view.dtype() != Dtype::F32
+            || other.dtype() != Dtype::F32
+            || view.shape() != other.shape()
+        {
+            return Err(
+                InternalError::Backend(format!("tensor {name} differs in type or shape")).into(),
+            );
+        }
+        let mixed = blend(&f32s(view.data()), &f32s(other.data()), alpha);
+        let bytes = mixed.iter().flat_map(|x| x.to_le_bytes()).collect();
+        blended.push((name, view.shape().to_vec(), bytes));
+    }
+    let views: Vec<(String, TensorView<'_>)> = blended
+        .iter()
+        .map(|(n, shape, data)| {
+            let view =
+                TensorView::new(Dtype::F32, shape.clone(), data).expect("shape matches data");
+            (n.clone(), view)
+        })
+        .collect();
+    let path = scratch.join("blend.tmp");
+    safetensors::serialize_to_file(views, None::<HashMap<String, String>>, &path)
+        .map_err(|e| InternalError::Backend(format!("writing {}: {e}", path.display())))?;
+    let mut bert = Bert::new(&base.config, &device);
+    let loaded = weights::load(&mut bert, &path);
+    std::fs::remove_file(&path).map_err(io_err(format!("removing {}", path.display())))?;
+    loaded?;
+    Ok(bert)
+}
+
+fn f32s(data: &[u8]) -> Vec<f32> {
+    data.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blend_walks_the_straight_line() {
+        let (b, t) = ([1.0, -2.0, 0.0], [3.0, 2.0, 1.0]);
+        assert_eq!(blend(&b, &t, 0.0), b.to_vec());
+        assert_eq!(blend(&b, &t, 1.0), t.to_vec());
+        assert_eq!(blend(&b, &t, 0.5), vec![2.0, 0.0, 0.5]);
+    }
+}
