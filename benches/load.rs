@@ -106,6 +106,8 @@ impl Server {
 #[derive(Debug, Default)]
 struct Run {
     latencies_ms: Vec<f64>,
+    /// The server's own timings of each answered search: encode, candidates, rerank, total.
+    stages_ms: [Vec<f64>; 4],
     failures: usize,
     seconds: f64,
 }
@@ -179,16 +181,24 @@ fn search_loop(
             break;
         }
         let t = Instant::now();
-        let ok = client
+        let answer = client
             .post(
                 "/v1/collections/load/search",
                 &json!({ "text": q, "k": 10, "rerank_depth": 100 }),
             )
             .ok()
             .filter(|(status, _)| *status == 200)
-            .and_then(|(_, body)| serde_json::from_slice::<Value>(&body).ok())
-            .is_some_and(|v| v["hits"].as_array().is_some_and(|h| !h.is_empty()));
+            .and_then(|(_, body)| serde_json::from_slice::<Value>(&body).ok());
         run.latencies_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let ok = answer
+            .as_ref()
+            .is_some_and(|v| v["hits"].as_array().is_some_and(|h| !h.is_empty()));
+        if let Some(v) = &answer {
+            let names = ["encode_ms", "candidates_ms", "rerank_ms", "total_ms"];
+            for (stage, name) in run.stages_ms.iter_mut().zip(names) {
+                stage.push(v["timings"][name].as_f64().unwrap_or(f64::NAN));
+            }
+        }
         if !ok {
             run.failures += 1;
         }
@@ -200,9 +210,14 @@ fn search_loop(
     run
 }
 
-fn summarize(name: &str, mut run: Run, extra: Value) -> Value {
+fn summarize(name: &str, mut run: Run, mut extra: Value) -> Value {
     run.latencies_ms.sort_by(f64::total_cmp);
     let l = &run.latencies_ms;
+    let names = ["encode", "candidates", "rerank", "server_total"];
+    for (stage, name) in run.stages_ms.iter_mut().zip(names) {
+        stage.sort_by(f64::total_cmp);
+        extra[format!("{name}_p50_ms")] = json!(percentile(stage, 50.0));
+    }
     json!({
         "scenario": name,
         "requests": l.len(),
@@ -352,6 +367,24 @@ fn main() {
             r["extra"]["ingest_docs_per_s"]
                 .as_f64()
                 .map_or("-".into(), |v| format!("{v:.0}")),
+        );
+    }
+    println!();
+    println!("| scenario | server p50 ms: encode | candidates | rerank | total |");
+    println!("|---|---|---|---|---|");
+    for r in &report {
+        let p = |name: &str| {
+            r["extra"][format!("{name}_p50_ms")]
+                .as_f64()
+                .unwrap_or(f64::NAN)
+        };
+        println!(
+            "| {} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            r["scenario"].as_str().unwrap(),
+            p("encode"),
+            p("candidates"),
+            p("rerank"),
+            p("server_total"),
         );
     }
     let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/load-report.json");
