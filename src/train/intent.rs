@@ -5,9 +5,9 @@
 //! Each text's moment-matched intent (μ₀, σ₀ of its content token vectors, d dimensions) goes
 //! through the intent head — μ = W_μ·μ₀ + b_μ, log σ² = W_σ·log σ₀² + b_σ, of a chosen dimension
 //! k ≤ d. Training starts from the moment-matched intents: at k = d both maps start as the
-//! identity; at k < d as the projection onto the top-k principal directions of the training
-//! texts' μ₀ (resp. log σ₀²), the best k-dimensional linear summary of them
-//! ([`initial_projection`]). A pair's intents feed an MLP over
+//! identity; at k < d the μ map as the projection onto the top-k principal directions of the
+//! training texts' μ₀ ([`initial_projection`]) and the log σ² map as means over groups of
+//! dimensions ([`initial_averaging`]). A pair's intents feed an MLP over
 //! [(μ₁−μ₂)² + (σ₁−σ₂)², μ₁⊙μ₂] (the per-dimension squared 2-Wasserstein terms, and the
 //! agreement of the means), trained with binary cross-entropy on the labels. The features are
 //! symmetric in the two questions. The head and the MLP are selected on dev AUC.
@@ -175,7 +175,7 @@ pub fn train_intent(
 
     let device = encoder.options().device.device()?.autodiff();
     // Start from the moment-matched intents of the training texts (dev texts left out).
-    let start = |table: &[Vec<f32>], keep_level: bool| {
+    let start = |table: &[Vec<f32>]| {
         let mut seen = std::collections::HashSet::new();
         let rows: Vec<&[f32]> = train
             .iter()
@@ -183,11 +183,11 @@ pub fn train_intent(
             .filter(|&i| seen.insert(i))
             .map(|i| table[i].as_slice())
             .collect();
-        linear_of(&initial_projection(&rows, k, keep_level), &device)
+        linear_of(&initial_projection(&rows, k), &device)
     };
     let mut net = Siamese {
-        mu: start(&mu0, false),
-        logvar: start(&logvar0, true),
+        mu: start(&mu0),
+        logvar: linear_of(&initial_averaging(d, k), &device),
         hidden: LinearConfig::new(2 * k, options.hidden).init(&device),
         out: LinearConfig::new(options.hidden, 1).init(&device),
         floor,
@@ -312,11 +312,11 @@ fn linear_of(dense: &Dense, device: &Device) -> Linear {
     l
 }
 
-/// Where an intent map starts, from the d-dimensional inputs it will see (`rows`): the identity
-/// when k = d; else x ↦ P·(x − m) with P the top-k principal directions of `rows` and m their
-/// mean, plus — when `keep_level` (the log-variance map) — the mean over dimensions of m, so
-/// the variances start at their typical size rather than at 1.
-pub fn initial_projection(rows: &[&[f32]], k: usize, keep_level: bool) -> Dense {
+/// Where the μ map starts, from the d-dimensional means it will see (`rows`): the identity when
+/// k = d; else x ↦ P·(x − m) with P the top-k principal directions of `rows` and m their mean —
+/// the k-dimensional linear map that keeps the most of their spread (and of the distances
+/// between them).
+pub fn initial_projection(rows: &[&[f32]], k: usize) -> Dense {
     let d = rows.first().map_or(0, |r| r.len());
     if k == d || rows.is_empty() {
         return Dense::identity(k);
@@ -329,20 +329,37 @@ pub fn initial_projection(rows: &[&[f32]], k: usize, keep_level: bool) -> Dense 
             .for_each(|(m, &x)| *m += f64::from(x) / n);
     }
     let p = principal_directions(rows, &mean, k);
-    let level = if keep_level {
-        mean.iter().sum::<f64>() / d as f64
-    } else {
-        0.0
-    };
     let bias = p
         .iter()
-        .map(|row| (level - row.iter().zip(&mean).map(|(w, m)| w * m).sum::<f64>()) as f32)
+        .map(|row| -row.iter().zip(&mean).map(|(w, m)| w * m).sum::<f64>() as f32)
         .collect();
     Dense {
         inputs: d,
         outputs: k,
         weight: p.iter().flatten().map(|&w| w as f32).collect(),
         bias,
+    }
+}
+
+/// Where the log σ² map starts: the identity when k = d; else output j is the mean log σ₀² of
+/// the j-th of k contiguous groups of input dimensions. A log-variance stays a log-variance (a
+/// rotation would add up √d deviations in one coordinate, and its exponential overflows).
+pub fn initial_averaging(d: usize, k: usize) -> Dense {
+    if k == d {
+        return Dense::identity(d);
+    }
+    let mut weight = vec![0.0f32; k * d];
+    for j in 0..k {
+        let (from, to) = (j * d / k, ((j + 1) * d / k).max(j * d / k + 1));
+        for i in from..to.min(d) {
+            weight[j * d + i] = 1.0 / (to.min(d) - from) as f32;
+        }
+    }
+    Dense {
+        inputs: d,
+        outputs: k,
+        weight,
+        bias: vec![0.0; k],
     }
 }
 
@@ -434,7 +451,7 @@ mod tests {
             })
             .collect();
         let refs: Vec<&[f32]> = rows.iter().map(Vec::as_slice).collect();
-        let p = initial_projection(&refs, 2, false);
+        let p = initial_projection(&refs, 2);
         assert_eq!((p.inputs, p.outputs), (4, 2));
         let axis = |r: usize| p.weight[r * 4..(r + 1) * 4].to_vec();
         assert!(
@@ -450,13 +467,27 @@ mod tests {
         // Centred: the mean maps to zero.
         let mean_out = p.forward(&[1.0, 0.0, -2.0, 5.0]);
         assert!(mean_out.iter().all(|v| v.abs() < 0.05), "{mean_out:?}");
-        // The log-variance map keeps the mean level of its inputs.
-        let lv = initial_projection(&refs, 2, true);
-        let level = (1.0 + 0.0 - 2.0 + 5.0) / 4.0;
-        let out = lv.forward(&[1.0, 0.0, -2.0, 5.0]);
-        assert!(out.iter().all(|v| (v - level).abs() < 0.05), "{out:?}");
         // k = d keeps the moment-matched intents.
-        assert_eq!(initial_projection(&refs, 4, true), Dense::identity(4));
+        assert_eq!(initial_projection(&refs, 4), Dense::identity(4));
+    }
+
+    #[test]
+    fn the_log_variance_map_starts_as_group_means() {
+        let a = initial_averaging(6, 3);
+        assert_eq!(
+            a.forward(&[-2.0, -4.0, -6.0, -6.0, 1.0, 3.0]),
+            vec![-3.0, -6.0, 2.0]
+        );
+        let a = initial_averaging(5, 2);
+        let out = a.forward(&[-1.0, -1.0, -4.0, -4.0, -4.0]);
+        assert_eq!(out, vec![-1.0, -4.0]);
+        // Every output is a mean: a constant log-variance stays that constant.
+        let b = initial_averaging(384, 100);
+        assert!(b
+            .forward(&[-5.0; 384])
+            .iter()
+            .all(|v| (v + 5.0).abs() < 1e-4));
+        assert_eq!(initial_averaging(4, 4), Dense::identity(4));
     }
 
     #[test]

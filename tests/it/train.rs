@@ -399,6 +399,23 @@ fn head_trainers_write_models_whose_heads_change_the_vectors() {
         let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json report");
         assert_eq!(report["dev_pairs"], 100, "{report}");
         assert!(out.join(HEADS_FILE).is_file());
+        if kind == "intent" {
+            // A broken start (non-finite weights) leaves the classifier at chance.
+            let auc = report["dev_classifier_auc"].as_f64().expect("auc");
+            assert!(auc > 0.6, "dim {dim:?}: dev classifier AUC {auc}");
+            let heads = Heads::load(out, 384).expect("heads");
+            let intent = heads.intent.expect("intent head");
+            let classifier = heads.classifier.expect("classifier");
+            let finite = [
+                &intent.mu,
+                &intent.logvar,
+                &classifier.hidden,
+                &classifier.out,
+            ]
+            .iter()
+            .all(|d| d.weight.iter().chain(&d.bias).all(|x| x.is_finite()));
+            assert!(finite, "dim {dim:?}: non-finite head weights");
+        }
     }
     let test_file = shared_data("qqp_bimpm/test.tsv");
     let refused = kindred(&[
