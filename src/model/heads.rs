@@ -300,17 +300,8 @@ impl Heads {
             put("classifier.hidden", &c.hidden);
             put("classifier.out", &c.out);
         }
-        let views: Vec<(String, TensorView<'_>)> = tensors
-            .iter()
-            .map(|(n, shape, data)| {
-                let view =
-                    TensorView::new(Dtype::F32, shape.clone(), data).expect("shape matches data");
-                (n.clone(), view)
-            })
-            .collect();
         let meta = HashMap::from([("heads".to_string(), self.names().join(","))]);
-        let out = safetensors::serialize(views, Some(meta))
-            .map_err(|e| crate::error::InternalError::Backend(format!("serialising heads: {e}")))?;
+        let out = serialize_f32(&tensors, Some(meta))?;
         let tmp = dir.join(format!("{HEADS_FILE}.tmp"));
         std::fs::write(&tmp, out).map_err(io_err(format!("writing {}", tmp.display())))?;
         std::fs::rename(&tmp, &path).map_err(io_err(format!("renaming {}", path.display())))
@@ -321,11 +312,32 @@ fn f32s(view: &TensorView<'_>) -> std::result::Result<Vec<f32>, String> {
     if view.dtype() != Dtype::F32 {
         return Err(format!("tensors must be f32, found {:?}", view.dtype()));
     }
-    Ok(view
-        .data()
-        .chunks_exact(4)
+    Ok(le_f32s(view.data()))
+}
+
+/// Little-endian f32 bytes (safetensors' layout) as numbers.
+pub(crate) fn le_f32s(data: &[u8]) -> Vec<f32> {
+    data.chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect())
+        .collect()
+}
+
+/// A safetensors file of f32 tensors `(name, shape, little-endian bytes)`.
+pub(crate) fn serialize_f32(
+    tensors: &[(String, Vec<usize>, Vec<u8>)],
+    meta: Option<HashMap<String, String>>,
+) -> Result<Vec<u8>> {
+    let views: Vec<(String, TensorView<'_>)> = tensors
+        .iter()
+        .map(|(n, shape, data)| {
+            let view =
+                TensorView::new(Dtype::F32, shape.clone(), data).expect("shape matches data");
+            (n.clone(), view)
+        })
+        .collect();
+    safetensors::serialize(views, meta).map_err(|e| {
+        crate::error::InternalError::Backend(format!("serialising tensors: {e}")).into()
+    })
 }
 
 fn bytes(v: &[f32]) -> Vec<u8> {

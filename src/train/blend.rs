@@ -6,13 +6,13 @@
 //! are not blended (they were trained on the tuned encoder's outputs — train them again on the
 //! blend).
 
-use std::collections::HashMap;
 use std::path::Path;
 
-use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use safetensors::tensor::{Dtype, SafeTensors};
 
 use crate::encoder::{weights, Bert};
 use crate::error::{io_err, InternalError, Result, UserError};
+use crate::model::heads::{le_f32s, serialize_f32};
 use crate::model::ModelDir;
 
 /// `(1 − alpha)·base + alpha·tuned`, element-wise.
@@ -81,32 +81,18 @@ pub fn blend_models(base: &ModelDir, tuned: &ModelDir, alpha: f32, scratch: &Pat
                 InternalError::Backend(format!("tensor {name} differs in type or shape")).into(),
             );
         }
-        let mixed = blend(&f32s(view.data()), &f32s(other.data()), alpha);
+        let mixed = blend(&le_f32s(view.data()), &le_f32s(other.data()), alpha);
         let bytes = mixed.iter().flat_map(|x| x.to_le_bytes()).collect();
         blended.push((name, view.shape().to_vec(), bytes));
     }
-    let views: Vec<(String, TensorView<'_>)> = blended
-        .iter()
-        .map(|(n, shape, data)| {
-            let view =
-                TensorView::new(Dtype::F32, shape.clone(), data).expect("shape matches data");
-            (n.clone(), view)
-        })
-        .collect();
     let path = scratch.join("blend.tmp");
-    safetensors::serialize_to_file(views, None::<HashMap<String, String>>, &path)
-        .map_err(|e| InternalError::Backend(format!("writing {}: {e}", path.display())))?;
+    std::fs::write(&path, serialize_f32(&blended, None)?)
+        .map_err(io_err(format!("writing {}", path.display())))?;
     let mut bert = Bert::new(&base.config, &device);
     let loaded = weights::load(&mut bert, &path);
     std::fs::remove_file(&path).map_err(io_err(format!("removing {}", path.display())))?;
     loaded?;
     Ok(bert)
-}
-
-fn f32s(data: &[u8]) -> Vec<f32> {
-    data.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
 }
 
 #[cfg(test)]

@@ -508,7 +508,7 @@ fn head_trainers_write_models_whose_heads_change_the_vectors() {
 /// A collection on `encoder`'s model answers W2 searches with each document's own text first,
 /// before and after a reopen (the W2 graph saved and loaded at the model's intent width).
 fn w2_search_finds_its_own_documents(encoder: &Encoder) {
-    use kindred::db::{Database, NewDocument};
+    use kindred::db::Database;
     use kindred::search::{self, Mode, Rerank, SearchParams};
     use kindred::store::{CollectionSettings, Durability};
 
@@ -533,16 +533,8 @@ fn w2_search_finds_its_own_documents(encoder: &Encoder) {
                 &CollectionSettings::for_model(encoder.identity().clone()),
             )
             .expect("created");
-            let docs = texts
-                .iter()
-                .enumerate()
-                .map(|(i, t)| NewDocument {
-                    id: format!("d{i}"),
-                    text: t.to_string(),
-                    metadata: serde_json::Value::Null,
-                })
-                .collect();
-            db.upsert("c", encoder, docs).expect("stored");
+            db.upsert("c", encoder, numbered_docs(&texts))
+                .expect("stored");
         }
         for (i, t) in texts.iter().enumerate() {
             let found = search::search(&db, encoder, "c", t, &params).expect("searched");
@@ -553,7 +545,7 @@ fn w2_search_finds_its_own_documents(encoder: &Encoder) {
 
 #[test]
 fn a_model_with_a_classifier_judges_duplicates_with_it() {
-    use kindred::db::{Database, NewDocument};
+    use kindred::db::Database;
     use kindred::model::heads::{Classifier, Dense, IntentHead};
     use kindred::search::{self, SearchParams, SIAMESE_THRESHOLD};
     use kindred::store::{CollectionSettings, Durability};
@@ -609,16 +601,8 @@ fn a_model_with_a_classifier_judges_duplicates_with_it() {
         "What is the best way to learn French quickly?",
         "Why is the sky blue?",
     ];
-    let docs = texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| NewDocument {
-            id: format!("d{i}"),
-            text: t.to_string(),
-            metadata: serde_json::Value::Null,
-        })
-        .collect();
-    db.upsert("c", &judged, docs).expect("stored");
+    db.upsert("c", &judged, numbered_docs(&texts))
+        .expect("stored");
     let params = SearchParams {
         k: 3,
         ..SearchParams::default()
@@ -654,4 +638,17 @@ fn a_model_with_a_classifier_judges_duplicates_with_it() {
     let out = search::search(&db, &judged, "c", texts[0], &params).expect("searched");
     assert_eq!(out.hits[0].id, "d0");
     assert!(out.calibration.contains("variational-siamese"));
+}
+
+/// Documents `d0`, `d1`, … with `texts` and no metadata.
+fn numbered_docs(texts: &[&str]) -> Vec<kindred::db::NewDocument> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| kindred::db::NewDocument {
+            id: format!("d{i}"),
+            text: t.to_string(),
+            metadata: serde_json::Value::Null,
+        })
+        .collect()
 }
