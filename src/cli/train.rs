@@ -104,7 +104,7 @@ pub struct IntentArgs {
     pub head: HeadArgs,
     /// Intent dimension k (μ and σ each; the W2 index holds 2k). Default: the model dimension,
     /// starting from the moment-matched intents; a smaller k starts from their top-k principal
-    /// directions.
+    /// directions (μ) and group means (log σ²).
     #[arg(long, value_name = "K")]
     pub dim: Option<usize>,
     /// Hidden units of the classifier.
