@@ -9,7 +9,7 @@ use serde_json::json;
 use kindred::eval::retrieval::{eval_retrieval, RetrievalOptions};
 use kindred::eval::{self, read_pairs, read_scored_pairs, score_pairs, LabelledPair};
 use kindred::index::LexicalIndex;
-use kindred::search::PairFeatures;
+use kindred::search::{Depths, PairFeatures};
 use kindred::Encoder;
 
 fn bar(len: u64, what: &str) -> Result<ProgressBar> {
@@ -114,6 +114,7 @@ pub fn retrieval(
     files: &[PathBuf],
     max_queries: Option<usize>,
     rerank_depth: usize,
+    depths: Depths,
     out: &Path,
 ) -> Result<()> {
     let pairs = load(files)?;
@@ -127,6 +128,7 @@ pub fn retrieval(
     let opts = RetrievalOptions {
         max_queries,
         rerank_depth,
+        depths,
         threads,
     };
     let report = eval_retrieval(encoder, &pairs, &opts, &progress)?;

@@ -20,6 +20,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use kindred::model::{self, ModelDir};
+use kindred::search::Depths;
 use kindred::{Encoded, Encoder, EncoderOptions};
 
 /// kindred: a duplicate-question search database with explainable reranking.
@@ -343,6 +344,15 @@ pub enum EvalCommand {
         /// Fused candidates reranked.
         #[arg(long, default_value_t = 100)]
         rerank_depth: usize,
+        /// Candidates from the cosine HNSW.
+        #[arg(long, default_value_t = Depths::default().cosine)]
+        cosine_depth: usize,
+        /// Candidates from the W2 HNSW.
+        #[arg(long, default_value_t = Depths::default().w2)]
+        w2_depth: usize,
+        /// Candidates from the lexical index.
+        #[arg(long, default_value_t = Depths::default().lexical)]
+        lexical_depth: usize,
         /// Where the JSON report goes.
         #[arg(
             long,
@@ -552,8 +562,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
                     pairs,
                     max_queries,
                     rerank_depth,
+                    cosine_depth,
+                    w2_depth,
+                    lexical_depth,
                     out,
-                } => eval::retrieval(&encoder, pairs, *max_queries, *rerank_depth, out)?,
+                } => {
+                    let depths = Depths {
+                        cosine: *cosine_depth,
+                        w2: *w2_depth,
+                        lexical: *lexical_depth,
+                    };
+                    eval::retrieval(&encoder, pairs, *max_queries, *rerank_depth, depths, out)?
+                }
                 EvalCommand::Sts { data, out } => eval::sts(&encoder, data, out)?,
             }
         }

@@ -33,6 +33,10 @@ pub struct ServeArgs {
     /// [default: 0].
     #[arg(long, env = "KINDRED_INGEST_THREADS", value_name = "N")]
     pub ingest_threads: Option<usize>,
+    /// Niceness of the write threads (0-19; Linux): higher lets searches take a core first
+    /// while a large ingest runs; 0 leaves their priority alone [default: 10].
+    #[arg(long, env = "KINDRED_INGEST_NICE", value_name = "NICE")]
+    pub ingest_nice: Option<i32>,
     /// Milliseconds before a request is answered 503 timeout; 0: never [default: 30000].
     #[arg(long, env = "KINDRED_REQUEST_TIMEOUT_MS", value_name = "MS")]
     pub request_timeout_ms: Option<u64>,
@@ -54,6 +58,7 @@ pub fn config(g: &Global, a: &ServeArgs) -> Result<ServeConfig> {
         checkpoint_interval_secs: a.checkpoint_interval,
         request_timeout_ms: a.request_timeout_ms,
         ingest_threads: a.ingest_threads,
+        ingest_nice: a.ingest_nice,
     };
     Ok(ServeConfig::load(a.config.as_deref(), overrides)?)
 }

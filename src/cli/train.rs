@@ -14,7 +14,7 @@ use kindred::model::ModelDir;
 use kindred::train::clrcmd::{self, ClrcmdOptions, Event};
 use kindred::train::intent::{train_intent, IntentOptions};
 use kindred::train::transition::{train_transition, TransitionOptions};
-use kindred::train::{read_training_pairs, write_model_dir, TrainedBy};
+use kindred::train::{read_graded_training, read_training_pairs, write_model_dir, TrainedBy};
 use kindred::{DeviceKind, Encoder};
 
 /// `kindred train …`
@@ -345,6 +345,16 @@ pub struct ClrcmdArgs {
     /// Seed of the batch order and the dev split.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Graded pairs (STS-B or SICK train files) trained beside the duplicates with CoSENT on
+    /// sentence-vector cosines, so graded similarity survives fine-tuning (test splits refused).
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub graded: Vec<PathBuf>,
+    /// Graded pairs per step.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub graded_batch: usize,
+    /// Weight of the CoSENT loss beside the InfoNCE loss.
+    #[arg(long, default_value_t = 1.0)]
+    pub graded_weight: f32,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -352,6 +362,7 @@ pub struct ClrcmdArgs {
 
 pub fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> {
     let (train, dev) = args.data.load(args.seed)?;
+    let graded = read_graded_training(&args.graded)?;
     let options = ClrcmdOptions {
         batch_size: args.batch,
         learning_rate: args.lr,
@@ -363,6 +374,8 @@ pub fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<
         hard_negatives: !args.no_hard_negatives,
         mine_negatives: args.mine_negatives,
         seed: args.seed,
+        graded_batch: args.graded_batch,
+        graded_weight: args.graded_weight,
     };
     let bar = ProgressBar::new(0).with_style(
         ProgressStyle::with_template(
@@ -384,6 +397,7 @@ pub fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<
         base,
         &train,
         &dev,
+        &graded,
         &args.out,
         &options,
         device,
@@ -399,9 +413,19 @@ pub fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<
                 bar.set_length(total as u64);
                 bar.set_position(step as u64);
                 bar.set_message("");
+                let graded_msg = if graded.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " + {} graded pairs (CoSENT, {} per step, weight {})",
+                        graded.len(),
+                        options.graded_batch,
+                        options.graded_weight
+                    )
+                };
                 say(format!(
                     "{items} duplicate pairs ({linked_negatives} with a labelled hard negative, \
-                     {mined_negatives} mined), {} dev pairs; {total} steps of {}",
+                     {mined_negatives} mined){graded_msg}, {} dev pairs; {total} steps of {}",
                     dev.len(),
                     options.batch_size
                 ));

@@ -13,7 +13,7 @@ use super::LabelledPair;
 use crate::db::{Database, NewDocument};
 use crate::error::Result;
 use crate::ingest::source::qqp_id;
-use crate::search::{self, Mode, Rerank, SearchParams};
+use crate::search::{self, Depths, Mode, Rerank, SearchParams};
 use crate::store::{CollectionSettings, Durability};
 use crate::Encoder;
 
@@ -24,6 +24,8 @@ pub struct RetrievalOptions {
     pub max_queries: Option<usize>,
     /// Fused candidates reranked.
     pub rerank_depth: usize,
+    /// Per-stage candidate depths.
+    pub depths: Depths,
     /// Worker threads for the queries.
     pub threads: usize,
 }
@@ -139,6 +141,7 @@ pub fn eval_retrieval(
             mode,
             rerank,
             rerank_depth: opts.rerank_depth,
+            depths: opts.depths,
             ..SearchParams::default()
         };
         let threads = opts.threads.max(1);

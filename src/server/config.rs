@@ -93,6 +93,9 @@ pub struct ServeConfig {
     /// CPU threads that API writes (encoding, index inserts) may use; the rest stay free for
     /// searches. 0: all but one (at least one).
     pub ingest_threads: usize,
+    /// Niceness (0-19) of the write threads, so the scheduler runs searches first when both
+    /// want a core (Linux; 0 leaves the priority alone).
+    pub ingest_nice: i32,
     /// Request limits.
     pub limits: Limits,
     /// Search defaults.
@@ -113,6 +116,7 @@ impl Default for ServeConfig {
             read_key: None,
             checkpoint_interval_secs: 60,
             ingest_threads: 0,
+            ingest_nice: 10,
             limits: Limits::default(),
             search: SearchDefaults::default(),
         }
@@ -144,6 +148,8 @@ pub struct Overrides {
     pub checkpoint_interval_secs: Option<u64>,
     /// `--ingest-threads` / `KINDRED_INGEST_THREADS`.
     pub ingest_threads: Option<usize>,
+    /// `--ingest-nice` / `KINDRED_INGEST_NICE`.
+    pub ingest_nice: Option<i32>,
     /// `--request-timeout-ms` / `KINDRED_REQUEST_TIMEOUT_MS`.
     pub request_timeout_ms: Option<u64>,
 }
@@ -195,6 +201,7 @@ impl ServeConfig {
         take!(opt read_key);
         take!(checkpoint_interval_secs);
         take!(ingest_threads);
+        take!(ingest_nice);
         c.relaxed |= o.relaxed;
         if let Some(t) = o.request_timeout_ms {
             c.limits.request_timeout_ms = t;
@@ -229,6 +236,12 @@ impl ServeConfig {
         }
         if self.batch_size == 0 {
             return bad("batch_size", "0; use at least 1");
+        }
+        if !(0..=19).contains(&self.ingest_nice) {
+            return bad(
+                "ingest_nice",
+                "outside 0-19; higher runs writes at lower priority than searches, 0 leaves them alone",
+            );
         }
         let l = &self.limits;
         if l.max_body_bytes == 0

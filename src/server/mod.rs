@@ -266,6 +266,10 @@ pub async fn serve(
             rayon::ThreadPoolBuilder::new()
                 .num_threads(config.writer_threads())
                 .thread_name(|i| format!("kindred-write-{i}"))
+                .start_handler({
+                    let nice = config.ingest_nice;
+                    move |_| lower_thread_priority(nice)
+                })
                 .build()
                 .map_err(|e| {
                     crate::InternalError::Backend(format!("starting the write pool: {e}"))
@@ -342,4 +346,30 @@ async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
+}
+
+/// Raises the calling thread's niceness to `nice` (Linux: niceness is per thread), so a write
+/// thread yields the core to a search thread that wants it. 0 leaves it alone; failure is
+/// logged, never fatal.
+fn lower_thread_priority(nice: i32) {
+    if nice == 0 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid and setpriority take plain integers and touch only this thread.
+        let done = unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, nice)
+        };
+        if done != 0 {
+            tracing::warn!(
+                nice,
+                error = %std::io::Error::last_os_error(),
+                "could not lower a write thread's priority"
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    tracing::debug!(nice, "write thread priority is left alone on this platform");
 }

@@ -8,6 +8,10 @@
 //! gradient back through BERT as the surrogate Σ x ⊙ ∂L/∂x. Checkpoints (weights with their
 //! parameter ids + optimizer state + step) make runs resumable; dev AUC of s_RCMD is measured
 //! every `eval_every` steps and the best weights are what `out` holds.
+//!
+//! With graded pairs (STS-B/SICK train), each step also runs a batch of them and adds
+//! `graded_weight` × the CoSENT loss over their sentence-vector cosines
+//! ([`cosent`](super::loss::cosent)), pushed back through BERT the same way (Σ cos ⊙ ∂L/∂cos).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,12 +23,12 @@ use burn::store::{BurnpackStore, ModuleSnapshot};
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
-use super::data::Dataset;
-use super::loss::{rcmd_infonce, InfoNce};
+use super::data::{graded_batch, Dataset};
+use super::loss::{cosent, rcmd_infonce, InfoNce};
 use super::{pair_auc, write_model_dir, TrainedBy};
 use crate::encoder::{weights, Bert, DeviceKind};
 use crate::error::{io_err, InternalError, Result, UserError};
-use crate::eval::LabelledPair;
+use crate::eval::{LabelledPair, ScoredPair};
 use crate::model::heads::Heads;
 use crate::model::ModelDir;
 use crate::score::Tokens;
@@ -56,7 +60,24 @@ pub struct ClrcmdOptions {
     pub mine_negatives: bool,
     /// Seed of the batch order.
     pub seed: u64,
+    /// Graded pairs per step (when graded pairs are given).
+    #[serde(default = "default_graded_batch")]
+    pub graded_batch: usize,
+    /// Weight of the CoSENT loss on graded pairs beside the InfoNCE loss.
+    #[serde(default = "default_graded_weight")]
+    pub graded_weight: f32,
 }
+
+fn default_graded_batch() -> usize {
+    16
+}
+
+fn default_graded_weight() -> f32 {
+    1.0
+}
+
+/// CoSENT's scale λ (the paper's).
+const COSENT_SCALE: f32 = 20.0;
 
 impl Default for ClrcmdOptions {
     fn default() -> Self {
@@ -71,6 +92,8 @@ impl Default for ClrcmdOptions {
             hard_negatives: true,
             mine_negatives: false,
             seed: 42,
+            graded_batch: default_graded_batch(),
+            graded_weight: default_graded_weight(),
         }
     }
 }
@@ -157,14 +180,16 @@ const CHECKPOINT_DIR: &str = "checkpoint";
 const MINED_MAX_COSINE: f32 = 0.95;
 
 /// Fine-tunes `base` with CLRCMD on `train` (labelled pairs: duplicates are the items,
-/// non-duplicates the hard negatives), measuring s_RCMD AUC on `dev` (may be empty), writing
-/// the best model directory to `out` and a checkpoint to `out/checkpoint`. With `resume`, the
-/// run continues from that checkpoint with the same options and data (on any device).
+/// non-duplicates the hard negatives), plus CoSENT on `graded` pairs when there are any,
+/// measuring s_RCMD AUC on `dev` (may be empty), writing the best model directory to `out` and
+/// a checkpoint to `out/checkpoint`. With `resume`, the run continues from that checkpoint with
+/// the same options and data (on any device).
 #[allow(clippy::too_many_arguments)]
 pub fn train_clrcmd(
     base: &ModelDir,
     train: &[LabelledPair],
     dev: &[LabelledPair],
+    graded: &[ScoredPair],
     out: &Path,
     options: &ClrcmdOptions,
     device: DeviceKind,
@@ -186,6 +211,19 @@ pub fn train_clrcmd(
         || options.learning_rate.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
     {
         return Err(bad("tau / learning rate", "must be positive".into()).into());
+    }
+    if !graded.is_empty()
+        && (options.graded_batch < 2
+            || options.graded_weight.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater))
+    {
+        return Err(bad(
+            "graded pairs",
+            format!(
+                "--graded-batch {} / --graded-weight {}: CoSENT compares pairs within a batch, so give at least 2 per step and a positive weight",
+                options.graded_batch, options.graded_weight
+            ),
+        )
+        .into());
     }
     let mut data = Dataset::new(train);
     let per_epoch = data.batches_per_epoch(options.batch_size);
@@ -337,7 +375,18 @@ pub fn train_clrcmd(
             options.hard_negatives,
         );
         let lr = options.learning_rate * (1.0 - state.step as f64 / total as f64);
-        let (loss, grads) = step_grads(&bert, &tokenizer, &data, &batch, options.tau, &device)?;
+        let graded_step: Vec<&ScoredPair> =
+            graded_batch(graded.len(), state.step, options.graded_batch, options.seed)
+                .into_iter()
+                .map(|i| &graded[i])
+                .collect();
+        let (loss, grads) = step_grads(
+            &bert,
+            &tokenizer,
+            (&data, &batch, options.tau),
+            (&graded_step, options.graded_weight),
+            &device,
+        )?;
         bert = optim.step(lr, bert, grads);
         state.step += 1;
         losses.push(loss);
@@ -410,13 +459,13 @@ fn save_checkpoint(
     Ok(())
 }
 
-/// One step's loss and parameter gradients.
+/// One step's loss (InfoNCE, plus the weighted CoSENT loss when `graded` has pairs) and
+/// parameter gradients.
 fn step_grads(
     bert: &Bert,
     tokenizer: &crate::text::TextTokenizer,
-    data: &Dataset,
-    batch: &[(&super::data::Item, Option<&str>)],
-    tau: f32,
+    (data, batch, tau): (&Dataset, &[(&super::data::Item, Option<&str>)], f32),
+    (graded, graded_weight): (&[&ScoredPair], f32),
     device: &Device,
 ) -> Result<(f64, GradientsParams)> {
     // Distinct texts; anchors, then candidates = positives, then hard negatives.
@@ -448,6 +497,37 @@ fn step_grads(
         excluded,
     };
 
+    let (tokenized, hidden) = forward(bert, tokenizer, &texts, device)?;
+    let positions: Vec<Vec<usize>> = tokenized
+        .iter()
+        .map(|t| (0..t.ids.len()).filter(|&p| !t.special[p]).collect())
+        .collect();
+    let (mut loss, mut surrogate) = rcmd_surrogate(hidden, &positions, &infonce, tau)?;
+    if !graded.is_empty() {
+        let texts: Vec<&str> = graded
+            .iter()
+            .map(|p| p.a.as_str())
+            .chain(graded.iter().map(|p| p.b.as_str()))
+            .collect();
+        let (tokenized, hidden) = forward(bert, tokenizer, &texts, device)?;
+        let lens: Vec<usize> = tokenized.iter().map(|t| t.ids.len()).collect();
+        let gold: Vec<f64> = graded.iter().map(|p| p.gold).collect();
+        let (graded_loss, graded_surrogate) = cosent_surrogate(hidden, &lens, &gold)?;
+        loss += f64::from(graded_weight) * graded_loss;
+        surrogate = surrogate + graded_surrogate * graded_weight;
+    }
+    let grads = surrogate.backward();
+    Ok((loss, GradientsParams::from_grads(grads, bert)))
+}
+
+/// Tokenizes `texts` and runs BERT on them as one padded batch: the tokenized texts and the
+/// last hidden states `[n, len, d]`.
+fn forward(
+    bert: &Bert,
+    tokenizer: &crate::text::TextTokenizer,
+    texts: &[&str],
+    device: &Device,
+) -> Result<(Vec<Tokenized>, Tensor<3>)> {
     let tokenized = texts
         .iter()
         .enumerate()
@@ -469,14 +549,50 @@ fn step_grads(
     let pad = pad
         .contains(&true)
         .then(|| Tensor::<2, Bool>::from_data(TensorData::new(pad, [n, len]), device));
-    let hidden = bert.forward(ids, pad);
-    let positions: Vec<Vec<usize>> = tokenized
+    Ok((tokenized, bert.forward(ids, pad)))
+}
+
+/// The CoSENT loss of graded pairs whose texts are the rows of `hidden` `[2m, len, d]` (the m
+/// first sentences, then the m second ones; text i has `lens[i]` non-pad positions), over the
+/// cosines of their sentence vectors (masked mean, L2-normalised: what the encoder returns),
+/// and a surrogate scalar Σ cos ⊙ ∂L/∂cos whose gradient upstream is the loss's.
+pub fn cosent_surrogate(
+    hidden: Tensor<3>,
+    lens: &[usize],
+    gold: &[f64],
+) -> Result<(f64, Tensor<1>)> {
+    let [n, len, d] = hidden.dims();
+    let m = gold.len();
+    if n != 2 * m || lens.len() != n {
+        return Err(InternalError::Backend(format!(
+            "CoSENT batch: {n} texts and {} lengths for {m} pairs",
+            lens.len()
+        ))
+        .into());
+    }
+    let device = hidden.device();
+    let mask: Vec<f32> = lens
         .iter()
-        .map(|t| (0..t.ids.len()).filter(|&p| !t.special[p]).collect())
+        .flat_map(|&l| (0..len).map(move |p| if p < l { 1.0 } else { 0.0 }))
         .collect();
-    let (loss, surrogate) = rcmd_surrogate(hidden, &positions, &infonce, tau)?;
-    let grads = surrogate.backward();
-    Ok((loss, GradientsParams::from_grads(grads, bert)))
+    let mask = Tensor::<3>::from_data(TensorData::new(mask, [n, len, 1]), &device);
+    let counts: Vec<f32> = lens.iter().map(|&l| l.max(1) as f32).collect();
+    let counts = Tensor::<2>::from_data(TensorData::new(counts, [n, 1]), &device);
+    let mean = (hidden * mask).sum_dim(1).reshape([n, d]) / counts;
+    let norm = mean.clone().square().sum_dim(1).sqrt().clamp_min(1e-12);
+    let unit = mean / norm;
+    let cos = (unit.clone().narrow(0, 0, m) * unit.narrow(0, m, m))
+        .sum_dim(1)
+        .reshape([m]);
+    let host = cos
+        .clone()
+        .detach()
+        .into_data()
+        .try_into_vec::<f32>()
+        .map_err(|e| InternalError::Backend(format!("reading cosines: {e:?}")))?;
+    let (loss, grad) = cosent(&host, gold, COSENT_SCALE);
+    let grad = Tensor::<1>::from_data(TensorData::new(grad, [m]), &device);
+    Ok((loss, (cos * grad).sum()))
 }
 
 /// The RCMD InfoNCE loss of hidden states `[n, len, d]` (text i's token vectors are the rows

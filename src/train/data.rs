@@ -322,6 +322,31 @@ impl SplitMix64 {
     }
 }
 
+/// The indices (into `n` graded pairs) of global step `step`'s `batch` graded pairs: the pairs
+/// are walked in a seeded shuffle, reshuffled each time they run out, independently of the
+/// duplicate pairs' epochs (so a resumed run sees the same pairs). Empty when `n` is 0.
+pub fn graded_batch(n: usize, step: usize, batch: usize, seed: u64) -> Vec<usize> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut shuffles: Vec<(usize, Vec<usize>)> = Vec::new();
+    (step * batch..(step + 1) * batch)
+        .map(|p| {
+            let round = p / n;
+            if !shuffles.iter().any(|(r, _)| *r == round) {
+                let mut rng =
+                    SplitMix64(seed ^ 0x6772_6164_6564 ^ (round as u64).wrapping_mul(0x9E37_79B9));
+                shuffles.push((round, rng.permutation(n)));
+            }
+            let (_, order) = shuffles
+                .iter()
+                .find(|(r, _)| *r == round)
+                .expect("made above");
+            order[p % n]
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,5 +467,18 @@ mod tests {
             .map(|(i, _)| i.anchor.clone())
             .collect();
         assert_ne!(epoch, next, "each epoch reshuffles");
+    }
+
+    #[test]
+    fn graded_batches_cover_every_pair_once_per_round_and_repeat_for_a_seed() {
+        let n = 10;
+        let seen: Vec<usize> = (0..5).flat_map(|s| graded_batch(n, s, 4, 7)).collect();
+        // 20 positions = two full rounds: each pair twice.
+        for i in 0..n {
+            assert_eq!(seen.iter().filter(|&&x| x == i).count(), 2, "{seen:?}");
+        }
+        assert_eq!(graded_batch(n, 3, 4, 7), graded_batch(n, 3, 4, 7));
+        assert_ne!(graded_batch(n, 0, 4, 7), graded_batch(n, 0, 4, 8));
+        assert!(graded_batch(0, 3, 4, 7).is_empty());
     }
 }

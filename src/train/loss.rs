@@ -15,6 +15,16 @@
 //! the partner lists are kept — O(B·N·L) memory, never the B·N·L·L cosine tensor — which is the
 //! paper's RCMD_sparse. The training loop feeds the token-vector gradients back into the
 //! encoder's autodiff graph as a surrogate loss Σ x ⊙ ∂L/∂x, whose gradient is exactly ∂L/∂x.
+//!
+//! [`cosent`] is the optional graded objective beside it (CoSENT, Su 2022): over pairs with a
+//! gold similarity (STS-B, SICK train), the cosine of every pair should rank above the cosine
+//! of every pair with a lower gold score,
+//!
+//! ```text
+//! L = log(1 + Σ_{gold_i > gold_j} exp(λ·(cos_j − cos_i)))
+//! ```
+//!
+//! so fine-tuning for duplicates does not erase graded similarity (issue 8's STS-B target).
 
 use rayon::prelude::*;
 
@@ -140,6 +150,29 @@ fn add_plan_grads(
     }
 }
 
+/// The CoSENT loss over pairs with cosines `cos` and gold similarities `gold`, with scale λ
+/// (`scale`; 20 in the paper), and its gradient with respect to each cosine. Pairs with equal
+/// gold are not compared; with no ordered pair the loss is 0. Panics if the lengths differ.
+pub fn cosent(cos: &[f32], gold: &[f64], scale: f32) -> (f64, Vec<f32>) {
+    assert_eq!(cos.len(), gold.len());
+    let scale = f64::from(scale);
+    let ordered: Vec<(usize, usize, f64)> = (0..gold.len())
+        .flat_map(|i| (0..gold.len()).map(move |j| (i, j)))
+        .filter(|&(i, j)| gold[i] > gold[j])
+        .map(|(i, j)| (i, j, scale * (f64::from(cos[j]) - f64::from(cos[i]))))
+        .collect();
+    // L = log(e^0 + Σ e^t), shifted by the largest exponent.
+    let max = ordered.iter().map(|o| o.2).fold(0.0, f64::max);
+    let z = (-max).exp() + ordered.iter().map(|o| (o.2 - max).exp()).sum::<f64>();
+    let mut grad = vec![0f64; cos.len()];
+    for &(i, j, t) in &ordered {
+        let w = scale * (t - max).exp() / z;
+        grad[j] += w;
+        grad[i] -= w;
+    }
+    (max + z.ln(), grad.into_iter().map(|g| g as f32).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,5 +276,39 @@ mod tests {
             .map(|(t, g)| t.iter().zip(g).map(|(x, g)| x - 1e-3 * g).collect())
             .collect();
         assert!(loss_of(&stepped, &batch, d) < out.loss);
+    }
+
+    #[test]
+    fn cosent_gradient_matches_finite_differences() {
+        let gold = [4.8, 0.4, 2.5, 2.5, 3.9];
+        let cos = [0.61f32, 0.72, 0.33, 0.35, 0.80];
+        let (loss, grad) = cosent(&cos, &gold, 20.0);
+        assert!(loss > 0.0);
+        let h = 1e-3f32;
+        for i in 0..cos.len() {
+            let (mut up, mut down) = (cos, cos);
+            up[i] += h;
+            down[i] -= h;
+            let numeric =
+                (cosent(&up, &gold, 20.0).0 - cosent(&down, &gold, 20.0).0) / (2.0 * f64::from(h));
+            assert!(
+                (numeric - f64::from(grad[i])).abs() < 1e-3 * numeric.abs().max(1.0),
+                "cos {i}: analytic {} vs numeric {numeric}",
+                grad[i]
+            );
+        }
+        // The gradient pushes the best-graded pair's cosine up and the worst one's down.
+        assert!(grad[0] < 0.0 && grad[1] > 0.0);
+    }
+
+    #[test]
+    fn cosent_is_small_when_cosines_follow_the_gold_order_and_zero_without_order() {
+        let gold = [5.0, 3.0, 1.0];
+        let (right, _) = cosent(&[0.9, 0.5, 0.1], &gold, 20.0);
+        let (wrong, _) = cosent(&[0.1, 0.5, 0.9], &gold, 20.0);
+        assert!(right < 1e-3 && wrong > 10.0, "{right} {wrong}");
+        let (none, grad) = cosent(&[0.3, 0.7], &[2.0, 2.0], 20.0);
+        assert_eq!(none, 0.0);
+        assert!(grad.iter().all(|&g| g == 0.0));
     }
 }

@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use crate::encoder::{weights, Bert};
 use crate::error::{io_err, Result, UserError};
-use crate::eval::{metrics, score_pairs, LabelledPair};
+use crate::eval::{metrics, score_pairs, LabelledPair, ScoredPair};
 use crate::model::heads::Heads;
 use crate::model::{ModelDir, IDENTITY_FILE};
 use crate::{Encoded, Encoder};
@@ -72,33 +72,62 @@ pub fn pair_auc(encoder: &Encoder, pairs: &[LabelledPair]) -> Result<f64> {
     Ok(metrics::auc(&scores, &labels).unwrap_or(0.5))
 }
 
-/// Reads and concatenates pair files, refusing any whose path names a test split (kindred
-/// never trains on test data by accident). STS-B and SICK files are read too, their graded
-/// pairs labelled by [`crate::eval::read_graded_as_labelled`].
+/// Refuses `path` (given by `flag`) when its name says it is a test split: kindred never
+/// trains on test data by accident.
+fn refuse_test_split(path: &std::path::Path, flag: &'static str) -> Result<()> {
+    let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase());
+    if name
+        .as_deref()
+        .is_some_and(|n| n.starts_with("test") || n.contains("_test") || n.contains("-test"))
+    {
+        return Err(UserError::InvalidArgument {
+            name: flag,
+            reason: format!(
+                "{} looks like a test split; training on test data would make every \
+                 evaluation meaningless. Train on dev/train files (or rename the file if it \
+                 is not a test split)",
+                path.display()
+            ),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// Reads and concatenates pair files, refusing any whose path names a test split. STS-B and
+/// SICK files are read too, their graded pairs labelled by
+/// [`crate::eval::read_graded_as_labelled`].
 pub fn read_training_pairs(paths: &[std::path::PathBuf]) -> Result<Vec<LabelledPair>> {
     let mut pairs = Vec::new();
     for path in paths {
-        let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase());
-        if name
-            .as_deref()
-            .is_some_and(|n| n.starts_with("test") || n.contains("_test") || n.contains("-test"))
-        {
-            return Err(UserError::InvalidArgument {
-                name: "--pairs",
-                reason: format!(
-                    "{} looks like a test split; training on test data would make every \
-                     evaluation meaningless. Train on dev/train files (or rename the file if it \
-                     is not a test split)",
-                    path.display()
-                ),
-            }
-            .into());
-        }
+        refuse_test_split(path, "--pairs")?;
         if crate::eval::is_graded_file(path)? {
             pairs.extend(crate::eval::read_graded_as_labelled(path)?);
         } else {
             pairs.extend(crate::eval::read_pairs(path)?);
         }
+    }
+    Ok(pairs)
+}
+
+/// Reads and concatenates graded files (STS-B, SICK) with their gold scores, for CLRCMD's
+/// CoSENT term; refuses test splits and files that are not graded.
+pub fn read_graded_training(paths: &[std::path::PathBuf]) -> Result<Vec<ScoredPair>> {
+    let mut pairs = Vec::new();
+    for path in paths {
+        refuse_test_split(path, "--graded")?;
+        if !crate::eval::is_graded_file(path)? {
+            return Err(UserError::InvalidArgument {
+                name: "--graded",
+                reason: format!(
+                    "{} is not an STS-B or SICK file (score in column 5 and sentences in 6 and 7, \
+                     or a SICK header); labelled 0/1 pairs go to --pairs",
+                    path.display()
+                ),
+            }
+            .into());
+        }
+        pairs.extend(crate::eval::read_scored_pairs(path)?);
     }
     Ok(pairs)
 }

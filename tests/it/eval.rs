@@ -67,6 +67,7 @@ fn retrieval_eval_reports_every_stage_with_and_without_rerank() {
     let opts = RetrievalOptions {
         max_queries: Some(40),
         rerank_depth: 50,
+        depths: Default::default(),
         threads: 2,
     };
     let report = eval_retrieval(encoder(), &pairs, &opts, &|_, _, _| {}).expect("evaluates");

@@ -1,4 +1,5 @@
-//! Training: the RCMD loss's gradients against finite differences through a tiny burn model;
+//! Training: the RCMD and CoSENT losses' gradients against finite differences through a tiny
+//! burn model;
 //! CLRCMD on real QQP pairs lowering the loss and raising dev AUC; a saved model reloading to
 //! identical vectors; a killed run resuming from its checkpoint; the heads trainers writing
 //! model directories whose heads change what the encoder returns.
@@ -14,7 +15,9 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use kindred::eval::{read_pairs, LabelledPair};
 use kindred::model::heads::{Heads, HEADS_FILE};
 use kindred::model::ModelDir;
-use kindred::train::clrcmd::{rcmd_surrogate, train_clrcmd, ClrcmdOptions, Event};
+use kindred::train::clrcmd::{
+    cosent_surrogate, rcmd_surrogate, train_clrcmd, ClrcmdOptions, Event,
+};
 use kindred::train::loss::InfoNce;
 use kindred::train::{pair_auc, write_model_dir, TrainedBy};
 use kindred::{DeviceKind, Encoder, EncoderOptions};
@@ -26,13 +29,27 @@ struct Tiny {
     lin: Linear,
 }
 
-const LENS: [usize; 5] = [3, 4, 2, 4, 3];
+const LENS: [usize; 6] = [3, 4, 2, 4, 3, 1];
 
-fn tiny_loss(m: &Tiny, device: &Device, backward: bool) -> (f64, Option<Tensor<2>>) {
+/// Hidden states `[6, 4, d]` of the tiny model over fixed token ids.
+fn tiny_hidden(m: &Tiny, device: &Device) -> Tensor<3> {
     let (n, len) = (LENS.len(), 4);
     let ids: Vec<i64> = (0..n * len).map(|i| ((i * 7 + 3) % 11) as i64).collect();
     let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [n, len]), device);
-    let hidden = m.lin.forward(m.emb.forward(ids));
+    m.lin.forward(m.emb.forward(ids))
+}
+
+/// The loss, and (with `backward`) the gradient of its surrogate for the linear layer's weight.
+type TinyLoss = fn(&Tiny, &Device, bool) -> (f64, Option<Tensor<2>>);
+
+fn weight_grad(m: &Tiny, surrogate: Tensor<1>, backward: bool) -> Option<Tensor<2>> {
+    backward.then(|| {
+        let grads = surrogate.backward();
+        m.lin.weight.val().grad(&grads).expect("weight gradient")
+    })
+}
+
+fn tiny_rcmd_loss(m: &Tiny, device: &Device, backward: bool) -> (f64, Option<Tensor<2>>) {
     let positions: Vec<Vec<usize>> = LENS.iter().map(|&l| (0..l).collect()).collect();
     let batch = InfoNce {
         anchors: vec![0, 1],
@@ -40,16 +57,21 @@ fn tiny_loss(m: &Tiny, device: &Device, backward: bool) -> (f64, Option<Tensor<2
         positives: vec![0, 1],
         excluded: Vec::new(),
     };
-    let (loss, surrogate) = rcmd_surrogate(hidden, &positions, &batch, 0.05).expect("loss");
-    let grad = backward.then(|| {
-        let grads = surrogate.backward();
-        m.lin.weight.val().grad(&grads).expect("weight gradient")
-    });
-    (loss, grad)
+    let (loss, surrogate) =
+        rcmd_surrogate(tiny_hidden(m, device), &positions, &batch, 0.05).expect("loss");
+    (loss, weight_grad(m, surrogate, backward))
 }
 
-#[test]
-fn rcmd_loss_gradients_match_finite_differences_on_a_tiny_model() {
+fn tiny_cosent_loss(m: &Tiny, device: &Device, backward: bool) -> (f64, Option<Tensor<2>>) {
+    // Three graded pairs: texts 0-2 are the first sentences, 3-5 the second ones.
+    let (loss, surrogate) =
+        cosent_surrogate(tiny_hidden(m, device), &LENS, &[4.5, 1.0, 2.5]).expect("loss");
+    (loss, weight_grad(m, surrogate, backward))
+}
+
+/// Autodiff through `loss`'s host-computed surrogate against central differences, weight by
+/// weight of the tiny model's linear layer.
+fn assert_gradients_match_finite_differences(loss: TinyLoss) {
     let device = Device::flex().autodiff();
     let d = 6;
     let emb = EmbeddingConfig::new(11, d).init(&device);
@@ -65,8 +87,8 @@ fn rcmd_loss_gradients_match_finite_differences_on_a_tiny_model() {
             l
         },
     };
-    let (loss, grad) = tiny_loss(&with(weights.clone()), &device, true);
-    assert!(loss.is_finite() && loss > 0.0, "{loss}");
+    let (value, grad) = loss(&with(weights.clone()), &device, true);
+    assert!(value.is_finite() && value > 0.0, "{value}");
     let grad: Vec<f32> = grad
         .expect("gradient")
         .into_data()
@@ -79,13 +101,12 @@ fn rcmd_loss_gradients_match_finite_differences_on_a_tiny_model() {
         plus[i] += eps;
         let mut minus = weights.clone();
         minus[i] -= eps;
-        let numeric = (tiny_loss(&with(plus), &device, false).0
-            - tiny_loss(&with(minus), &device, false).0)
+        let numeric = (loss(&with(plus), &device, false).0 - loss(&with(minus), &device, false).0)
             / (2.0 * f64::from(eps));
         let analytic = f64::from(grad[i]);
         assert!(
             (numeric - analytic).abs() <= 0.05 * analytic.abs() + 2e-3,
-            "weight {i}: finite differences {numeric}, autodiff through the sparse surrogate {analytic}"
+            "weight {i}: finite differences {numeric}, autodiff through the surrogate {analytic}"
         );
         nonzero += usize::from(analytic.abs() > 1e-4);
     }
@@ -93,6 +114,16 @@ fn rcmd_loss_gradients_match_finite_differences_on_a_tiny_model() {
         nonzero > d * d / 2,
         "the gradient reaches most weights ({nonzero})"
     );
+}
+
+#[test]
+fn rcmd_loss_gradients_match_finite_differences_on_a_tiny_model() {
+    assert_gradients_match_finite_differences(tiny_rcmd_loss);
+}
+
+#[test]
+fn cosent_loss_gradients_match_finite_differences_on_a_tiny_model() {
+    assert_gradients_match_finite_differences(tiny_cosent_loss);
 }
 
 fn pairs(rel: &str, skip: usize, take: usize) -> Vec<LabelledPair> {
@@ -123,6 +154,7 @@ fn a_few_hundred_cpu_steps_lower_the_loss_raise_dev_auc_and_reload_identically()
         model_dir(),
         &train,
         &dev,
+        &[],
         out.path(),
         &options,
         DeviceKind::Cpu,
@@ -173,6 +205,7 @@ fn a_few_hundred_cpu_steps_lower_the_loss_raise_dev_auc_and_reload_identically()
         model_dir(),
         &train,
         &dev,
+        &[],
         out.path(),
         &options,
         DeviceKind::Cpu,
