@@ -104,10 +104,13 @@ pub struct Depths {
 }
 
 impl Default for Depths {
+    /// The dense stages stop at the HNSW search width (ef 64): deeper asks widen every graph
+    /// search and cost latency without improving the reranked list (EVALUATION.md, "First-stage
+    /// depth"); the lexical stage runs while the query is encoded, so its depth is free.
     fn default() -> Self {
         Depths {
-            cosine: 100,
-            w2: 100,
+            cosine: 64,
+            w2: 64,
             lexical: 100,
         }
     }

@@ -302,5 +302,22 @@ mod tests {
         };
         let e = ServeConfig::load(None, o).unwrap_err().to_string();
         assert!(e.contains("16 characters"), "{e}");
+        let o = Overrides {
+            ingest_nice: Some(20),
+            ..Default::default()
+        };
+        let e = ServeConfig::load(None, o).unwrap_err().to_string();
+        assert!(e.contains("ingest_nice") && e.contains("0-19"), "{e}");
+    }
+
+    /// The README's "Configuration" block lists every key with its default value.
+    #[test]
+    fn readme_configuration_block_is_the_defaults() {
+        let readme = include_str!("../../README.md");
+        let section = &readme[readme.find("### Configuration").expect("section")..];
+        let start = section.find("```toml\n").expect("toml block") + "```toml\n".len();
+        let block = &section[start..start + section[start..].find("```").expect("block end")];
+        let parsed = ServeConfig::from_toml(block).expect("the README block parses");
+        assert_eq!(parsed, ServeConfig::default());
     }
 }
