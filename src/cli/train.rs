@@ -11,7 +11,7 @@ use serde_json::json;
 use kindred::eval::LabelledPair;
 use kindred::model::heads::Heads;
 use kindred::model::ModelDir;
-use kindred::train::clrcmd::{self, ClrcmdOptions, Event};
+use kindred::train::clrcmd::{self, ClrcmdOptions, Event, GradedScore};
 use kindred::train::intent::{train_intent, IntentOptions};
 use kindred::train::transition::{train_transition, TransitionOptions};
 use kindred::train::{read_graded_training, read_training_pairs, write_model_dir, TrainedBy};
@@ -355,9 +355,21 @@ pub struct ClrcmdArgs {
     /// Weight of the CoSENT loss beside the InfoNCE loss.
     #[arg(long, default_value_t = 1.0)]
     pub graded_weight: f32,
+    /// Which similarity CoSENT ranks on graded pairs: cosine (sentence vectors), rcmd (s_RCMD
+    /// over token vectors) or both (the two losses added).
+    #[arg(long, value_enum, default_value = "both")]
+    pub graded_score: GradedScoreArg,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--graded-score`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum GradedScoreArg {
+    Cosine,
+    Rcmd,
+    Both,
 }
 
 pub fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> {
@@ -376,6 +388,11 @@ pub fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<
         seed: args.seed,
         graded_batch: args.graded_batch,
         graded_weight: args.graded_weight,
+        graded_score: match args.graded_score {
+            GradedScoreArg::Cosine => GradedScore::Cosine,
+            GradedScoreArg::Rcmd => GradedScore::Rcmd,
+            GradedScoreArg::Both => GradedScore::Both,
+        },
     };
     let bar = ProgressBar::new(0).with_style(
         ProgressStyle::with_template(
@@ -445,10 +462,12 @@ pub fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<
             }
             Event::Eval { step, auc, best } => {
                 dev_msg = format!(", dev AUC {auc:.4}");
-                say(format!(
-                    "step {step}: dev s_RCMD AUC {auc:.4}{}",
-                    if best { " (best, saved)" } else { "" }
-                ));
+                let note = match (step, best) {
+                    (0, _) => " (the base model, saved until a step beats it)",
+                    (_, true) => " (best, saved)",
+                    _ => "",
+                };
+                say(format!("step {step}: dev s_RCMD AUC {auc:.4}{note}"));
             }
             Event::Mining { done, total } => {
                 bar.set_length(total as u64);
@@ -479,7 +498,15 @@ pub fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<
                 .dev_auc_before
                 .map(|a| format!("{a:.4} → "))
                 .unwrap_or_default();
-            println!("dev s_RCMD AUC {before}{auc:.4} (best at step {step})");
+            if step == 0 {
+                println!(
+                    "dev s_RCMD AUC {before}{auc:.4}: no step beat the base model, so {} holds \
+                     its weights; try another --lr, more pairs or --mine-negatives",
+                    args.out.display()
+                );
+            } else {
+                println!("dev s_RCMD AUC {before}{auc:.4} (best at step {step})");
+            }
         }
     }
     Ok(())

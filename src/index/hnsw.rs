@@ -311,8 +311,11 @@ mod tests {
         let (n, d, k) = (2000, 16, 10);
         let points = unit_points(n, d, 3);
         let ix = VectorIndex::new(Metric::Cosine, d, HnswParams::default(), n);
-        let refs: Vec<(usize, &[f32])> =
-            points.iter().enumerate().map(|(i, v)| (i, v.as_slice())).collect();
+        let refs: Vec<(usize, &[f32])> = points
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i, v.as_slice()))
+            .collect();
         ix.insert_many(&refs);
         let q = &points[0];
         let exact = |dead: &HashSet<usize>| -> Vec<usize> {
@@ -357,13 +360,20 @@ mod tests {
         let (n, d) = (300, 8);
         let points = unit_points(n, d, 5);
         let ix = VectorIndex::new(Metric::L2, d, HnswParams::default(), n);
-        let refs: Vec<(usize, &[f32])> =
-            points.iter().enumerate().map(|(i, v)| (i, v.as_slice())).collect();
+        let refs: Vec<(usize, &[f32])> = points
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i, v.as_slice()))
+            .collect();
         ix.insert_many(&refs);
         for id in 3..n {
             ix.remove(id);
         }
-        let mut ids: Vec<usize> = ix.search(&points[100], 10).into_iter().map(|h| h.0).collect();
+        let mut ids: Vec<usize> = ix
+            .search(&points[100], 10)
+            .into_iter()
+            .map(|h| h.0)
+            .collect();
         ids.sort_unstable();
         assert_eq!(ids, vec![0, 1, 2]);
     }

@@ -11,7 +11,8 @@
 //!
 //! With graded pairs (STS-B/SICK train), each step also runs a batch of them and adds
 //! `graded_weight` × the CoSENT loss over their sentence-vector cosines
-//! ([`cosent`](super::loss::cosent)), pushed back through BERT the same way (Σ cos ⊙ ∂L/∂cos).
+//! ([`cosent`](super::loss::cosent)) and/or their s_RCMD ([`rcmd_cosent`]), pushed back through
+//! BERT the same way (Σ cos ⊙ ∂L/∂cos, Σ x ⊙ ∂L/∂x).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -24,7 +25,7 @@ use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
 use super::data::{graded_batch, Dataset};
-use super::loss::{cosent, rcmd_infonce, InfoNce};
+use super::loss::{cosent, rcmd_cosent, rcmd_infonce, InfoNce, LossGrads};
 use super::{pair_auc, write_model_dir, TrainedBy};
 use crate::encoder::{weights, Bert, DeviceKind};
 use crate::error::{io_err, InternalError, Result, UserError};
@@ -66,6 +67,22 @@ pub struct ClrcmdOptions {
     /// Weight of the CoSENT loss on graded pairs beside the InfoNCE loss.
     #[serde(default = "default_graded_weight")]
     pub graded_weight: f32,
+    /// Which similarity CoSENT ranks on graded pairs.
+    #[serde(default)]
+    pub graded_score: GradedScore,
+}
+
+/// The similarity whose order CoSENT teaches on graded pairs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GradedScore {
+    /// The sentence vectors' cosine.
+    Cosine,
+    /// s_RCMD over the token vectors.
+    Rcmd,
+    /// Both: the two CoSENT losses added.
+    #[default]
+    Both,
 }
 
 fn default_graded_batch() -> usize {
@@ -94,6 +111,7 @@ impl Default for ClrcmdOptions {
             seed: 42,
             graded_batch: default_graded_batch(),
             graded_weight: default_graded_weight(),
+            graded_score: GradedScore::default(),
         }
     }
 }
@@ -338,13 +356,26 @@ pub fn train_clrcmd(
         )?;
         pair_auc(&encoder, dev)
     };
+    let save_best = |bert: &Bert, state: &CheckpointState| -> Result<()> {
+        let by = TrainedBy::Clrcmd {
+            steps: state.step,
+            dev_auc: state.best.map(|b| b.1),
+            options: options.clone(),
+        };
+        // Heads learned on the old encoder do not fit the new one: the model carries none.
+        write_model_dir(base, out, Some(&bert.valid()), Some(&Heads::default()), &by)
+    };
     if !resume && !dev.is_empty() {
+        // The base model is the first candidate: a run in which no step beats it leaves the
+        // base weights in `out` (trained_by.steps = 0), never a worse model.
         let auc = evaluate(&bert)?;
         state.dev_auc_before = Some(auc);
+        state.best = Some((0, auc));
+        save_best(&bert, &state)?;
         on(Event::Eval {
             step: 0,
             auc,
-            best: false,
+            best: true,
         });
     }
 
@@ -358,15 +389,6 @@ pub fn train_clrcmd(
     let started = Instant::now();
     let first_step = state.step;
     let mut losses = Vec::new();
-    let save_best = |bert: &Bert, state: &CheckpointState| -> Result<()> {
-        let by = TrainedBy::Clrcmd {
-            steps: state.step,
-            dev_auc: state.best.map(|b| b.1),
-            options: options.clone(),
-        };
-        // Heads learned on the old encoder do not fit the new one: the model carries none.
-        write_model_dir(base, out, Some(&bert.valid()), Some(&Heads::default()), &by)
-    };
     while state.step < total {
         let batch = data.batch(
             state.step,
@@ -384,7 +406,7 @@ pub fn train_clrcmd(
             &bert,
             &tokenizer,
             (&data, &batch, options.tau),
-            (&graded_step, options.graded_weight),
+            (&graded_step, options.graded_weight, options.graded_score),
             &device,
         )?;
         bert = optim.step(lr, bert, grads);
@@ -465,7 +487,7 @@ fn step_grads(
     bert: &Bert,
     tokenizer: &crate::text::TextTokenizer,
     (data, batch, tau): (&Dataset, &[(&super::data::Item, Option<&str>)], f32),
-    (graded, graded_weight): (&[&ScoredPair], f32),
+    (graded, graded_weight, graded_score): (&[&ScoredPair], f32, GradedScore),
     device: &Device,
 ) -> Result<(f64, GradientsParams)> {
     // Distinct texts; anchors, then candidates = positives, then hard negatives.
@@ -510,11 +532,27 @@ fn step_grads(
             .chain(graded.iter().map(|p| p.b.as_str()))
             .collect();
         let (tokenized, hidden) = forward(bert, tokenizer, &texts, device)?;
-        let lens: Vec<usize> = tokenized.iter().map(|t| t.ids.len()).collect();
         let gold: Vec<f64> = graded.iter().map(|p| p.gold).collect();
-        let (graded_loss, graded_surrogate) = cosent_surrogate(hidden, &lens, &gold)?;
-        loss += f64::from(graded_weight) * graded_loss;
-        surrogate = surrogate + graded_surrogate * graded_weight;
+        let mut terms = Vec::new();
+        if graded_score != GradedScore::Rcmd {
+            let lens: Vec<usize> = tokenized.iter().map(|t| t.ids.len()).collect();
+            terms.push(cosent_surrogate(hidden.clone(), &lens, &gold)?);
+        }
+        if graded_score != GradedScore::Cosine {
+            let positions: Vec<Vec<usize>> = tokenized
+                .iter()
+                .map(|t| (0..t.ids.len()).filter(|&p| !t.special[p]).collect())
+                .collect();
+            let m = graded.len();
+            let pairs: Vec<(usize, usize)> = (0..m).map(|k| (k, m + k)).collect();
+            terms.push(token_surrogate(hidden, &positions, |tokens| {
+                rcmd_cosent(tokens, &pairs, &gold, COSENT_SCALE)
+            })?);
+        }
+        for (graded_loss, graded_surrogate) in terms {
+            loss += f64::from(graded_weight) * graded_loss;
+            surrogate = surrogate + graded_surrogate * graded_weight;
+        }
     }
     let grads = surrogate.backward();
     Ok((loss, GradientsParams::from_grads(grads, bert)))
@@ -605,6 +643,17 @@ pub fn rcmd_surrogate(
     batch: &InfoNce,
     tau: f32,
 ) -> Result<(f64, Tensor<1>)> {
+    token_surrogate(hidden, positions, |tokens| rcmd_infonce(tokens, batch, tau))
+}
+
+/// A loss over texts' token vectors, computed with its gradient on the host by `loss` from the
+/// L2-normalised rows of `hidden` `[n, len, d]` at `positions[i]` for text i, and the surrogate
+/// scalar Σ x ⊙ ∂L/∂x that carries that gradient upstream.
+fn token_surrogate(
+    hidden: Tensor<3>,
+    positions: &[Vec<usize>],
+    loss: impl FnOnce(&[Tokens<'_>]) -> LossGrads,
+) -> Result<(f64, Tensor<1>)> {
     let [n, len, d] = hidden.dims();
     let device = hidden.device();
     let norm = hidden.clone().square().sum_dim(2).sqrt().clamp_min(1e-12);
@@ -626,7 +675,7 @@ pub fn rcmd_surrogate(
         })
         .collect();
     let tokens: Vec<Tokens<'_>> = rows.iter().map(|r| Tokens::new(r, d)).collect();
-    let out = rcmd_infonce(&tokens, batch, tau);
+    let out = loss(&tokens);
     let mut g = vec![0f32; n * len * d];
     for (i, ps) in positions.iter().enumerate() {
         for (r, &p) in ps.iter().enumerate() {
