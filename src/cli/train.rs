@@ -353,11 +353,11 @@ pub struct ClrcmdArgs {
     #[arg(long, default_value_t = 16, value_name = "N")]
     pub graded_batch: usize,
     /// Weight of the CoSENT loss beside the InfoNCE loss.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 0.2)]
     pub graded_weight: f32,
     /// Which similarity CoSENT ranks on graded pairs: cosine (sentence vectors), rcmd (s_RCMD
     /// over token vectors) or both (the two losses added).
-    #[arg(long, value_enum, default_value = "both")]
+    #[arg(long, value_enum, default_value = "cosine")]
     pub graded_score: GradedScoreArg,
     /// Print the summary as JSON.
     #[arg(long)]
