@@ -521,11 +521,8 @@ fn step_grads(
     };
 
     let (tokenized, hidden) = forward(bert, tokenizer, &texts, device)?;
-    let positions: Vec<Vec<usize>> = tokenized
-        .iter()
-        .map(|t| (0..t.ids.len()).filter(|&p| !t.special[p]).collect())
-        .collect();
-    let (mut loss, mut surrogate) = rcmd_surrogate(hidden, &positions, &infonce, tau)?;
+    let (mut loss, mut surrogate) =
+        rcmd_surrogate(hidden, &content_positions(&tokenized), &infonce, tau)?;
     if !graded.is_empty() {
         let texts: Vec<&str> = graded
             .iter()
@@ -540,15 +537,13 @@ fn step_grads(
             terms.push(cosent_surrogate(hidden.clone(), &lens, &gold)?);
         }
         if graded_score != GradedScore::Cosine {
-            let positions: Vec<Vec<usize>> = tokenized
-                .iter()
-                .map(|t| (0..t.ids.len()).filter(|&p| !t.special[p]).collect())
-                .collect();
             let m = graded.len();
             let pairs: Vec<(usize, usize)> = (0..m).map(|k| (k, m + k)).collect();
-            terms.push(token_surrogate(hidden, &positions, |tokens| {
-                rcmd_cosent(tokens, &pairs, &gold, COSENT_SCALE)
-            })?);
+            terms.push(token_surrogate(
+                hidden,
+                &content_positions(&tokenized),
+                |tokens| rcmd_cosent(tokens, &pairs, &gold, COSENT_SCALE),
+            )?);
         }
         for (graded_loss, graded_surrogate) in terms {
             loss += f64::from(graded_weight) * graded_loss;
@@ -557,6 +552,14 @@ fn step_grads(
     }
     let grads = surrogate.backward();
     Ok((loss, GradientsParams::from_grads(grads, bert)))
+}
+
+/// Each text's content (non-special) token positions: the rows RCMD works on.
+fn content_positions(tokenized: &[Tokenized]) -> Vec<Vec<usize>> {
+    tokenized
+        .iter()
+        .map(|t| (0..t.ids.len()).filter(|&p| !t.special[p]).collect())
+        .collect()
 }
 
 /// Tokenizes `texts` and runs BERT on them as one padded batch: the tokenized texts and the
