@@ -306,41 +306,36 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn search_skips_tombstones_and_still_returns_k_live_points() {
-        let (n, d, k) = (2000, 16, 10);
-        let points = unit_points(n, d, 3);
-        let ix = VectorIndex::new(Metric::Cosine, d, HnswParams::default(), n);
+    fn index_of(metric: Metric, points: &[Vec<f32>]) -> VectorIndex {
+        let ix = VectorIndex::new(metric, points[0].len(), HnswParams::default(), points.len());
         let refs: Vec<(usize, &[f32])> = points
             .iter()
             .enumerate()
             .map(|(i, v)| (i, v.as_slice()))
             .collect();
         ix.insert_many(&refs);
+        ix
+    }
+
+    #[test]
+    fn search_skips_tombstones_and_still_returns_k_live_points() {
+        let (n, k) = (2000, 10);
+        let points = unit_points(n, 16, 3);
+        let ix = index_of(Metric::Cosine, &points);
         let q = &points[0];
-        let exact = |dead: &HashSet<usize>| -> Vec<usize> {
+        // Every id, nearest to the query first (exact cosine distance).
+        let by_distance: Vec<usize> = {
             let mut all: Vec<(usize, f32)> = points
                 .iter()
                 .enumerate()
-                .filter(|(i, _)| !dead.contains(i))
                 .map(|(i, v)| (i, 1.0 - v.iter().zip(q).map(|(a, b)| a * b).sum::<f32>()))
                 .collect();
             all.sort_by(|a, b| a.1.total_cmp(&b.1));
-            all.into_iter().take(k).map(|(i, _)| i).collect()
+            all.into_iter().map(|(i, _)| i).collect()
         };
-        // Tombstone the 40 exact nearest neighbours of the query (the worst case for a
-        // post-filter) and every 7th point elsewhere.
-        let mut dead: HashSet<usize> = exact(&HashSet::new()).into_iter().collect();
-        let nearest: Vec<usize> = {
-            let mut all: Vec<(usize, f32)> = points
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (i, v.iter().zip(q).map(|(a, b)| a * b).sum::<f32>()))
-                .collect();
-            all.sort_by(|a, b| b.1.total_cmp(&a.1));
-            all.into_iter().take(40).map(|(i, _)| i).collect()
-        };
-        dead.extend(nearest);
+        // Tombstone the query's 40 exact nearest neighbours (the worst case for a post-filter)
+        // and every 7th point elsewhere.
+        let mut dead: HashSet<usize> = by_distance[..40].iter().copied().collect();
         dead.extend((0..n).step_by(7));
         for &id in &dead {
             ix.remove(id);
@@ -349,23 +344,17 @@ mod tests {
         assert_eq!(hits.len(), k);
         assert!(hits.iter().all(|(id, _)| !dead.contains(id)), "{hits:?}");
         let found: HashSet<usize> = hits.iter().map(|h| h.0).collect();
-        let truth = exact(&dead);
-        let recall = truth.iter().filter(|i| found.contains(i)).count();
+        let truth = by_distance.iter().filter(|i| !dead.contains(i)).take(k);
+        let recall = truth.filter(|i| found.contains(i)).count();
         assert!(recall >= 9, "recall {recall}/10 of the live nearest");
         assert!(hits.windows(2).all(|w| w[0].1 <= w[1].1), "nearest first");
     }
 
     #[test]
     fn search_with_every_point_dead_but_a_few_returns_those_few() {
-        let (n, d) = (300, 8);
-        let points = unit_points(n, d, 5);
-        let ix = VectorIndex::new(Metric::L2, d, HnswParams::default(), n);
-        let refs: Vec<(usize, &[f32])> = points
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (i, v.as_slice()))
-            .collect();
-        ix.insert_many(&refs);
+        let n = 300;
+        let points = unit_points(n, 8, 5);
+        let ix = index_of(Metric::L2, &points);
         for id in 3..n {
             ix.remove(id);
         }
