@@ -2,9 +2,9 @@
 //! distance 1 − cos) and L2 over intents [μ; σ] (`DistL2`, which is exactly W2; design.md §3).
 //!
 //! hnsw_rs has no deletion: deleted and replaced documents become tombstones, filtered out of
-//! each query's results (they still route the graph search); [`VectorIndex::needs_compaction`] tells the owner when to rebuild. Saved with
-//! `file_dump` plus a small JSON file recording the store checkpoint (`seq`) the dump reflects
-//! and the tombstones.
+//! each query's results (they still route the graph search); [`VectorIndex::needs_compaction`]
+//! tells the owner when to rebuild. Saved with `file_dump` plus a small JSON file recording the
+//! store checkpoint (`seq`) the dump reflects and the tombstones.
 
 use std::collections::HashSet;
 use std::path::Path;
