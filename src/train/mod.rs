@@ -254,9 +254,19 @@ mod tests {
         std::fs::write(&sts, line).unwrap();
         let qqp = dir.path().join("dev.tsv");
         std::fs::write(&qqp, "0\ta\tb\n").unwrap();
-        let pairs = read_training_pairs(&[qqp, sts]).unwrap();
+        let pairs = read_training_pairs(&[qqp.clone(), sts.clone()]).unwrap();
         assert_eq!(pairs.len(), 2);
         assert!(!pairs[0].duplicate && pairs[1].duplicate);
         assert_eq!(pairs[1].b, "An airplane takes off.");
+
+        // --graded keeps the gold score, and refuses test splits and 0/1-labelled files.
+        let graded = read_graded_training(std::slice::from_ref(&sts)).unwrap();
+        assert_eq!(graded.len(), 1);
+        assert_eq!(graded[0].gold, 4.5);
+        let e = read_graded_training(&[qqp]).unwrap_err().to_string();
+        assert!(e.contains("--graded") && e.contains("--pairs"), "{e}");
+        let test = dir.path().join("sts-test.csv");
+        let e = read_graded_training(&[test]).unwrap_err().to_string();
+        assert!(e.contains("--graded") && e.contains("test split"), "{e}");
     }
 }
