@@ -263,12 +263,7 @@ impl Encoder {
         let pad = pad
             .contains(&true)
             .then(|| Tensor::<2, Bool>::from_data(TensorData::new(pad, [b, len]), &self.device));
-        let hidden = self
-            .bert
-            .forward(ids, pad)
-            .into_data()
-            .try_into_vec::<f32>()
-            .map_err(|e| InternalError::Backend(format!("reading hidden states: {e:?}")))?;
+        let hidden = host_f32(self.bert.forward(ids, pad), "hidden states")?;
         let d = self.identity.dim;
         if hidden.len() != b * len * d {
             return Err(InternalError::Backend(format!(
@@ -316,4 +311,11 @@ impl Encoder {
             intent,
         }
     }
+}
+
+/// A tensor's values copied to the host as f32; `what` names them in the error.
+pub(crate) fn host_f32<const D: usize>(t: Tensor<D>, what: &str) -> Result<Vec<f32>> {
+    t.into_data()
+        .try_into_vec::<f32>()
+        .map_err(|e| InternalError::Backend(format!("reading {what}: {e:?}")).into())
 }

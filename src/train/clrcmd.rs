@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use super::data::{graded_batch, Dataset};
 use super::loss::{cosent, rcmd_cosent, rcmd_infonce, InfoNce, LossGrads};
 use super::{pair_auc, write_model_dir, TrainedBy};
-use crate::encoder::{weights, Bert, DeviceKind};
+use crate::encoder::{host_f32, weights, Bert, DeviceKind};
 use crate::error::{io_err, InternalError, Result, UserError};
 use crate::eval::{LabelledPair, ScoredPair};
 use crate::model::heads::Heads;
@@ -626,12 +626,7 @@ pub fn cosent_surrogate(
     let cos = (unit.clone().narrow(0, 0, m) * unit.narrow(0, m, m))
         .sum_dim(1)
         .reshape([m]);
-    let host = cos
-        .clone()
-        .detach()
-        .into_data()
-        .try_into_vec::<f32>()
-        .map_err(|e| InternalError::Backend(format!("reading cosines: {e:?}")))?;
+    let host = host_f32(cos.clone().detach(), "cosines")?;
     let (loss, grad) = cosent(&host, gold, COSENT_SCALE);
     let grad = Tensor::<1>::from_data(TensorData::new(grad, [m]), &device);
     Ok((loss, (cos * grad).sum()))
@@ -662,12 +657,7 @@ fn token_surrogate(
     let device = hidden.device();
     let norm = hidden.clone().square().sum_dim(2).sqrt().clamp_min(1e-12);
     let unit = hidden / norm;
-    let host = unit
-        .clone()
-        .detach()
-        .into_data()
-        .try_into_vec::<f32>()
-        .map_err(|e| InternalError::Backend(format!("reading token vectors: {e:?}")))?;
+    let host = host_f32(unit.clone().detach(), "token vectors")?;
     let rows: Vec<Vec<f32>> = positions
         .iter()
         .enumerate()

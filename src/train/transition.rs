@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use super::data::SplitMix64;
 use super::{encode_texts, TextIndex};
-use crate::error::{InternalError, Result, UserError};
+use crate::encoder::host_f32;
+use crate::error::{Result, UserError};
 use crate::eval::{metrics, LabelledPair};
 use crate::model::heads::{Dense, Transition};
 use crate::Encoder;
@@ -190,21 +191,9 @@ pub fn transition_loss(i: Tensor<2>, p: Tensor<2>, lambda: f32, device: &Device)
 /// A burn linear layer ([in, out]) as a row-major [out, in] [`Dense`].
 pub(crate) fn dense_of(l: &Linear) -> Result<Dense> {
     let [inputs, outputs] = l.weight.val().dims();
-    let w = l
-        .weight
-        .val()
-        .inner()
-        .transpose()
-        .into_data()
-        .try_into_vec::<f32>()
-        .map_err(|e| InternalError::Backend(format!("reading weights: {e:?}")))?;
+    let w = host_f32(l.weight.val().inner().transpose(), "weights")?;
     let bias = match &l.bias {
-        Some(b) => b
-            .val()
-            .inner()
-            .into_data()
-            .try_into_vec::<f32>()
-            .map_err(|e| InternalError::Backend(format!("reading bias: {e:?}")))?,
+        Some(b) => host_f32(b.val().inner(), "bias")?,
         None => vec![0.0; outputs],
     };
     Ok(Dense {
@@ -217,12 +206,7 @@ pub(crate) fn dense_of(l: &Linear) -> Result<Dense> {
 
 /// The value of a one-element tensor.
 pub(crate) fn scalar(t: &Tensor<1>) -> Result<f64> {
-    let v = t
-        .clone()
-        .inner()
-        .into_data()
-        .try_into_vec::<f32>()
-        .map_err(|e| InternalError::Backend(format!("reading the loss: {e:?}")))?;
+    let v = host_f32(t.clone().inner(), "the loss")?;
     Ok(f64::from(v[0]))
 }
 
