@@ -122,7 +122,8 @@ pub enum UserError {
     /// Vectors from a model other than the collection's.
     #[error(
         "collection {collection:?} was created with model {expected}, but the encoder runs {found}: \
-         open it with the same model (--model), or move it onto this model with `kindred reindex`"
+         open it with the same model and precision (--model, --precision; an int8 fingerprint ends in +int8), \
+         or move it onto this model with `kindred reindex`"
     )]
     ModelMismatch {
         /// The collection.

@@ -35,4 +35,4 @@ pub mod types;
 pub use encoder::{DeviceKind, Encoder, EncoderOptions};
 pub use error::{Error, InternalError, Result, UserError};
 pub use model::{ModelDir, ModelIdentity};
-pub use types::{Encoded, Gaussian, Token};
+pub use types::{Encoded, Gaussian, Precision, Token};

@@ -53,3 +53,44 @@ impl Encoded {
         &self.token_vectors[i * d..(i + 1) * d]
     }
 }
+
+/// Arithmetic of the encoder's linear layers. Vectors of one precision are not those of the
+/// other (int8 moves a sentence vector by a cosine of about 0.01), so a collection records
+/// the precision it was encoded with and refuses the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// f32 weights and activations: the model exactly (cosine ≥ 0.9999 to sentence-transformers).
+    #[default]
+    Fp32,
+    /// Weights quantised to int8 per output channel at load, activations per row at run time.
+    Int8,
+}
+
+impl Precision {
+    /// The name used in options, settings and fingerprints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Int8 => "int8",
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "fp32" | "f32" => Ok(Precision::Fp32),
+            "int8" | "i8" => Ok(Precision::Int8),
+            _ => Err(format!("unknown precision {s:?}; use fp32 or int8")),
+        }
+    }
+}

@@ -21,7 +21,7 @@ use serde_json::json;
 
 use kindred::model::{self, ModelDir};
 use kindred::search::Depths;
-use kindred::{Encoded, Encoder, EncoderOptions};
+use kindred::{Encoded, Encoder, EncoderOptions, Precision};
 
 /// kindred: a duplicate-question search database with explainable reranking.
 #[derive(Debug, Parser)]
@@ -60,6 +60,11 @@ pub struct Global {
     /// Texts per encoder forward pass [default: 32].
     #[arg(long, env = "KINDRED_BATCH_SIZE", global = true)]
     pub batch_size: Option<usize>,
+    /// Encoder arithmetic: fp32 (exact) or int8 (weights and activations quantised; faster).
+    /// A collection keeps the precision it was created with, and commands on it use that
+    /// one unless this is given (a different one is refused). [default: fp32]
+    #[arg(long, env = "KINDRED_PRECISION", global = true)]
+    pub precision: Option<Precision>,
 }
 
 impl Global {
@@ -86,29 +91,35 @@ impl Global {
     }
 
     fn encoder(&self) -> Result<Encoder> {
-        self.load_encoder(&self.model_dir()?)
+        self.load_encoder(&self.model_dir()?, self.precision.unwrap_or_default())
     }
 
-    fn load_encoder(&self, dir: &ModelDir) -> Result<Encoder> {
+    fn load_encoder(&self, dir: &ModelDir, precision: Precision) -> Result<Encoder> {
         let options = EncoderOptions {
             device: self.device.as_deref().unwrap_or("cpu").parse()?,
             batch_size: self.batch_size(),
+            precision,
             ..EncoderOptions::default()
         };
         Encoder::load(dir, options).with_context(|| format!("loading model {}", dir.path.display()))
     }
 
-    /// The encoder for `collection`: --model when given; otherwise the model directory a
-    /// reindex recorded for the collection, or the default model.
+    /// The encoder for `collection`: --model when given, otherwise the model directory a
+    /// reindex recorded for the collection, or the default model; at --precision when
+    /// given, otherwise at the collection's own.
     fn collection_encoder(&self, db: &kindred::db::Database, collection: &str) -> Result<Encoder> {
+        let settings = db.store().settings(collection).ok();
+        let precision = self
+            .precision
+            .or(settings.as_ref().map(|s| s.model.precision))
+            .unwrap_or_default();
         if self.model.is_none() {
-            if let Ok(settings) = db.store().settings(collection) {
-                if let Some(path) = settings.model_path {
-                    return self.load_encoder(&ModelDir::open(std::path::Path::new(&path))?);
-                }
+            if let Some(path) = settings.and_then(|s| s.model_path) {
+                let dir = ModelDir::open(std::path::Path::new(&path))?;
+                return self.load_encoder(&dir, precision);
             }
         }
-        self.encoder()
+        self.load_encoder(&self.model_dir()?, precision)
     }
 }
 
@@ -424,6 +435,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 println!("path:        {}", dir.path.display());
                 println!("id:          {}", identity.id);
                 println!("fingerprint: {}", identity.fingerprint);
+                println!(
+                    "precision:   {} (--precision picks)",
+                    g.precision.unwrap_or_default()
+                );
                 println!("dim:         {}", identity.dim);
                 println!("intent dim:  {}", identity.intent_dim());
                 println!("layers:      {}", dir.config.num_hidden_layers);
@@ -505,7 +520,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Command::Reindex { collection, json } => {
             let db = g.database()?;
             let dir = g.model_dir()?;
-            let encoder = g.load_encoder(&dir)?;
+            let encoder = g.load_encoder(&dir, g.precision.unwrap_or_default())?;
             db::reindex(&db, &encoder, &dir, collection, *json)?
         }
         Command::Stats { collection, json } => db::stats(&g.database()?, collection, *json)?,

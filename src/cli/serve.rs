@@ -52,6 +52,7 @@ pub fn config(g: &Global, a: &ServeArgs) -> Result<ServeConfig> {
         home: g.home.clone(),
         device: g.device.clone(),
         batch_size: g.batch_size,
+        precision: g.precision,
         relaxed: g.relaxed,
         admin_key: env("KINDRED_ADMIN_KEY"),
         read_key: env("KINDRED_READ_KEY"),
@@ -70,6 +71,7 @@ pub fn open(c: &ServeConfig) -> Result<(Arc<Encoder>, Arc<Database>)> {
     let options = EncoderOptions {
         device: c.device.parse()?,
         batch_size: c.batch_size,
+        precision: c.precision,
         ..EncoderOptions::default()
     };
     let encoder = Encoder::load(&dir, options)

@@ -11,6 +11,10 @@ use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, Device, Int, Tensor};
 
+use super::host_f32;
+
+use super::fast::{HostBert, HostLayer, HostLinear, HostNorm};
+use crate::error::Result;
 use crate::model::{Activation, BertConfig};
 
 /// Embeddings: word + position + token type, then LayerNorm.
@@ -134,6 +138,18 @@ impl Bert {
     /// `None` when no text in the batch is padded (a batch of one, or of equal lengths).
     /// Returns the last hidden states `[batch, len, d]`. All texts use token type 0.
     pub fn forward(&self, ids: Tensor<2, Int>, pad: Option<Tensor<2, Bool>>) -> Tensor<3> {
+        self.forward_traced(ids, pad, |_, _| {})
+    }
+
+    /// Like [`Bert::forward`], calling `trace(i, hidden)` with the `[batch·len, d]` hidden
+    /// states after the embeddings (`i` = 0) and after each layer `i` (1-based): what the
+    /// packed path is checked against, layer by layer.
+    pub fn forward_traced(
+        &self,
+        ids: Tensor<2, Int>,
+        pad: Option<Tensor<2, Bool>>,
+        mut trace: impl FnMut(usize, &Tensor<2>),
+    ) -> Tensor<3> {
         let [batch, len] = ids.dims();
         let emb = &self.embeddings;
         let words = emb.word_embeddings.forward(ids);
@@ -142,17 +158,82 @@ impl Bert {
         let token_type = emb.token_type_embeddings.weight.val().slice(0..1);
         let x = words + (positions + token_type).unsqueeze::<3>();
         let x = emb.layer_norm.forward(x).reshape([batch * len, d]);
+        trace(0, &x);
 
         // Key-padding mask broadcast over heads and query positions; true = masked.
         let mask = pad.map(|pad| {
             pad.reshape([batch, 1, 1, len])
                 .expand([batch, self.num_heads, len, len])
         });
-        let x = self.encoder.layer.iter().fold(x, |x, layer| {
-            layer.forward(x, batch, len, self.num_heads, self.gelu_tanh, mask.as_ref())
-        });
+        let mut x = x;
+        for (i, layer) in self.encoder.layer.iter().enumerate() {
+            x = layer.forward(x, batch, len, self.num_heads, self.gelu_tanh, mask.as_ref());
+            trace(i + 1, &x);
+        }
         x.reshape([batch, len, d])
     }
+
+    /// A copy of the weights on the host (for the packed CPU path); `eps` is the model's
+    /// LayerNorm ε.
+    pub fn to_host(&self, eps: f64) -> Result<HostBert> {
+        let emb = &self.embeddings;
+        let [_, d] = emb.word_embeddings.weight.dims();
+        let token_type = emb.token_type_embeddings.weight.val().slice(0..1);
+        let layers = self
+            .encoder
+            .layer
+            .iter()
+            .map(|l| {
+                let sa = &l.attention.self_attn;
+                Ok(HostLayer {
+                    query: host_linear(&sa.query)?,
+                    key: host_linear(&sa.key)?,
+                    value: host_linear(&sa.value)?,
+                    attn_out: host_linear(&l.attention.output.dense)?,
+                    attn_norm: host_norm(&l.attention.output.layer_norm, d)?,
+                    ff_in: host_linear(&l.intermediate.dense)?,
+                    ff_out: host_linear(&l.output.dense)?,
+                    ff_norm: host_norm(&l.output.layer_norm, d)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(HostBert {
+            d,
+            heads: self.num_heads,
+            gelu_tanh: self.gelu_tanh,
+            eps: eps as f32,
+            word: host_f32(emb.word_embeddings.weight.val(), "word embeddings")?,
+            position: host_f32(emb.position_embeddings.weight.val(), "position embeddings")?,
+            token_type: host_f32(token_type, "token type embeddings")?,
+            embed_norm: host_norm(&emb.layer_norm, d)?,
+            layers,
+        })
+    }
+}
+
+fn host_linear(l: &Linear) -> Result<HostLinear> {
+    let [k, n] = l.weight.dims();
+    let b = match &l.bias {
+        Some(b) => host_f32(b.val(), "linear bias")?,
+        None => vec![0.0; n],
+    };
+    Ok(HostLinear {
+        k,
+        n,
+        w: host_f32(l.weight.val(), "linear weight")?,
+        b,
+    })
+}
+
+fn host_norm(n: &LayerNorm, d: usize) -> Result<HostNorm> {
+    let beta = match &n.beta {
+        Some(b) => host_f32(b.val(), "LayerNorm beta")?,
+        None => vec![0.0; d],
+    };
+    Ok(HostNorm {
+        gamma: host_f32(n.gamma.val(), "LayerNorm gamma")?,
+        beta,
+    })
 }
 
 impl BertLayer {

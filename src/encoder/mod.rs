@@ -12,6 +12,7 @@
 
 mod backend;
 mod bert;
+pub mod fast;
 pub mod heads;
 mod registry;
 pub(crate) mod weights;
@@ -21,13 +22,15 @@ use tracing::instrument;
 
 pub use backend::DeviceKind;
 pub use bert::Bert;
+pub use fast::KernelPath;
 pub use registry::Encoders;
 
 use crate::error::{InternalError, Result, UserError};
 use crate::model::heads::Heads;
 use crate::model::{ModelDir, ModelIdentity};
 use crate::text::{TextTokenizer, Tokenized};
-use crate::types::Encoded;
+use crate::types::{Encoded, Precision};
+use fast::PackedBert;
 
 thread_local! {
     /// The one-thread rayon pool [`Encoder::encode_one`] runs in, per calling thread (dropped,
@@ -48,6 +51,8 @@ pub struct EncoderOptions {
     pub batch_size: usize,
     /// Floor on the intent σ.
     pub sigma_floor: f32,
+    /// Arithmetic of the linear layers (the CPU's packed path; a GPU runs fp32).
+    pub precision: Precision,
 }
 
 impl Default for EncoderOptions {
@@ -56,6 +61,7 @@ impl Default for EncoderOptions {
             device: DeviceKind::Cpu,
             batch_size: 32,
             sigma_floor: heads::SIGMA_FLOOR,
+            precision: Precision::Fp32,
         }
     }
 }
@@ -63,8 +69,12 @@ impl Default for EncoderOptions {
 /// A loaded model ready to encode text.
 pub struct Encoder {
     bert: Bert,
+    /// The packed CPU path (None on a GPU, where the burn forward runs).
+    packed: Option<PackedBert>,
     tokenizer: TextTokenizer,
     device: Device,
+    /// The model directory it was loaded from.
+    path: std::path::PathBuf,
     identity: ModelIdentity,
     options: EncoderOptions,
     heads: Heads,
@@ -95,13 +105,17 @@ impl Encoder {
         let mut bert = Bert::new(&model.config, &device);
         weights::load(&mut bert, &model.weights_path())?;
         let heads = Heads::load(&model.path, model.config.hidden_size)?;
-        let identity = model.identity()?;
+        let identity = model.identity()?.with_precision(options.precision);
+        let packed = pack(&bert, model, options)?;
         tracing::info!(id = %identity.id, fingerprint = %identity.fingerprint,
-            heads = ?heads.names(), "model loaded");
+            heads = ?heads.names(), precision = %options.precision,
+            kernels = packed.as_ref().map_or("burn", |p| p.path().name()), "model loaded");
         Ok(Encoder {
+            packed,
             bert,
             tokenizer,
             device,
+            path: model.path.clone(),
             identity,
             options,
             heads,
@@ -118,10 +132,12 @@ impl Encoder {
         options: EncoderOptions,
     ) -> Result<Self> {
         Ok(Encoder {
+            packed: pack(&bert, model, options)?,
             bert,
             tokenizer: TextTokenizer::from_file(&model.tokenizer_path(), model.max_len)?,
             device: options.device.device()?,
-            identity,
+            path: model.path.clone(),
+            identity: identity.with_precision(options.precision),
             options,
             heads,
         })
@@ -130,6 +146,54 @@ impl Encoder {
     /// The network.
     pub fn bert(&self) -> &Bert {
         &self.bert
+    }
+
+    /// The model directory the encoder was loaded from.
+    pub fn model_path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// The packed CPU path, when the encoder runs on one.
+    pub fn packed(&self) -> Option<&PackedBert> {
+        self.packed.as_ref()
+    }
+
+    /// The hidden states of one text after the embeddings and after each layer (each
+    /// `len × d`, special tokens included), from the burn forward when `burn`, else from the
+    /// packed path (as the encoder runs, or on `path` when given). For checking one against
+    /// the other.
+    pub fn layer_outputs(
+        &self,
+        text: &str,
+        burn: bool,
+        path: Option<KernelPath>,
+    ) -> Result<Vec<Vec<f32>>> {
+        let t = self.tokenizer.tokenize(text, 0)?;
+        let mut layers = Vec::new();
+        if burn {
+            let ids: Vec<i64> = t.ids.iter().map(|&id| i64::from(id)).collect();
+            let ids =
+                Tensor::<2, Int>::from_data(TensorData::new(ids, [1, t.ids.len()]), &self.device);
+            let mut err = None;
+            self.bert
+                .forward_traced(ids, None, |_, h| match host_f32(h.clone(), "layer") {
+                    Ok(v) => layers.push(v),
+                    Err(e) => err = Some(e),
+                });
+            return err.map_or(Ok(layers), Err);
+        }
+        let packed = self.packed.as_ref().ok_or_else(|| {
+            InternalError::Backend("this encoder runs on a GPU, without the packed path".into())
+        })?;
+        let run = |p: &PackedBert| {
+            let mut layers = Vec::new();
+            p.forward_traced(&[&t.ids], |_, h| layers.push(h.to_vec()));
+            layers
+        };
+        Ok(match path {
+            Some(path) if path != packed.path() => run(&packed.clone().with_path(path)),
+            _ => run(packed),
+        })
     }
 
     /// The learned heads the model carries (possibly none).
@@ -246,8 +310,27 @@ impl Encoder {
             .collect())
     }
 
-    /// Runs one padded batch through the network and applies the heads per text.
+    /// Runs one batch through the network and applies the heads per text.
     fn forward_batch(&self, batch: &[&Tokenized], with_heads: bool) -> Result<Vec<Encoded>> {
+        let d = self.identity.dim;
+        if let Some(packed) = &self.packed {
+            let ids: Vec<&[u32]> = batch.iter().map(|t| t.ids.as_slice()).collect();
+            let hidden = packed.forward(&ids);
+            let mut start = 0;
+            return Ok(batch
+                .iter()
+                .map(|t| {
+                    let rows = &hidden[start * d..(start + t.ids.len()) * d];
+                    start += t.ids.len();
+                    self.derive(t, rows, d, with_heads)
+                })
+                .collect());
+        }
+        self.forward_padded(batch, with_heads)
+    }
+
+    /// Runs one padded batch through the burn network (the GPU path) and applies the heads.
+    fn forward_padded(&self, batch: &[&Tokenized], with_heads: bool) -> Result<Vec<Encoded>> {
         let b = batch.len();
         let len = batch.iter().map(|t| t.ids.len()).max().unwrap_or(0);
         let pad_id = i64::from(self.tokenizer.pad_id());
@@ -310,6 +393,28 @@ impl Encoder {
             sentence,
             intent,
         }
+    }
+}
+
+/// The packed CPU path of `bert` for `options`, or None when the encoder runs on a GPU.
+fn pack(bert: &Bert, model: &ModelDir, options: EncoderOptions) -> Result<Option<PackedBert>> {
+    match options.device {
+        DeviceKind::Cpu => {
+            let host = bert.to_host(model.config.layer_norm_eps)?;
+            Ok(Some(PackedBert::new(
+                host,
+                options.precision,
+                KernelPath::detect(),
+            )))
+        }
+        DeviceKind::Cuda(_) if options.precision == Precision::Int8 => {
+            Err(UserError::InvalidArgument {
+                name: "precision",
+                reason: "int8 runs on the CPU only; use --precision fp32 with a GPU".into(),
+            }
+            .into())
+        }
+        DeviceKind::Cuda(_) => Ok(None),
     }
 }
 

