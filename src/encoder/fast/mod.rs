@@ -325,9 +325,9 @@ impl PackedBert {
         let one = |(t, out): (usize, &mut &mut [f32])| {
             let (start, len) = (starts[t], lens[t]);
             let rows = &qkv[start * 3 * d..(start + len) * 3 * d];
-            let mut scores = vec![0f32; len];
+            let mut scratch = Vec::new();
             for h in 0..heads {
-                ops::attend(path, rows, len, d, h, dh, out, &mut scores);
+                ops::attend(path, rows, len, d, h, dh, out, &mut scratch);
             }
         };
         if lens.len() == 1 || rayon::current_num_threads() == 1 {

@@ -34,6 +34,26 @@ macro_rules! multiversion {
 /// Lanes of the vectorised sums.
 const LANES: usize = 16;
 
+/// The smaller of two values, as one `vminps` (f32::min's NaN rules keep it scalar).
+#[inline(always)]
+fn fmin(a: f32, b: f32) -> f32 {
+    if a < b {
+        a
+    } else {
+        b
+    }
+}
+
+/// The larger of two values, as one `vmaxps`.
+#[inline(always)]
+fn fmax(a: f32, b: f32) -> f32 {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
 /// Σ a·b over 16 lanes, then the lanes.
 #[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -82,7 +102,8 @@ pub(crate) fn erf(x: f32) -> f32 {
 /// polynomial on |r| ≤ ln2/2; relative error ≈ 2e-7; underflows to 0 below −87.
 #[inline(always)]
 fn exp_neg(x: f32) -> f32 {
-    let x = x.max(-87.0);
+    // fmax(NaN, −87) is −87, so n below is always a small finite integer.
+    let x = fmin(fmax(x, -87.0), 0.0);
     let n = (x * std::f32::consts::LOG2_E + 0.5).floor();
     let r = n.mul_add(-0.693_145_75, x);
     let r = n.mul_add(-1.428_606_8e-6, r);
@@ -92,7 +113,9 @@ fn exp_neg(x: f32) -> f32 {
     p = r.mul_add(p, 0.5);
     p = r.mul_add(p, 1.0);
     p = r.mul_add(p, 1.0);
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // SAFETY: n is finite and in −126..=0 (x was clamped above).
+    let n = unsafe { n.to_int_unchecked::<i32>() };
+    let scale = f32::from_bits(((n + 127) as u32) << 23);
     p * scale
 }
 
@@ -164,8 +187,8 @@ multiversion! {
         }
         for c in chunks {
             for l in 0..LANES {
-                lo[l] = lo[l].min(c[l]);
-                hi[l] = hi[l].max(c[l]);
+                lo[l] = fmin(lo[l], c[l]);
+                hi[l] = fmax(hi[l], c[l]);
             }
         }
         let min = lo.iter().fold(tlo, |a, &b| a.min(b));
@@ -185,10 +208,17 @@ multiversion! {
     }
 }
 
+/// Query rows attended together (independent accumulator chains).
+const QROWS: usize = 4;
+
 multiversion! {
     /// Self-attention of one text and one head: `qkv` holds the text's `len` rows of
     /// `[q | k | v]` (each `d` wide, row stride `3d`); writes the head's `dh` columns
-    /// (`head·dh..`) of each row of `ctx` (row stride `d`). `scores` is scratch (≥ len).
+    /// (`head·dh..`) of each row of `ctx` (row stride `d`). `scratch` is reused between calls.
+    ///
+    /// The head's keys are first copied transposed (`dh × len`, padded to 16 columns), so
+    /// scores are multiply-adds across 16 keys at a time rather than one horizontal sum per
+    /// key; four query rows go together, so four accumulator chains hide the FMA latency.
     pub fn attend(
         qkv: &[f32],
         len: usize,
@@ -196,33 +226,83 @@ multiversion! {
         head: usize,
         dh: usize,
         ctx: &mut [f32],
-        scores: &mut [f32],
+        scratch: &mut Vec<f32>,
     ) {
         let stride = 3 * d;
         let scale = 1.0 / (dh as f32).sqrt();
         let (qo, ko, vo) = (head * dh, d + head * dh, 2 * d + head * dh);
-        let scores = &mut scores[..len];
-        for i in 0..len {
-            let q = &qkv[i * stride + qo..i * stride + qo + dh];
-            let mut max = f32::NEG_INFINITY;
-            for (j, s) in scores.iter_mut().enumerate() {
-                *s = dot(q, &qkv[j * stride + ko..j * stride + ko + dh]) * scale;
-                max = max.max(*s);
+        let lp = len.next_multiple_of(LANES);
+        scratch.clear();
+        scratch.resize(dh * lp + QROWS * lp, 0.0);
+        let (kt, scores) = scratch.split_at_mut(dh * lp);
+        for j in 0..len {
+            let k = &qkv[j * stride + ko..j * stride + ko + dh];
+            for (c, &v) in k.iter().enumerate() {
+                kt[c * lp + j] = v;
             }
-            for s in scores.iter_mut() {
-                *s = exp_neg(*s - max);
-            }
-            let inv = 1.0 / sum(scores);
-            let out = &mut ctx[i * d + qo..i * d + qo + dh];
-            out.fill(0.0);
-            for (j, &p) in scores.iter().enumerate() {
-                let v = &qkv[j * stride + vo..j * stride + vo + dh];
-                for (o, &vv) in out.iter_mut().zip(v) {
-                    *o = p.mul_add(vv, *o);
+        }
+        let whole = dh - dh % LANES;
+        for i0 in (0..len).step_by(QROWS) {
+            // Rows past the end repeat the last row; their results are dropped.
+            let rows: [usize; QROWS] = std::array::from_fn(|r| (i0 + r).min(len - 1));
+            let q: [&[f32]; QROWS] =
+                rows.map(|i| &qkv[i * stride + qo..i * stride + qo + dh]);
+            for jb in 0..lp / LANES {
+                let mut acc = [[0f32; LANES]; QROWS];
+                for c in 0..dh {
+                    let k = &kt[c * lp + jb * LANES..c * lp + (jb + 1) * LANES];
+                    for r in 0..QROWS {
+                        let qc = q[r][c];
+                        for l in 0..LANES {
+                            acc[r][l] = qc.mul_add(k[l], acc[r][l]);
+                        }
+                    }
+                }
+                for r in 0..QROWS {
+                    let out = &mut scores[r * lp + jb * LANES..r * lp + (jb + 1) * LANES];
+                    for l in 0..LANES {
+                        out[l] = acc[r][l] * scale;
+                    }
                 }
             }
-            for o in out.iter_mut() {
-                *o *= inv;
+            let mut inv = [0f32; QROWS];
+            for (r, inv) in inv.iter_mut().enumerate() {
+                let live = &mut scores[r * lp..r * lp + len];
+                let max = live.iter().fold(f32::NEG_INFINITY, |m, &s| fmax(m, s));
+                for s in live.iter_mut() {
+                    *s = exp_neg(*s - max);
+                }
+                *inv = 1.0 / sum(live);
+            }
+            // Σ_j p_j·v_j, 16 output columns at a time, four rows together.
+            for c0 in (0..whole).step_by(LANES) {
+                let mut acc = [[0f32; LANES]; QROWS];
+                for j in 0..len {
+                    let v = &qkv[j * stride + vo + c0..j * stride + vo + c0 + LANES];
+                    for r in 0..QROWS {
+                        let p = scores[r * lp + j];
+                        for l in 0..LANES {
+                            acc[r][l] = p.mul_add(v[l], acc[r][l]);
+                        }
+                    }
+                }
+                for r in 0..QROWS.min(len - i0) {
+                    let i = i0 + r;
+                    let out = &mut ctx[i * d + qo + c0..i * d + qo + c0 + LANES];
+                    for l in 0..LANES {
+                        out[l] = acc[r][l] * inv[r];
+                    }
+                }
+            }
+            for r in 0..QROWS.min(len - i0) {
+                let i = i0 + r;
+                for c in whole..dh {
+                    let mut acc = 0f32;
+                    for j in 0..len {
+                        acc = scores[r * lp + j].mul_add(qkv[j * stride + vo + c], acc);
+                    }
+                    ctx[i * d + qo + c] = acc * inv[r];
+                }
             }
         }
     }
@@ -335,13 +415,13 @@ mod tests {
 
     #[test]
     fn attention_matches_a_plain_softmax_average() {
-        let (len, d, dh) = (5, 8, 4);
+        let (len, d, dh) = (21, 8, 4);
         let qkv: Vec<f32> = (0..len * 3 * d)
             .map(|i| ((i * 13) % 17) as f32 / 9.0 - 1.0)
             .collect();
         for path in paths() {
             let mut ctx = vec![0f32; len * d];
-            let mut scratch = vec![0f32; len];
+            let mut scratch = Vec::new();
             for h in 0..d / dh {
                 attend(path, &qkv, len, d, h, dh, &mut ctx, &mut scratch);
             }
