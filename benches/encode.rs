@@ -1,15 +1,16 @@
-//! Criterion bench for the encoder: realistic short questions (demo/faq.txt), batch 1 and 32.
+//! Criterion bench for the encoder: realistic short questions (demo/faq.txt), batch 1 (a query,
+//! on one thread as `encode_one` runs) and 32, at both precisions.
 //! Needs the model (KINDRED_MODEL or the cached default; fetched on first use).
-//! The peer comparison against sentence-transformers is benches/compare_encode.py.
+//! The peer comparison (torch, ONNX Runtime fp32/int8) is benches/encode_peers.py.
 
 use std::hint::black_box;
 use std::path::PathBuf;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kindred::model;
-use kindred::{Encoder, EncoderOptions};
+use kindred::{Encoder, EncoderOptions, Precision};
 
-fn encoder(batch_size: usize) -> Encoder {
+fn encoder(batch_size: usize, precision: Precision) -> Encoder {
     let explicit = std::env::var_os("KINDRED_MODEL").map(PathBuf::from);
     let home = std::env::var_os("KINDRED_HOME")
         .map(PathBuf::from)
@@ -19,6 +20,7 @@ fn encoder(batch_size: usize) -> Encoder {
         &dir,
         EncoderOptions {
             batch_size,
+            precision,
             ..EncoderOptions::default()
         },
     )
@@ -30,21 +32,23 @@ fn bench_encode(c: &mut Criterion) {
     let mut group = c.benchmark_group("encode");
     group.sample_size(10);
 
-    let one = encoder(1);
-    group.throughput(Throughput::Elements(1));
-    group.bench_function("batch1_one_question", |b| {
-        b.iter(|| {
-            one.encode_one(black_box("How do I reset my password?"))
-                .expect("encodes")
-        })
-    });
+    for precision in [Precision::Int8, Precision::Fp32] {
+        let one = encoder(1, precision);
+        group.throughput(Throughput::Elements(1));
+        group.bench_function(format!("{precision}_batch1_one_question"), |b| {
+            b.iter(|| {
+                one.encode_one(black_box("How do I reset my password?"))
+                    .expect("encodes")
+            })
+        });
 
-    let batched = encoder(32);
-    let texts = &faq[..32];
-    group.throughput(Throughput::Elements(texts.len() as u64));
-    group.bench_function("batch32_32_questions", |b| {
-        b.iter(|| batched.encode(black_box(texts)).expect("encodes"))
-    });
+        let batched = encoder(32, precision);
+        let texts = &faq[..32];
+        group.throughput(Throughput::Elements(texts.len() as u64));
+        group.bench_function(format!("{precision}_batch32_32_questions"), |b| {
+            b.iter(|| batched.encode(black_box(texts)).expect("encodes"))
+        });
+    }
     group.finish();
 }
 

@@ -60,9 +60,10 @@ pub struct Global {
     /// Texts per encoder forward pass [default: 32].
     #[arg(long, env = "KINDRED_BATCH_SIZE", global = true)]
     pub batch_size: Option<usize>,
-    /// Encoder arithmetic: fp32 (exact) or int8 (weights and activations quantised; faster).
-    /// A collection keeps the precision it was created with, and commands on it use that
-    /// one unless this is given (a different one is refused). [default: fp32]
+    /// Encoder arithmetic: int8 (weights and activations quantised; about twice as fast) or
+    /// fp32 (the model exactly). A collection keeps the precision it was created with, and
+    /// commands on it use that one unless this is given (a different one is refused).
+    /// Training always runs in fp32. [default: int8]
     #[arg(long, env = "KINDRED_PRECISION", global = true)]
     pub precision: Option<Precision>,
 }
@@ -92,6 +93,14 @@ impl Global {
 
     fn encoder(&self) -> Result<Encoder> {
         self.load_encoder(&self.model_dir()?, self.precision.unwrap_or_default())
+    }
+
+    /// The encoder head trainers read vectors from: fp32 unless --precision says otherwise.
+    fn training_encoder(&self) -> Result<Encoder> {
+        self.load_encoder(
+            &self.model_dir()?,
+            self.precision.unwrap_or(Precision::Fp32),
+        )
     }
 
     fn load_encoder(&self, dir: &ModelDir, precision: Precision) -> Result<Encoder> {
@@ -520,7 +529,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Command::Reindex { collection, json } => {
             let db = g.database()?;
             let dir = g.model_dir()?;
-            let encoder = g.load_encoder(&dir, g.precision.unwrap_or_default())?;
+            // The collection keeps its precision unless --precision moves it.
+            let precision = match g.precision {
+                Some(p) => p,
+                None => db.store().settings(collection)?.model.precision,
+            };
+            let encoder = g.load_encoder(&dir, precision)?;
             db::reindex(&db, &encoder, &dir, collection, *json)?
         }
         Command::Stats { collection, json } => db::stats(&g.database()?, collection, *json)?,
@@ -530,8 +544,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
             let device = g.device.as_deref().unwrap_or("cpu").parse()?;
             match command {
                 train::TrainCommand::Clrcmd(a) => train::clrcmd(&base, device, a)?,
-                train::TrainCommand::Intent(a) => train::intent(&base, &g.encoder()?, a)?,
-                train::TrainCommand::Transition(a) => train::transition(&base, &g.encoder()?, a)?,
+                train::TrainCommand::Intent(a) => train::intent(&base, &g.training_encoder()?, a)?,
+                train::TrainCommand::Transition(a) => {
+                    train::transition(&base, &g.training_encoder()?, a)?
+                }
                 train::TrainCommand::Blend(a) => train::blend(&base, a)?,
             }
         }

@@ -51,7 +51,7 @@ pub struct EncoderOptions {
     pub batch_size: usize,
     /// Floor on the intent σ.
     pub sigma_floor: f32,
-    /// Arithmetic of the linear layers (the CPU's packed path; a GPU runs fp32).
+    /// Arithmetic of the linear layers (the CPU's packed path; a GPU runs fp32). Default int8.
     pub precision: Precision,
 }
 
@@ -61,7 +61,7 @@ impl Default for EncoderOptions {
             device: DeviceKind::Cpu,
             batch_size: 32,
             sigma_floor: heads::SIGMA_FLOOR,
-            precision: Precision::Fp32,
+            precision: Precision::default(),
         }
     }
 }

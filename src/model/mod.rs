@@ -186,8 +186,8 @@ pub struct ModelIdentity {
     /// Arithmetic the vectors were made with (absent in stores older than int8: fp32). An
     /// int8 identity's fingerprint ends in `+int8`, so every check by fingerprint keeps the two
     /// precisions apart.
-    #[serde(default, skip_serializing_if = "is_fp32")]
-    #[schema(value_type = String, example = "fp32")]
+    #[serde(default = "Precision::fp32", skip_serializing_if = "is_fp32")]
+    #[schema(value_type = String, example = "int8")]
     pub precision: Precision,
 }
 

@@ -101,7 +101,12 @@ pub async fn start(
                 return Ok(Err(ApiError::invalid(format!("model: {e}"))));
             }
         };
-        let encoder = Encoder::load(&dir, *s.encoder().options())?;
+        // The collection keeps its precision on the new model.
+        let options = crate::EncoderOptions {
+            precision: settings.model.precision,
+            ..*s.encoder().options()
+        };
+        let encoder = Encoder::load(&dir, options)?;
         if encoder.identity().fingerprint == settings.model.fingerprint {
             return Ok(Err(ApiError::invalid(format!(
                 "model: collection {c:?} already uses {} ({}); give the directory of another model",

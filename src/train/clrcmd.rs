@@ -34,7 +34,7 @@ use crate::model::heads::Heads;
 use crate::model::ModelDir;
 use crate::score::Tokens;
 use crate::text::Tokenized;
-use crate::{Encoder, EncoderOptions};
+use crate::{Encoder, EncoderOptions, Precision};
 
 /// CLRCMD settings (defaults: the paper's).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -285,6 +285,8 @@ pub fn train_clrcmd(
             base,
             EncoderOptions {
                 device: device_kind,
+                // Training runs the burn forward in f32: validate and mine in f32 too.
+                precision: Precision::Fp32,
                 ..EncoderOptions::default()
             },
         )?;
@@ -345,6 +347,7 @@ pub fn train_clrcmd(
     let tokenizer = crate::text::TextTokenizer::from_file(&base.tokenizer_path(), base.max_len)?;
     let eval_options = EncoderOptions {
         device: device_kind,
+        precision: Precision::Fp32,
         ..EncoderOptions::default()
     };
     let evaluate = |bert: &Bert| -> Result<f64> {

@@ -18,10 +18,22 @@ pub fn model_dir() -> &'static ModelDir {
     })
 }
 
-/// A shared encoder with default options.
+/// A shared encoder with default options (int8, as new collections are).
 pub fn encoder() -> &'static Encoder {
     static ENC: OnceLock<Encoder> = OnceLock::new();
     ENC.get_or_init(|| Encoder::load(model_dir(), EncoderOptions::default()).expect("model loads"))
+}
+
+/// A shared fp32 encoder: the model exactly, as the Python references compute it.
+pub fn exact_encoder() -> &'static Encoder {
+    static ENC: OnceLock<Encoder> = OnceLock::new();
+    ENC.get_or_init(|| {
+        let options = EncoderOptions {
+            precision: kindred::Precision::Fp32,
+            ..EncoderOptions::default()
+        };
+        Encoder::load(model_dir(), options).expect("model loads")
+    })
 }
 
 /// Cosine of two vectors.

@@ -5,7 +5,7 @@ use kindred::eval::retrieval::{eval_retrieval, RetrievalOptions};
 use kindred::eval::{eval_pairs, eval_sts, read_pairs, read_scored_pairs, score_pairs};
 use kindred::search::{Mode, Rerank};
 
-use crate::common::{encoder, shared_data};
+use crate::common::{exact_encoder as encoder, shared_data};
 
 fn near(name: &str, got: f64, want: f64, tol: f64) {
     assert!(

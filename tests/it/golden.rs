@@ -4,7 +4,7 @@
 use base64::Engine as _;
 use serde::Deserialize;
 
-use crate::common::{cosine, encoder};
+use crate::common::{cosine, exact_encoder as encoder};
 
 #[derive(Deserialize)]
 struct Fixture {

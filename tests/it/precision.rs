@@ -2,25 +2,22 @@
 //! against fp32 on real questions; kernel paths against each other; collections keeping
 //! their precision.
 
-use std::sync::OnceLock;
-
 use kindred::db::{Database, NewDocument};
 use kindred::encoder::KernelPath;
 use kindred::store::{CollectionSettings, Durability};
-use kindred::{Encoder, EncoderOptions, Precision};
+use kindred::{Encoder, Precision};
 
-use crate::common::{cosine, encoder, model_dir, qqp_questions};
+use crate::common::{cosine, exact_encoder as encoder, qqp_questions};
 
-/// A shared int8 encoder.
+/// The shared int8 encoder (the default).
 fn int8() -> &'static Encoder {
-    static ENC: OnceLock<Encoder> = OnceLock::new();
-    ENC.get_or_init(|| {
-        let options = EncoderOptions {
-            precision: Precision::Int8,
-            ..EncoderOptions::default()
-        };
-        Encoder::load(model_dir(), options).expect("int8 model loads")
-    })
+    let enc = crate::common::encoder();
+    assert_eq!(
+        enc.identity().precision,
+        Precision::Int8,
+        "int8 is the default"
+    );
+    enc
 }
 
 const TEXTS: [&str; 3] = [

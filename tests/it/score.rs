@@ -10,7 +10,7 @@ use kindred::score::quant::I8Tokens;
 use kindred::score::rerank::Reranker;
 use kindred::score::{cosine, rcmd, w2, Tokens, Weights};
 
-use crate::common::{encoder, stsb_pairs};
+use crate::common::{exact_encoder as encoder, stsb_pairs};
 
 #[derive(Deserialize)]
 struct Fixture {

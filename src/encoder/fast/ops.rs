@@ -199,8 +199,8 @@ multiversion! {
         let zp = (-min * inv + 0.5).floor().clamp(0.0, 255.0);
         let bias = zp + 0.5;
         for (o, &v) in q.iter_mut().zip(x) {
-            // max/min (not clamp) map NaN to 0, so the value is always in 0..=255.
-            let t = v.mul_add(inv, bias).max(0.0).min(255.0);
+            // fmax/fmin (not clamp) map NaN to 0, so the value is always in 0..=255.
+            let t = fmin(fmax(v.mul_add(inv, bias), 0.0), 255.0);
             // SAFETY: t is finite and in 0..=255; truncation of t = round(v/scale) + zp.
             *o = unsafe { t.to_int_unchecked::<i32>() } as u8;
         }
@@ -219,6 +219,7 @@ multiversion! {
     /// The head's keys are first copied transposed (`dh × len`, padded to 16 columns), so
     /// scores are multiply-adds across 16 keys at a time rather than one horizontal sum per
     /// key; four query rows go together, so four accumulator chains hide the FMA latency.
+    #[allow(clippy::too_many_arguments)]
     pub fn attend(
         qkv: &[f32],
         len: usize,
