@@ -92,7 +92,15 @@ impl Global {
     }
 
     fn encoder(&self) -> Result<Encoder> {
-        self.load_encoder(&self.model_dir()?, self.precision.unwrap_or_default())
+        self.load_encoder(&self.model_dir()?, self.precision())
+    }
+
+    /// --precision, else int8 on the CPU and fp32 on a GPU (where only fp32 runs).
+    fn precision(&self) -> Precision {
+        self.precision.unwrap_or(match self.device.as_deref() {
+            Some(d) if d.starts_with("cuda") => Precision::Fp32,
+            _ => Precision::Int8,
+        })
     }
 
     /// The encoder head trainers read vectors from: fp32 unless --precision says otherwise.
@@ -121,7 +129,7 @@ impl Global {
         let precision = self
             .precision
             .or(settings.as_ref().map(|s| s.model.precision))
-            .unwrap_or_default();
+            .unwrap_or_else(|| self.precision());
         if self.model.is_none() {
             if let Some(path) = settings.and_then(|s| s.model_path) {
                 let dir = ModelDir::open(std::path::Path::new(&path))?;
@@ -444,10 +452,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 println!("path:        {}", dir.path.display());
                 println!("id:          {}", identity.id);
                 println!("fingerprint: {}", identity.fingerprint);
-                println!(
-                    "precision:   {} (--precision picks)",
-                    g.precision.unwrap_or_default()
-                );
+                println!("precision:   {} (--precision picks)", g.precision());
                 println!("dim:         {}", identity.dim);
                 println!("intent dim:  {}", identity.intent_dim());
                 println!("layers:      {}", dir.config.num_hidden_layers);

@@ -71,7 +71,7 @@ pub fn open(c: &ServeConfig) -> Result<(Arc<Encoder>, Arc<Database>)> {
     let options = EncoderOptions {
         device: c.device.parse()?,
         batch_size: c.batch_size,
-        precision: c.precision,
+        precision: c.precision(),
         ..EncoderOptions::default()
     };
     let encoder = Encoder::load(&dir, options)

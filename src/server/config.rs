@@ -82,9 +82,9 @@ pub struct ServeConfig {
     pub device: String,
     /// Texts per encoder forward pass.
     pub batch_size: usize,
-    /// Encoder arithmetic of new collections (`fp32` or `int8`); an existing collection keeps
-    /// the precision it was created with.
-    pub precision: Precision,
+    /// Encoder arithmetic of new collections (`int8` or `fp32`; unset: int8 on the CPU, fp32
+    /// on a GPU); an existing collection keeps the precision it was created with.
+    pub precision: Option<Precision>,
     /// Acknowledge writes before they reach the disk.
     pub relaxed: bool,
     /// Key for writes, collection management and the UI. Unset: writes need no key (only
@@ -115,7 +115,7 @@ impl Default for ServeConfig {
             home: None,
             device: "cpu".into(),
             batch_size: 32,
-            precision: Precision::default(),
+            precision: None,
             relaxed: false,
             admin_key: None,
             read_key: None,
@@ -162,6 +162,17 @@ pub struct Overrides {
 }
 
 impl ServeConfig {
+    /// The precision of new collections: as set, else int8 on the CPU and fp32 on a GPU
+    /// (where only fp32 runs).
+    pub fn precision(&self) -> Precision {
+        self.precision
+            .unwrap_or(if self.device.starts_with("cuda") {
+                Precision::Fp32
+            } else {
+                Precision::Int8
+            })
+    }
+
     /// Threads for API writes: `ingest_threads`, or all cores but one.
     pub fn writer_threads(&self) -> usize {
         match self.ingest_threads {
@@ -204,7 +215,7 @@ impl ServeConfig {
         take!(opt home);
         take!(device);
         take!(batch_size);
-        take!(precision);
+        take!(opt precision);
         take!(opt admin_key);
         take!(opt read_key);
         take!(checkpoint_interval_secs);
