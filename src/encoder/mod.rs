@@ -1,14 +1,16 @@
 //! The encoder: text in, [`Encoded`] out (wordpieces with offsets, content token vectors, the
 //! sentence vector, the default intent).
 //!
-//! Owns the burn network (`bert.rs`), weight loading (`weights.rs`), the pure pooling heads
+//! Owns the burn network (`bert.rs`), weight loading (`weights.rs`), the packed CPU forward
+//! derived from the burn module's weights in fp32 or int8 (`fast/`), the pure pooling heads
 //! (`heads.rs`), the device choice (`backend.rs`, the only file naming a backend) and the set
-//! of loaded encoders by model (`registry.rs`). Knows
-//! nothing of stores, indexes or servers.
+//! of loaded encoders by model and precision (`registry.rs`). Knows nothing of stores, indexes
+//! or servers.
 //!
-//! Batches are bucketed by length (texts sorted by wordpiece count, then cut into batches) so
-//! little time is spent on padding; padding is masked out of attention and pooling, so a text's
-//! vectors do not depend on which texts share its batch.
+//! On the CPU a batch runs through the packed path unpadded (texts concatenated, attention per
+//! text); on a GPU through the burn forward, with texts sorted by length so little time goes to
+//! padding, which is masked out of attention and pooling. Either way a text's vectors do not
+//! depend on which texts share its batch.
 
 mod backend;
 mod bert;

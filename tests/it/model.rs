@@ -141,12 +141,20 @@ fn prefixed_checkpoint_with_extra_heads_loads_identically() {
 
 #[test]
 fn identity_records_id_and_fingerprint() {
+    // The weights' hash; the default (int8) encoder's identity adds the precision.
     let id = encoder().identity();
-    assert!(id.fingerprint.starts_with("sha256:") && id.fingerprint.len() == 7 + 64);
+    assert_eq!(id.precision, kindred::Precision::Int8);
+    let weights = id
+        .fingerprint
+        .strip_suffix("+int8")
+        .expect("int8 fingerprints end in +int8");
+    assert!(weights.starts_with("sha256:") && weights.len() == 7 + 64);
     assert_eq!(id.dim, 384);
+    let exact = crate::common::exact_encoder().identity();
+    assert_eq!(exact.fingerprint, weights);
     if std::env::var_os("KINDRED_MODEL").is_none() {
         assert_eq!(id.id, model::DEFAULT_MODEL_ID);
-        assert_eq!(id.fingerprint, format!("sha256:{DEFAULT_SHA256}"));
+        assert_eq!(weights, format!("sha256:{DEFAULT_SHA256}"));
     }
 }
 

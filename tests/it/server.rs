@@ -723,3 +723,64 @@ fn reindex_over_http_keeps_serving_and_survives_a_restart() {
     assert_eq!(info["stats"]["documents"], 409);
     s.stop();
 }
+
+#[test]
+fn collections_keep_their_own_precision_over_http_and_across_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(dir.path(), &[], &[]);
+    // The server's default (int8) and an fp32 collection side by side.
+    for (name, body) in [
+        ("i", json!({ "name": "i" })),
+        ("f", json!({ "name": "f", "precision": "fp32" })),
+    ] {
+        let (st, out) = call("POST", &s.url("/v1/collections"), None, Some(&body));
+        assert_eq!(st, 201, "{name}: {out}");
+        let (st, out) = call(
+            "POST",
+            &s.url(&format!("/v1/collections/{name}/documents")),
+            None,
+            Some(&json!(faq_docs())),
+        );
+        assert_eq!(st, 200, "{name}: {out}");
+    }
+    let (st, out) = call(
+        "POST",
+        &s.url("/v1/collections"),
+        None,
+        Some(&json!({ "name": "x", "precision": "int4" })),
+    );
+    assert_eq!(st, 422, "{out}");
+    assert!(out.to_string().contains("fp32"), "names the choices: {out}");
+    let check = |s: &Server| {
+        for (name, precision, suffix) in [("i", "int8", true), ("f", "fp32", false)] {
+            let (_, info) = call(
+                "GET",
+                &s.url(&format!("/v1/collections/{name}")),
+                None,
+                None,
+            );
+            let model = &info["settings"]["model"];
+            let fp = model["fingerprint"].as_str().expect("fingerprint");
+            assert_eq!(fp.ends_with("+int8"), suffix, "{name}: {model}");
+            let recorded = model
+                .get("precision")
+                .and_then(Value::as_str)
+                .unwrap_or("fp32");
+            assert_eq!(recorded, precision, "{name}: {model}");
+            let q = json!({ "text": "I forgot my password", "k": 3 });
+            let (st, out) = call(
+                "POST",
+                &s.url(&format!("/v1/collections/{name}/search")),
+                None,
+                Some(&q),
+            );
+            assert_eq!(st, 200, "{name}: {out}");
+            assert!(!ids(&out["hits"]).is_empty(), "{name}: {out}");
+        }
+    };
+    check(&s);
+    s.stop();
+    let s = Server::start(dir.path(), &[], &[]);
+    check(&s);
+    s.stop();
+}

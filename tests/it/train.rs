@@ -191,7 +191,12 @@ fn a_few_hundred_cpu_steps_lower_the_loss_raise_dev_auc_and_reload_identically()
     // The saved best model is a model directory like any other, and scores the dev pairs
     // exactly as the in-memory weights did at the best step.
     let saved = ModelDir::open(out.path()).expect("a model directory");
-    let reloaded = Encoder::load(&saved, EncoderOptions::default()).expect("loads");
+    // Training evaluates in fp32; reloaded in fp32 it scores identically.
+    let fp32 = EncoderOptions {
+        precision: kindred::Precision::Fp32,
+        ..EncoderOptions::default()
+    };
+    let reloaded = Encoder::load(&saved, fp32).expect("loads");
     let again = pair_auc(&reloaded, &dev).expect("auc");
     assert!(
         (again - best).abs() < 1e-9,
