@@ -620,10 +620,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
             out,
             json,
         } => {
-            let encoder = g.encoder()?;
             let db = match collection {
                 Some(_) => Some(g.database()?),
                 None => None,
+            };
+            // A collection's calibration is fitted on its own model and precision.
+            let encoder = match (&db, collection) {
+                (Some(db), Some(c)) => g.collection_encoder(db, c)?,
+                _ => g.encoder()?,
             };
             let req = calibrate::Request {
                 pairs,

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 
 use kindred::db::{Database, NewDocument};
+use kindred::encoder::Encoders;
 use kindred::model;
 use kindred::search::{self, SearchParams};
 use kindred::server::config::{Overrides, ServeConfig};
@@ -115,6 +116,16 @@ pub fn demo(c: ServeConfig, queries: &[String], k: usize, no_serve: bool) -> Res
             &CollectionSettings::for_model(encoder.identity().clone()),
         )?;
     }
+    // An existing demo collection keeps its own model and precision (e.g. fp32, from before
+    // int8 was the default): answer with its encoder, as the server does.
+    let settings = db.store().settings(DEMO_COLLECTION)?;
+    let encoders = Encoders::new(encoder.clone(), *encoder.options());
+    let served = encoder;
+    let encoder = encoders.get(
+        DEMO_COLLECTION,
+        &settings.model,
+        settings.model_path.as_deref(),
+    )?;
     if db.store().count(DEMO_COLLECTION)? == 0 {
         let docs: Vec<NewDocument> = FAQ
             .lines()
@@ -158,5 +169,5 @@ pub fn demo(c: ServeConfig, queries: &[String], k: usize, no_serve: bool) -> Res
         "\nserving collection {DEMO_COLLECTION}: open the admin UI at http://{0}/ui/ or try\n  curl -s http://{0}/v1/collections/{DEMO_COLLECTION}/search -H 'content-type: application/json' -d '{{\"text\": \"forgot my password\"}}'",
         c.listen
     );
-    serve(c, encoder, db)
+    serve(c, served, db)
 }

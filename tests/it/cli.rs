@@ -104,6 +104,30 @@ fn demo_answers_sample_questions() {
 }
 
 #[test]
+fn demo_on_a_collection_of_the_other_precision_uses_the_collections_own() {
+    // A demo collection made in fp32 (as every collection was before int8 became the
+    // default) is searched in fp32 by a later default (int8) demo, not refused.
+    let data = tempfile::tempdir().expect("tempdir");
+    let data = data.path().to_str().expect("utf-8 path");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--data", data];
+        args.extend_from_slice(extra);
+        args.extend([
+            "demo",
+            "--no-serve",
+            "I can't remember my password",
+            "-k",
+            "1",
+        ]);
+        String::from_utf8_lossy(&stdout_of(&args)).to_string()
+    };
+    let first = run(&["--precision", "fp32"]);
+    let again = run(&[]);
+    assert!(again.contains("password"), "{again}");
+    assert_eq!(first, again, "the same collection answers the same way");
+}
+
+#[test]
 fn explain_json_adds_up_and_aligns_the_shared_words() {
     let stdout = stdout_of(&[
         "explain",
