@@ -27,10 +27,7 @@ const TEXTS: [&str; 3] = [
 ];
 
 fn paths() -> Vec<KernelPath> {
-    [KernelPath::Avx512Vnni, KernelPath::Portable]
-        .into_iter()
-        .filter(|p| p.available())
-        .collect()
+    KernelPath::available_paths()
 }
 
 /// Per token row: the smallest cosine and the largest absolute difference, over all rows.

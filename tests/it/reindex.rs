@@ -222,7 +222,9 @@ fn reindex_cli_killed_midway_leaves_the_collection_whole_on_its_old_model() {
             &CollectionSettings::for_model(encoder().identity().clone()),
         )
         .expect("created");
-        let docs: Vec<NewDocument> = questions[..1500]
+        // Enough that the reindex takes well over the 3 s before the kill (1,500 took
+        // under 4 s once the encoder ran int8).
+        let docs: Vec<NewDocument> = questions[..6000]
             .iter()
             .enumerate()
             .map(|(i, q)| doc(format!("q{i}"), q))
@@ -244,10 +246,10 @@ fn reindex_cli_killed_midway_leaves_the_collection_whole_on_its_old_model() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("starts");
-    std::thread::sleep(std::time::Duration::from_secs(4));
+    std::thread::sleep(std::time::Duration::from_secs(3));
     assert!(
         child.try_wait().expect("polls").is_none(),
-        "the reindex finished within 4 s; give it more documents"
+        "the reindex finished within 3 s; give it more documents"
     );
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
@@ -261,7 +263,7 @@ fn reindex_cli_killed_midway_leaves_the_collection_whole_on_its_old_model() {
             "still on the old model"
         );
         assert_eq!(settings.generation, None);
-        assert_eq!(db.store().count("c").expect("count"), 1500);
+        assert_eq!(db.store().count("c").expect("count"), 6000);
         let out = search::search(
             &db,
             encoder(),
@@ -291,7 +293,7 @@ fn reindex_cli_killed_midway_leaves_the_collection_whole_on_its_old_model() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("reindexed c: 1500 documents"), "{stdout}");
+    assert!(stdout.contains("reindexed c: 6000 documents"), "{stdout}");
     let out = kindred(&["search", "--collection", "c", "--json", &questions[700]])
         .output()
         .expect("runs");

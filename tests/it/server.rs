@@ -531,13 +531,15 @@ fn every_error_path_answers_json_with_the_right_status() {
     assert_eq!(st, 200);
     s.stop();
 
-    // A timeout answers 503 with the error shape.
+    // A timeout answers 503 with the error shape. The query is long (256 wordpieces to
+    // encode), so it cannot finish within the 1 ms limit (a one-word search takes ≈ 1 ms).
     let s = Server::start(dir.path(), &["--request-timeout-ms", "1"], &keys);
+    let long = "how long should I bake bread ".repeat(60);
     let (st, e) = call(
         "POST",
         &s.url("/v1/collections/c/search"),
         Some(READ),
-        Some(&json!({ "text": "bread", "explain": true })),
+        Some(&json!({ "text": long.trim(), "explain": true })),
     );
     assert_eq!((st, code(&e)), (503, "timeout"));
     s.stop();

@@ -68,6 +68,14 @@ impl KernelPath {
         }
     }
 
+    /// Every path this CPU can run, fastest first (tests force each).
+    pub fn available_paths() -> Vec<KernelPath> {
+        [KernelPath::Avx512Vnni, KernelPath::Portable]
+            .into_iter()
+            .filter(|p| p.available())
+            .collect()
+    }
+
     /// Name for logs and benchmarks.
     pub fn name(self) -> &'static str {
         match self {
@@ -596,10 +604,7 @@ mod tests {
     use super::*;
 
     fn paths() -> Vec<KernelPath> {
-        [KernelPath::Avx512Vnni, KernelPath::Portable]
-            .into_iter()
-            .filter(|p| p.available())
-            .collect()
+        KernelPath::available_paths()
     }
 
     /// Deterministic values in [-1, 1).

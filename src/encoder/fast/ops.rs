@@ -328,10 +328,7 @@ mod tests {
     use super::*;
 
     fn paths() -> Vec<KernelPath> {
-        [KernelPath::Avx512Vnni, KernelPath::Portable]
-            .into_iter()
-            .filter(|p| p.available())
-            .collect()
+        KernelPath::available_paths()
     }
 
     #[test]
