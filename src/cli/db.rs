@@ -54,9 +54,10 @@ pub fn create(db: &Database, encoder: &Encoder, name: &str) -> Result<()> {
 pub fn list(db: &Database) -> Result<()> {
     for (name, settings) in db.collections()? {
         println!(
-            "{name}\t{} documents\t{}",
+            "{name}\t{} documents\t{}\t{}",
             db.store().count(&name)?,
-            settings.model.id
+            settings.model.id,
+            settings.model.precision
         );
     }
     Ok(())
