@@ -103,3 +103,24 @@ impl std::str::FromStr for Precision {
         }
     }
 }
+
+/// HNSW parameters of a collection's vector indexes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct HnswParams {
+    /// Links per node (M).
+    pub m: usize,
+    /// Candidate list size while building.
+    pub ef_construction: usize,
+    /// Candidate list size while searching (at least k).
+    pub ef_search: usize,
+}
+
+impl Default for HnswParams {
+    fn default() -> Self {
+        HnswParams {
+            m: 16,
+            ef_construction: 200,
+            ef_search: 64,
+        }
+    }
+}

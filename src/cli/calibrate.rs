@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use kindred::db::Database;
-use kindred::eval::metrics;
+use kindred::score::stats as metrics;
 use kindred::search::{self, Calibrator, PairFeatures};
 use kindred::Encoder;
 

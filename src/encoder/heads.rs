@@ -2,18 +2,12 @@
 //! masked mean pooling (sentence-transformers' sentence vector), L2 normalisation and the
 //! moment-matched Gaussian intent (design.md §3, papers/variational-siamese-wasserstein-quora.txt §4).
 
+pub use crate::score::cosine::l2_normalize;
 use crate::types::Gaussian;
 
 /// Default floor on each intent σ: keeps W2 finite-scaled and σ strictly positive for texts
 /// with one content token (whose sample std is 0).
 pub const SIGMA_FLOOR: f32 = 1e-3;
-
-/// L2-normalises `v` in place; a zero vector stays zero (sentence-transformers clamps the norm
-/// at 1e-12 the same way).
-pub fn l2_normalize(v: &mut [f32]) {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-    v.iter_mut().for_each(|x| *x /= norm);
-}
 
 /// Mean of the rows of `rows` (`n × d`, row-major), accumulated in f64.
 pub fn mean_rows(rows: &[f32], d: usize) -> Vec<f32> {

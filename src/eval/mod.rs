@@ -2,7 +2,6 @@
 //! and correlation with the evaluation commands), labelled pair files, and scoring labelled
 //! pairs with every feature the duplicate model reads.
 
-pub mod metrics;
 pub mod pairs;
 pub mod retrieval;
 
@@ -11,8 +10,9 @@ use std::collections::HashMap;
 use crate::error::Result;
 use crate::index::lexical::terms;
 use crate::index::LexicalIndex;
+use crate::score::features::{lexical_similarity, PairFeatures};
+use crate::score::stats as metrics;
 use crate::score::{dot, rcmd, w2, Tokens, Weights};
-use crate::search::features::{lexical_similarity, PairFeatures};
 use crate::Encoder;
 use serde::{Deserialize, Serialize};
 
@@ -103,7 +103,7 @@ pub fn eval_pairs(
     test: &[(PairFeatures, bool)],
     model: &str,
 ) -> Result<Vec<PairScoreQuality>> {
-    let cal = crate::search::Calibrator::fit(dev, model, "dev")?;
+    let cal = crate::score::calibration::Calibrator::fit(dev, model, "dev")?;
     let scores: Vec<(&str, Scorer)> = vec![
         ("cosine", Box::new(|f| f.cosine as f64)),
         ("w2 (negated)", Box::new(|f| -(f.w2 as f64))),

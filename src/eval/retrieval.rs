@@ -8,11 +8,11 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::metrics::{ranked_quality, RankedQuality};
 use super::LabelledPair;
 use crate::db::{Database, NewDocument};
 use crate::error::Result;
 use crate::ingest::source::qqp_id;
+use crate::score::stats::{ranked_quality, RankedQuality};
 use crate::search::{self, Depths, Mode, Rerank, SearchParams};
 use crate::store::{CollectionSettings, Durability};
 use crate::Encoder;

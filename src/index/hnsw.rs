@@ -16,7 +16,7 @@ use hnsw_rs::prelude::{DistDot, DistL2, Hnsw};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{io_err, InternalError, Result};
-use crate::store::HnswParams;
+use crate::types::HnswParams;
 
 /// Tombstones over live points beyond which a rebuild pays off.
 pub const COMPACTION_RATIO: f64 = 0.2;
@@ -292,7 +292,7 @@ impl VectorIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::data::SplitMix64;
+    use crate::score::stats::SplitMix64;
 
     fn unit_points(n: usize, d: usize, seed: u64) -> Vec<Vec<f32>> {
         let mut rng = SplitMix64(seed);

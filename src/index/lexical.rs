@@ -11,21 +11,12 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
+pub use crate::text::terms;
+
 /// BM25 term-frequency saturation.
 const K1: f32 = 1.2;
 /// BM25 length normalisation.
 const B: f32 = 0.75;
-
-/// Lower-cased word unigrams and bigrams ("how", "how do", …) of a text.
-pub fn terms(text: &str) -> Vec<String> {
-    let words: Vec<String> = text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    let bigrams = words.windows(2).map(|w| format!("{} {}", w[0], w[1]));
-    words.iter().cloned().chain(bigrams).collect()
-}
 
 /// One indexed document.
 #[derive(Debug, Clone)]

@@ -82,7 +82,7 @@ impl Transition {
     /// normalise(W·s).
     pub fn apply(&self, s: &[f32]) -> Vec<f32> {
         let mut y = self.weight.forward(s);
-        crate::encoder::heads::l2_normalize(&mut y);
+        crate::score::cosine::l2_normalize(&mut y);
         y
     }
 }

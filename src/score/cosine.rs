@@ -17,6 +17,13 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// L2-normalises `v` in place; a zero vector stays zero (sentence-transformers clamps the norm
+/// at 1e-12 the same way).
+pub fn l2_normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    v.iter_mut().for_each(|x| *x /= norm);
+}
+
 /// Cosine similarity cos(a, b) = a·b / (‖a‖‖b‖), clamped to [-1, 1]; 0 when either is zero.
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let na = dot(a, a).sqrt();

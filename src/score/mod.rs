@@ -8,13 +8,19 @@
 //!   with optional IDF weights, its transport plans and token-pair contributions;
 //! - [`words`]: wordpieces merged into words, word-level contributions and chunk alignment;
 //! - [`explain`]: the serialisable [`Explanation`] a UI renders;
-//! - [`rerank`]: the scores-only fast path over many candidates, on f32 or int8 token vectors.
+//! - [`rerank`]: the scores-only fast path over many candidates, on f32 or int8 token vectors;
+//! - [`features`], [`calibration`]: a pair's scores and the logistic model that turns them
+//!   into a calibrated P(duplicate);
+//! - [`stats`]: pair-classification and correlation metrics (AUC, accuracy, thresholds, Spearman).
 
+pub mod calibration;
 pub mod cosine;
 pub mod explain;
+pub mod features;
 pub mod quant;
 pub mod rcmd;
 pub mod rerank;
+pub mod stats;
 pub mod wasserstein;
 pub mod words;
 

@@ -10,8 +10,6 @@
 //! The math lives in [`crate::score`], [`fusion`], [`features`] and [`calibration`]; this
 //! module only wires the database and the encoder to it and times each stage.
 
-pub mod calibration;
-pub mod features;
 pub mod fusion;
 
 use std::collections::HashMap;
@@ -30,8 +28,8 @@ use crate::score::{dot, w2, Tokens, Weights};
 use crate::store::StoredDoc;
 use crate::{Encoded, Encoder};
 
-pub use calibration::Calibrator;
-pub use features::PairFeatures;
+pub use crate::score::calibration::Calibrator;
+pub use crate::score::features::{self, PairFeatures};
 
 /// Where candidates come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]

@@ -28,6 +28,7 @@ use sled::transaction::{ConflictableTransactionError, TransactionError, Transact
 use crate::error::{io_err, Error, InternalError, Result, UserError};
 use crate::model::ModelIdentity;
 
+pub use crate::types::HnswParams;
 pub use record::StoredDoc;
 
 /// Longest accepted external id, in bytes.
@@ -45,27 +46,6 @@ pub enum Durability {
     /// After it is in sled's memory; sled flushes in the background every 500 ms. Faster
     /// bulk loads; a crash can lose the last half second of acknowledged writes.
     Relaxed,
-}
-
-/// HNSW parameters of a collection's vector indexes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct HnswParams {
-    /// Links per node (M).
-    pub m: usize,
-    /// Candidate list size while building.
-    pub ef_construction: usize,
-    /// Candidate list size while searching (at least k).
-    pub ef_search: usize,
-}
-
-impl Default for HnswParams {
-    fn default() -> Self {
-        HnswParams {
-            m: 16,
-            ef_construction: 200,
-            ef_search: 64,
-        }
-    }
 }
 
 /// A collection's settings, fixed at creation.

@@ -24,8 +24,9 @@ use super::data::SplitMix64;
 use super::transition::{dense_of, scalar};
 use super::{encode_texts, TextIndex};
 use crate::error::{Result, UserError};
-use crate::eval::{metrics, LabelledPair};
+use crate::eval::LabelledPair;
 use crate::model::heads::{Classifier, Dense, IntentHead};
+use crate::score::stats as metrics;
 use crate::Encoder;
 
 /// Intent-head and classifier settings.

@@ -220,8 +220,7 @@ mod tests {
     }
 
     fn normalised(mut v: Vec<f32>, d: usize) -> Vec<f32> {
-        v.chunks_mut(d)
-            .for_each(crate::encoder::heads::l2_normalize);
+        v.chunks_mut(d).for_each(crate::score::cosine::l2_normalize);
         v
     }
 

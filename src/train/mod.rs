@@ -25,9 +25,10 @@ use serde::Serialize;
 
 use crate::encoder::{weights, Bert};
 use crate::error::{io_err, Result, UserError};
-use crate::eval::{metrics, score_pairs, LabelledPair, ScoredPair};
+use crate::eval::{score_pairs, LabelledPair, ScoredPair};
 use crate::model::heads::Heads;
 use crate::model::{ModelDir, IDENTITY_FILE};
+use crate::score::stats as metrics;
 use crate::{Encoded, Encoder};
 
 /// How a model directory was made, recorded in its `kindred-model.json`.

@@ -20,8 +20,9 @@ use super::data::SplitMix64;
 use super::{encode_texts, TextIndex};
 use crate::encoder::host_f32;
 use crate::error::{Result, UserError};
-use crate::eval::{metrics, LabelledPair};
+use crate::eval::LabelledPair;
 use crate::model::heads::{Dense, Transition};
+use crate::score::stats as metrics;
 use crate::Encoder;
 
 /// Transition-matrix settings.

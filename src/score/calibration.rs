@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::features::PairFeatures;
 use crate::error::{Result, UserError};
-use crate::eval::metrics;
+use crate::score::stats as metrics;
 
 /// L2 penalty on the (standardised) weights; keeps the fit finite on separable data.
 const L2: f64 = 1e-3;

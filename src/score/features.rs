@@ -76,7 +76,7 @@ fn counts(terms: &[String]) -> HashMap<&str, f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::lexical::terms;
+    use crate::text::terms;
 
     #[test]
     fn lexical_similarity_is_a_weighted_cosine() {
