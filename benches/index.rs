@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use kindred::db::{Database, NewDocument};
-use kindred::encoder::heads::l2_normalize;
 use kindred::model;
+use kindred::score::cosine::l2_normalize;
 use kindred::store::{CollectionSettings, Durability};
 use kindred::{Encoded, Encoder, EncoderOptions};
 
@@ -97,14 +97,21 @@ fn run(
     let queries: Vec<Encoded> = (0..QUERIES)
         .map(|i| perturb(&docs[i * stride].1, &mut noise, 0.3))
         .collect();
+    // Each search resolves its hits to stored documents, as a search does.
+    let view = db.view("bench").expect("collection");
+    let resolve = |hits: Vec<(u64, f32)>| -> Vec<kindred::store::StoredDoc> {
+        hits.into_iter()
+            .filter_map(|(i, _)| view.get_internal(i).expect("reads"))
+            .collect()
+    };
     let t = Instant::now();
     for q in &queries {
-        std::hint::black_box(db.search_cosine("bench", &q.sentence, 10).expect("search"));
+        std::hint::black_box(resolve(view.cosine(&q.sentence, 10).expect("search")));
     }
     let qps = QUERIES as f64 / t.elapsed().as_secs_f64();
     let t = Instant::now();
     for q in &queries {
-        std::hint::black_box(db.search_w2("bench", &q.intent, 10).expect("search"));
+        std::hint::black_box(resolve(view.w2(&q.intent, 10).expect("search")));
     }
     let qps_w2 = QUERIES as f64 / t.elapsed().as_secs_f64();
 
@@ -124,11 +131,9 @@ fn run(
             })
             .collect();
         exact.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let got: Vec<String> = db
-            .search_cosine("bench", &q.sentence, 10)
-            .expect("search")
+        let got: Vec<String> = resolve(view.cosine(&q.sentence, 10).expect("search"))
             .into_iter()
-            .map(|(d, _)| d.id)
+            .map(|d| d.id)
             .collect();
         recall += exact
             .iter()

@@ -9,7 +9,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Args::parse();
-    cli::init_tracing(args.verbose);
+    cli::init_tracing(args.verbose, args.command.serves());
     match cli::run(args) {
         Ok(code) => code,
         Err(err) => {

@@ -12,11 +12,12 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::db::Database;
+use crate::engine::Collection;
 use crate::error::{InternalError, Result, UserError};
 use crate::search::{self, Hit, SearchParams};
 
 /// One question of a pair: a stored document (with its id) or a submitted text.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairSide {
     /// The stored document's id; absent for a question that was only submitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -35,7 +36,7 @@ impl PairSide {
 }
 
 /// An admin's verdict on a pair of questions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     /// The new (or submitted) question.
     pub a: PairSide,
@@ -49,7 +50,7 @@ pub struct Verdict {
 }
 
 /// A verdict as stored: with its key and when it was given.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredVerdict {
     /// The pair's key (the same for (a, b) and (b, a)); a new verdict on the pair replaces it.
     pub key: String,
@@ -152,20 +153,19 @@ pub fn to_tsv(verdicts: &[StoredVerdict]) -> String {
 }
 
 /// A question waiting for review: a stored document and its best other match.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReviewItem {
     /// The recently written document.
     pub document: PairSide,
     /// Its best match among the other documents, with every stage's score and P(duplicate)
     /// (and the explanation when asked for).
-    #[schema(value_type = Object)]
     pub matched: Hit,
     /// The pair's key (what a verdict on it is stored under).
     pub key: String,
 }
 
 /// One page of the review queue.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReviewPage {
     /// Pairs at or above the threshold without a verdict, newest document first.
     pub items: Vec<ReviewItem>,
@@ -198,7 +198,8 @@ pub const MAX_SCAN: usize = 1000;
 /// collection (hybrid + RCMD rerank, its stored vectors as the query); a document whose best
 /// other match reaches the threshold is queued unless the pair already has a verdict, and each
 /// pair appears once.
-pub fn queue(db: &Database, collection: &str, q: &ReviewQuery) -> Result<ReviewPage> {
+pub fn queue(col: &Collection<'_>, q: &ReviewQuery) -> Result<ReviewPage> {
+    let (db, collection) = (col.view().db(), col.name());
     if q.scan == 0 || q.scan > MAX_SCAN {
         return Err(UserError::InvalidArgument {
             name: "scan",
@@ -215,7 +216,7 @@ pub fn queue(db: &Database, collection: &str, q: &ReviewQuery) -> Result<ReviewP
             }
             .into())
         }
-        None => search::calibrator_for(db, collection)?.threshold as f32,
+        None => col.judge()?.threshold(),
     };
     let mut recent = db.store().recent(collection, q.before, q.scan + 1)?;
     let more = recent.len() > q.scan;
@@ -234,11 +235,11 @@ pub fn queue(db: &Database, collection: &str, q: &ReviewQuery) -> Result<ReviewP
     let found: Vec<Option<ReviewItem>> = recent
         .par_iter()
         .map(|(_, id)| -> Result<Option<ReviewItem>> {
-            let Some(doc) = db.get(collection, id)? else {
+            let Some(doc) = col.view().get(id)? else {
                 return Ok(None); // deleted since
             };
             let query = doc.encoded();
-            let out = search::search_encoded(db, collection, &doc.text, &query, &params)?;
+            let out = col.search_encoded(&doc.text, &query, &params)?;
             let Some(mut best) = out.hits.into_iter().find(|h| h.id != doc.id) else {
                 return Ok(None);
             };
@@ -260,9 +261,7 @@ pub fn queue(db: &Database, collection: &str, q: &ReviewQuery) -> Result<ReviewP
                 return Ok(None);
             }
             if q.explain {
-                best.explanation = Some(search::explain_stored(
-                    db, collection, &doc.text, &query, &best.id,
-                )?);
+                best.explanation = Some(col.explain(&doc.text, &query, &best.id)?);
             }
             Ok(Some(ReviewItem {
                 document,

@@ -105,7 +105,7 @@ impl std::str::FromStr for Precision {
 }
 
 /// HNSW parameters of a collection's vector indexes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HnswParams {
     /// Links per node (M).
     pub m: usize,

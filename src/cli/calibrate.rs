@@ -9,7 +9,7 @@ use serde_json::json;
 
 use kindred::db::Database;
 use kindred::score::stats as metrics;
-use kindred::search::{self, Calibrator, PairFeatures};
+use kindred::search::{Calibrator, PairFeatures};
 use kindred::Encoder;
 
 use super::eval::{load, scored};
@@ -25,19 +25,15 @@ pub struct Request<'a> {
 
 pub fn run(encoder: &Encoder, db: Option<&Database>, req: Request<'_>) -> Result<()> {
     let fit_pairs = load(req.pairs)?;
-    let lexicon = match (db, req.collection) {
+    let view = match (db, req.collection) {
         (Some(db), Some(c)) => {
             db.check_model(c, encoder.identity())?;
-            Some(db.lexical_index(c)?)
+            Some(db.view(c)?)
         }
         _ => None,
     };
-    let fit_set = scored(
-        encoder,
-        &fit_pairs,
-        lexicon.as_deref(),
-        "encoding fit pairs",
-    )?;
+    let lexicon = view.as_ref().map(|v| v.lexical_index());
+    let fit_set = scored(encoder, &fit_pairs, lexicon, "encoding fit pairs")?;
     let names: Vec<String> = req.pairs.iter().map(|p| file_name(p)).collect();
     let fitted_on = match req.collection {
         Some(c) => format!("collection {c}: {}", names.join(", ")),
@@ -47,17 +43,12 @@ pub fn run(encoder: &Encoder, db: Option<&Database>, req: Request<'_>) -> Result
     let mut report = vec![summary("fit", &names.join(", "), &cal, &fit_set)];
     if !req.test.is_empty() {
         let test_pairs = load(req.test)?;
-        let test_set = scored(
-            encoder,
-            &test_pairs,
-            lexicon.as_deref(),
-            "encoding test pairs",
-        )?;
+        let test_set = scored(encoder, &test_pairs, lexicon, "encoding test pairs")?;
         let test_names: Vec<String> = req.test.iter().map(|p| file_name(p)).collect();
         report.push(summary("test", &test_names.join(", "), &cal, &test_set));
     }
     if let (Some(db), Some(c)) = (db, req.collection) {
-        search::set_calibrator(db, c, &cal)?;
+        db.set_calibrator(c, &cal)?;
         eprintln!("saved as the calibration of collection {c}");
     }
     if let Some(out) = req.out {

@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use kindred::db::{Database, NewDocument};
+use kindred::engine::Engine;
 use kindred::model::ModelDir;
 use kindred::search::SearchParams;
 use kindred::store::{CollectionSettings, Durability};
@@ -95,7 +96,8 @@ pub fn stats(db: &Database, name: &str, as_json: bool) -> Result<()> {
 
 /// Upserts JSONL documents ({"id", "text", "metadata"}) in batches; prints `ack ID` for each
 /// document once its batch is acknowledged (durable unless --relaxed).
-pub fn add(db: &Database, encoder: &Encoder, name: &str, file: &Path, batch: usize) -> Result<()> {
+pub fn add(engine: &Engine, name: &str, file: &Path, batch: usize) -> Result<()> {
+    let collection = engine.collection(name)?;
     let reader = std::io::BufReader::new(
         std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?,
     );
@@ -105,7 +107,7 @@ pub fn add(db: &Database, encoder: &Encoder, name: &str, file: &Path, batch: usi
         let docs = std::mem::take(pending);
         let ids: Vec<String> = docs.iter().map(|d| d.id.clone()).collect();
         if !docs.is_empty() {
-            db.upsert(name, encoder, docs)?;
+            collection.upsert(docs)?;
         }
         for id in &ids {
             writeln!(stdout, "ack {id}")?;
@@ -161,14 +163,13 @@ pub fn delete(db: &Database, name: &str, id: &str) -> Result<()> {
 }
 
 pub fn search(
-    db: &Database,
-    encoder: &Encoder,
+    engine: &Engine,
     name: &str,
     text: &str,
     params: &SearchParams,
     json: bool,
 ) -> Result<()> {
-    let out = kindred::search::search(db, encoder, name, text, params)?;
+    let out = engine.collection(name)?.search(text, params)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
@@ -198,8 +199,8 @@ pub fn search(
 
 /// `kindred reindex`: re-encodes the collection onto `encoder`'s model with a progress bar.
 pub fn reindex(
-    db: &Database,
-    encoder: &Encoder,
+    db: Database,
+    encoder: Encoder,
     dir: &ModelDir,
     name: &str,
     json: bool,
@@ -211,7 +212,9 @@ pub fn reindex(
         .expect("template"),
     );
     let path = dir.path.canonicalize().unwrap_or_else(|_| dir.path.clone());
-    let report = db
+    let encoder = Arc::new(encoder);
+    let engine = Engine::with_encoder(Arc::new(db), encoder.clone());
+    let report = engine
         .reindex(name, encoder, Some(&path), &|done, total| {
             bar.set_length(total);
             bar.set_position(done);

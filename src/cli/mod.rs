@@ -29,11 +29,19 @@ use kindred::{Encoded, Encoder, EncoderOptions, Precision};
 pub struct Args {
     #[command(flatten)]
     pub global: Global,
-    /// More logging (-v info, -vv debug); RUST_LOG overrides.
+    /// More logging (-v info, -vv debug; default: warnings only, info for serve and demo);
+    /// RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Command {
+    /// Whether the command runs a server (its log defaults to info, not warn).
+    pub fn serves(&self) -> bool {
+        matches!(self, Command::Serve(_) | Command::Demo { .. })
+    }
 }
 
 /// Options every command takes.
@@ -43,7 +51,7 @@ pub struct Global {
     /// Default: the cached sentence-transformers/all-MiniLM-L6-v2, fetched on first use.
     #[arg(long, env = "KINDRED_MODEL", global = true, value_name = "DIR")]
     pub model: Option<PathBuf>,
-    /// kindred's home: model cache (and, later, data). Default: <user cache dir>/kindred.
+    /// kindred's home: the model cache, and data unless --data says otherwise. Default: <user cache dir>/kindred.
     #[arg(long, env = "KINDRED_HOME", global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
     /// Where the encoder runs: cpu, cuda or cuda:N (cuda needs a build with --features cuda).
@@ -124,6 +132,21 @@ impl Global {
     /// The encoder for `collection`: --model when given, otherwise the model directory a
     /// reindex recorded for the collection, or the default model; at --precision when
     /// given, otherwise at the collection's own.
+    /// The database with the encoder of `collection` ([`Global::collection_encoder`]).
+    fn engine_for(&self, collection: &str) -> Result<kindred::engine::Engine> {
+        let db = self.database()?;
+        let encoder = self.collection_encoder(&db, collection)?;
+        if self.model.is_some() {
+            // An explicit --model must be the collection's: refused (naming `kindred
+            // reindex`) rather than swapped for the model the collection records.
+            db.check_model(collection, encoder.identity())?;
+        }
+        Ok(kindred::engine::Engine::with_encoder(
+            std::sync::Arc::new(db),
+            std::sync::Arc::new(encoder),
+        ))
+    }
+
     fn collection_encoder(&self, db: &kindred::db::Database, collection: &str) -> Result<Encoder> {
         let settings = db.store().settings(collection).ok();
         let precision = self
@@ -320,7 +343,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run the REST API server (see README "REST API").
+    /// Run the REST API server (see docs/api.md).
     ///
     /// Configuration layers: defaults, then the TOML file (--config / KINDRED_CONFIG), then
     /// environment variables, then flags. Keys come from the file (admin_key, read_key) or the
@@ -507,9 +530,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
         }
         Command::Add { collection, file } => {
-            let db = g.database()?;
-            let encoder = g.collection_encoder(&db, collection)?;
-            db::add(&db, &encoder, collection, file, g.batch_size())?
+            let engine = g.engine_for(collection)?;
+            db::add(&engine, collection, file, g.batch_size())?
         }
         Command::Get { collection, id } => db::get(&g.database()?, collection, id)?,
         Command::Delete { collection, id } => db::delete(&g.database()?, collection, id)?,
@@ -527,9 +549,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 rerank: rerank.parse()?,
                 ..Default::default()
             };
-            let db = g.database()?;
-            let encoder = g.collection_encoder(&db, collection)?;
-            db::search(&db, &encoder, collection, text, &params, *json)?
+            let engine = g.engine_for(collection)?;
+            db::search(&engine, collection, text, &params, *json)?
         }
         Command::Reindex { collection, json } => {
             let db = g.database()?;
@@ -540,7 +561,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 None => db.store().settings(collection)?.model.precision,
             };
             let encoder = g.load_encoder(&dir, precision)?;
-            db::reindex(&db, &encoder, &dir, collection, *json)?
+            db::reindex(db, encoder, &dir, collection, *json)?
         }
         Command::Stats { collection, json } => db::stats(&g.database()?, collection, *json)?,
         Command::Explain { a, b, json } => explain::run(&g.encoder()?, a, b, *json)?,
@@ -641,7 +662,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Command::Serve(a) => {
             let config = serve::config(g, a)?;
             let (encoder, db) = serve::open(&config)?;
-            serve::serve(config, encoder, db)?
+            serve::serve(config, kindred::engine::Engine::with_encoder(db, encoder))?
         }
         Command::Demo {
             queries,
@@ -719,16 +740,23 @@ fn norm(v: &[f32]) -> f32 {
 }
 
 /// Installs the tracing subscriber: RUST_LOG if set, else warn/info/debug by -v count.
-pub fn init_tracing(verbose: u8) {
-    let default = match verbose {
-        0 => "warn,kindred=info",
-        1 => "info",
+pub fn init_tracing(verbose: u8, serving: bool) {
+    use std::io::IsTerminal;
+    // A command prints its results; its log says only what went wrong unless asked (-v).
+    // A server's log is its account of what it does.
+    let default = match (verbose, serving) {
+        (0, false) => "warn",
+        (0, true) => "warn,kindred=info",
+        (1, _) => "info",
         _ => "debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colour only for a person at a terminal (https://no-color.org).
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .init();
 }

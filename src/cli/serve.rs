@@ -8,9 +8,9 @@ use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 
 use kindred::db::{Database, NewDocument};
-use kindred::encoder::Encoders;
+use kindred::engine::Engine;
 use kindred::model;
-use kindred::search::{self, SearchParams};
+use kindred::search::SearchParams;
 use kindred::server::config::{Overrides, ServeConfig};
 use kindred::store::CollectionSettings;
 use kindred::{Encoder, EncoderOptions};
@@ -21,7 +21,7 @@ use super::Global;
 /// an environment variable; flags beat environment beats file beats defaults.
 #[derive(Debug, ClapArgs)]
 pub struct ServeArgs {
-    /// TOML configuration file (see README "Configuration" for every key).
+    /// TOML configuration file (see docs/configuration.md for every key).
     #[arg(long, env = "KINDRED_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1:7700; port 0 picks a free one].
@@ -83,12 +83,12 @@ pub fn open(c: &ServeConfig) -> Result<(Arc<Encoder>, Arc<Database>)> {
 }
 
 /// Runs the server until Ctrl-C / SIGTERM.
-pub fn serve(c: ServeConfig, encoder: Arc<Encoder>, db: Arc<Database>) -> Result<()> {
+pub fn serve(c: ServeConfig, engine: Engine) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(kindred::server::serve(c, db, encoder, |r| {
+    runtime.block_on(kindred::server::serve(c, engine, |r| {
         // Tests and scripts read this line to find the port.
         println!("listening on http://{}", r.addr);
         use std::io::Write;
@@ -118,14 +118,8 @@ pub fn demo(c: ServeConfig, queries: &[String], k: usize, no_serve: bool) -> Res
     }
     // An existing demo collection keeps its own model and precision (e.g. fp32, from before
     // int8 was the default): answer with its encoder, as the server does.
-    let settings = db.store().settings(DEMO_COLLECTION)?;
-    let encoders = Encoders::new(encoder.clone(), *encoder.options());
-    let served = encoder;
-    let encoder = encoders.get(
-        DEMO_COLLECTION,
-        &settings.model,
-        settings.model_path.as_deref(),
-    )?;
+    let engine = Engine::with_encoder(db.clone(), encoder.clone());
+    let collection = engine.collection(DEMO_COLLECTION)?;
     if db.store().count(DEMO_COLLECTION)? == 0 {
         let docs: Vec<NewDocument> = FAQ
             .lines()
@@ -141,7 +135,7 @@ pub fn demo(c: ServeConfig, queries: &[String], k: usize, no_serve: bool) -> Res
             "loading {} demo questions into collection {DEMO_COLLECTION}",
             docs.len()
         );
-        db.upsert(DEMO_COLLECTION, &encoder, docs)?;
+        collection.upsert(docs)?;
     }
     let queries: Vec<&str> = if queries.is_empty() {
         SAMPLES.to_vec()
@@ -153,7 +147,7 @@ pub fn demo(c: ServeConfig, queries: &[String], k: usize, no_serve: bool) -> Res
         ..SearchParams::default()
     };
     for q in queries {
-        let out = search::search(&db, &encoder, DEMO_COLLECTION, q, &params)?;
+        let out = collection.search(q, &params)?;
         println!("\n{q}");
         for h in out.hits {
             println!(
@@ -169,5 +163,6 @@ pub fn demo(c: ServeConfig, queries: &[String], k: usize, no_serve: bool) -> Res
         "\nserving collection {DEMO_COLLECTION}: open the admin UI at http://{0}/ui/ or try\n  curl -s http://{0}/v1/collections/{DEMO_COLLECTION}/search -H 'content-type: application/json' -d '{{\"text\": \"forgot my password\"}}'",
         c.listen
     );
-    serve(c, served, db)
+    drop(collection);
+    serve(c, engine)
 }

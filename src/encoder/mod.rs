@@ -2,8 +2,8 @@
 //! sentence vector, the default intent).
 //!
 //! Owns the burn network (`bert.rs`), weight loading (`weights.rs`), the packed CPU forward
-//! derived from the burn module's weights in fp32 or int8 (`fast/`), the pure pooling heads
-//! (`heads.rs`), the device choice (`backend.rs`, the only file naming a backend) and the set
+//! derived from the burn module's weights in fp32 or int8 (`fast/`), the pure pooling
+//! (`pooling.rs`), the device choice (`backend.rs`, the only file naming a backend) and the set
 //! of loaded encoders by model and precision (`registry.rs`). Knows nothing of stores, indexes
 //! or servers.
 //!
@@ -15,7 +15,7 @@
 mod backend;
 mod bert;
 pub mod fast;
-pub mod heads;
+pub mod pooling;
 mod registry;
 pub(crate) mod weights;
 
@@ -62,7 +62,7 @@ impl Default for EncoderOptions {
         EncoderOptions {
             device: DeviceKind::Cpu,
             batch_size: 32,
-            sigma_floor: heads::SIGMA_FLOOR,
+            sigma_floor: pooling::SIGMA_FLOOR,
             precision: Precision::default(),
         }
     }
@@ -126,6 +126,7 @@ impl Encoder {
 
     /// An encoder over a network already in memory (e.g. one being trained, in validation
     /// mode) and `heads`, with `model`'s tokenizer; `identity` names it.
+    #[cfg(feature = "train")]
     pub(crate) fn from_parts(
         bert: Bert,
         heads: Heads,
@@ -372,7 +373,7 @@ impl Encoder {
     fn derive(&self, t: &Tokenized, rows: &[f32], d: usize, with_heads: bool) -> Encoded {
         let none = Heads::default();
         let learned = if with_heads { &self.heads } else { &none };
-        let mut sentence = heads::sentence_vector(rows, d);
+        let mut sentence = pooling::sentence_vector(rows, d);
         if let Some(transition) = &learned.transition {
             sentence = transition.apply(&sentence);
         }
@@ -381,10 +382,10 @@ impl Encoder {
             if !special {
                 let start = token_vectors.len();
                 token_vectors.extend_from_slice(row);
-                heads::l2_normalize(&mut token_vectors[start..]);
+                pooling::l2_normalize(&mut token_vectors[start..]);
             }
         }
-        let mut intent = heads::moment_intent(&token_vectors, d, self.options.sigma_floor);
+        let mut intent = pooling::moment_intent(&token_vectors, d, self.options.sigma_floor);
         if let Some(head) = &learned.intent {
             intent = head.intent(&intent, self.options.sigma_floor);
         }

@@ -5,13 +5,12 @@
 use std::path::Path;
 
 use burn::store::{
-    BurnToPyTorchAdapter, FloatCastAdapter, ModuleAdapter, ModuleSnapshot, PyTorchToBurnAdapter,
-    SafetensorsStore,
+    FloatCastAdapter, ModuleAdapter, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore,
 };
 use burn::tensor::DType;
 
 use super::bert::Bert;
-use crate::error::{InternalError, Result, UserError};
+use crate::error::{Result, UserError};
 
 /// Tensors a BERT checkpoint may carry that the encoder does not use.
 const IGNORED: [&str; 4] = [
@@ -78,12 +77,14 @@ pub fn load(bert: &mut Bert, path: &Path) -> Result<()> {
 /// Saves `bert` to `path` as a Hugging Face `model.safetensors` (PyTorch linear layout,
 /// `LayerNorm.weight/bias`, `attention.self.` names), which [`load`] and sentence-transformers
 /// read back. Overwrites `path`.
+#[cfg(feature = "train")]
 pub fn save(bert: &Bert, path: &Path) -> Result<()> {
     let mut store = SafetensorsStore::from_file(path)
-        .with_to_adapter(BurnToPyTorchAdapter)
+        .with_to_adapter(burn::store::BurnToPyTorchAdapter)
         .with_key_remapping(r"attention\.self_attn\.", "attention.self.")
         .with_key_remapping(r"layer_norm", "LayerNorm")
         .overwrite(true);
-    bert.save_into(&mut store)
-        .map_err(|e| InternalError::Backend(format!("saving {}: {e}", path.display())).into())
+    bert.save_into(&mut store).map_err(|e| {
+        crate::error::InternalError::Backend(format!("saving {}: {e}", path.display())).into()
+    })
 }

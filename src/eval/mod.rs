@@ -47,7 +47,7 @@ pub fn score_pairs(
         None => {
             own = LexicalIndex::new();
             for (i, t) in texts.iter().enumerate() {
-                own.upsert(&i.to_string(), t);
+                own.upsert(i as u64, t);
             }
             &own
         }

@@ -103,6 +103,8 @@ pub fn eval_retrieval(
         name,
         &CollectionSettings::for_model(encoder.identity().clone()),
     )?;
+    let view = db.view(name)?;
+    let judge = search::Judge::Calibrated(view.calibrator()?);
     let start = Instant::now();
     let total = docs.len() as u64;
     let mut done = 0u64;
@@ -148,14 +150,15 @@ pub fn eval_retrieval(
         let per: Vec<Result<Vec<(RankedQuality, f64)>>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
-                    let (db, params, order, queries, relevant) =
-                        (&db, &params, &order, &queries, &relevant);
+                    let (view, judge, params, order, queries, relevant) =
+                        (&view, &judge, &params, &order, &queries, &relevant);
                     s.spawn(move || {
                         let mut out = Vec::new();
                         for i in (t..order.len()).step_by(threads) {
                             let q = order[i];
                             let t0 = Instant::now();
-                            let outcome = search::search_encoded(db, name, q, &queries[i], params)?;
+                            let outcome =
+                                search::search_encoded(view, judge, (q, &queries[i]), params)?;
                             let ms = t0.elapsed().as_secs_f64() * 1e3;
                             let own = qqp_id(q);
                             let ranked: Vec<&str> = outcome

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
+use crate::score::features::tfidf_cosine;
 pub use crate::text::terms;
 
 /// BM25 term-frequency saturation.
@@ -21,7 +22,8 @@ const B: f32 = 0.75;
 /// One indexed document.
 #[derive(Debug, Clone)]
 struct Doc {
-    id: String,
+    /// Internal id of the document.
+    id: u64,
     /// (term id, term frequency).
     terms: Vec<(u32, u16)>,
     /// Number of terms (with repeats).
@@ -37,14 +39,14 @@ struct Inner {
     /// Per term: live documents containing it.
     df: Vec<u32>,
     docs: Vec<Doc>,
-    slots: HashMap<String, u32>,
+    slots: HashMap<u64, u32>,
     live: usize,
     total_len: u64,
 }
 
 impl Inner {
-    fn remove(&mut self, id: &str) {
-        let Some(slot) = self.slots.remove(id) else {
+    fn remove(&mut self, id: u64) {
+        let Some(slot) = self.slots.remove(&id) else {
             return;
         };
         let doc = &mut self.docs[slot as usize];
@@ -60,7 +62,7 @@ impl Inner {
         }
     }
 
-    fn insert(&mut self, id: &str, text: &str) {
+    fn insert(&mut self, id: u64, text: &str) {
         let mut counts: HashMap<u32, u16> = HashMap::new();
         let mut len = 0u32;
         for term in terms(text) {
@@ -82,12 +84,12 @@ impl Inner {
             self.df[t as usize] += 1;
         }
         self.docs.push(Doc {
-            id: id.to_string(),
+            id,
             terms: doc_terms,
             len,
             live: true,
         });
-        self.slots.insert(id.to_string(), slot);
+        self.slots.insert(id, slot);
         self.live += 1;
         self.total_len += u64::from(len);
     }
@@ -101,7 +103,7 @@ impl Inner {
             for &(t, tf) in &doc.terms {
                 self.postings[t as usize].push((slot, tf));
             }
-            self.slots.insert(doc.id.clone(), slot);
+            self.slots.insert(doc.id, slot);
             self.docs.push(doc);
         }
     }
@@ -111,7 +113,7 @@ impl Inner {
     }
 }
 
-/// The lexical index of one collection, keyed by external id.
+/// The lexical index of one collection, keyed by the documents' internal ids.
 #[derive(Default)]
 pub struct LexicalIndex {
     inner: RwLock<Inner>,
@@ -142,20 +144,20 @@ impl LexicalIndex {
     }
 
     /// Adds or replaces a document.
-    pub fn upsert(&self, id: &str, text: &str) {
+    pub fn upsert(&self, id: u64, text: &str) {
         let mut inner = self.inner.write().expect("lock");
         inner.remove(id);
         inner.insert(id, text);
     }
 
     /// Removes a document (no-op if absent).
-    pub fn remove(&self, id: &str) {
+    pub fn remove(&self, id: u64) {
         self.inner.write().expect("lock").remove(id);
     }
 
     /// Top-k documents by BM25 over the query's terms: (id, score), best first; documents
     /// sharing no term with the query are never returned.
-    pub fn search(&self, text: &str, k: usize) -> Vec<(String, f32)> {
+    pub fn search(&self, text: &str, k: usize) -> Vec<(u64, f32)> {
         let q_terms = terms(text);
         if q_terms.is_empty() || k == 0 {
             return Vec::new();
@@ -202,7 +204,7 @@ impl LexicalIndex {
         }
         hits.sort_by(by_score);
         hits.into_iter()
-            .map(|(slot, s)| (inner.docs[slot as usize].id.clone(), s))
+            .map(|(slot, s)| (inner.docs[slot as usize].id, s))
             .collect()
     }
 
@@ -220,6 +222,44 @@ impl LexicalIndex {
         let idf = |t: &str| (((n + 1.0) / (inner.df_of(t) as f64 + 1.0)).ln() + 1.0) as f32;
         f(&idf)
     }
+
+    /// TF-IDF cosine ([`crate::score::features::lexical_similarity`]) of `text` with each of
+    /// `docs` (internal ids), from the terms indexed for them: no document is re-tokenised.
+    /// A document not in the index scores 0.
+    pub fn similarities(&self, text: &str, docs: &[u64]) -> Vec<f32> {
+        let inner = self.inner.read().expect("lock");
+        let n = inner.live as f64;
+        let idf_of_df = |df: u32| (((n + 1.0) / (f64::from(df) + 1.0)).ln() + 1.0) as f32;
+        // Query terms by id; terms the index has never seen get ids past the vocabulary
+        // (df 0) so they still weigh in the query's norm.
+        let mut unseen: HashMap<&str, u32> = HashMap::new();
+        let mut query: HashMap<u32, f32> = HashMap::new();
+        let q_terms = terms(text);
+        for t in &q_terms {
+            let id = match inner.vocab.get(t) {
+                Some(&id) => id,
+                None => {
+                    let next = inner.vocab.len() as u32 + unseen.len() as u32;
+                    *unseen.entry(t.as_str()).or_insert(next)
+                }
+            };
+            *query.entry(id).or_insert(0.0) += 1.0;
+        }
+        let idf = |t: u32| idf_of_df(inner.df.get(t as usize).copied().unwrap_or(0));
+        docs.iter()
+            .map(|internal| {
+                let Some(&slot) = inner.slots.get(internal) else {
+                    return 0.0;
+                };
+                let doc: HashMap<u32, f32> = inner.docs[slot as usize]
+                    .terms
+                    .iter()
+                    .map(|&(t, tf)| (t, f32::from(tf)))
+                    .collect();
+                tfidf_cosine(&query, &doc, idf)
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -235,21 +275,18 @@ mod tests {
     #[test]
     fn search_upsert_remove_and_idf() {
         let idx = LexicalIndex::new();
-        idx.upsert("a", "how do I learn rust");
-        idx.upsert("b", "best pizza in naples");
-        idx.upsert("c", "learn rust fast");
+        idx.upsert(1, "how do I learn rust");
+        idx.upsert(2, "best pizza in naples");
+        idx.upsert(3, "learn rust fast");
         let hits = idx.search("learning rust", 2);
         assert_eq!(hits.len(), 2);
-        assert!(
-            hits.iter().all(|(id, _)| id == "a" || id == "c"),
-            "{hits:?}"
-        );
+        assert!(hits.iter().all(|&(id, _)| id == 1 || id == 3), "{hits:?}");
         // The shorter document with the same matches ranks first (length normalisation).
-        assert_eq!(idx.search("learn rust", 1)[0].0, "c");
+        assert_eq!(idx.search("learn rust", 1)[0].0, 3);
         assert!(idx.idf("pizza") > idx.idf("rust"));
-        idx.upsert("c", "pizza pizza");
+        idx.upsert(3, "pizza pizza");
         assert_eq!(idx.search("learn rust", 5).len(), 1);
-        idx.remove("a");
+        idx.remove(1);
         assert!(idx.search("learn rust", 5).is_empty());
         assert_eq!(idx.len(), 2);
         assert_eq!(idx.idf("rust"), (3f32 / 1.0).ln() + 1.0);
@@ -260,15 +297,35 @@ mod tests {
         let idx = LexicalIndex::new();
         for round in 0..5 {
             for i in 0..400 {
-                idx.upsert(
-                    &format!("d{i}"),
-                    &format!("question {i} about topic {}", (i + round) % 7),
-                );
+                idx.upsert(i, &format!("question {i} about topic {}", (i + round) % 7));
             }
         }
         assert_eq!(idx.len(), 400);
         let hits = idx.search("question 17 about topic", 3);
-        assert_eq!(hits[0].0, "d17");
+        assert_eq!(hits[0].0, 17);
         assert_eq!(idx.inner.read().unwrap().df_of("question"), 400);
+    }
+
+    #[test]
+    fn similarities_match_the_pure_lexical_similarity() {
+        use crate::score::features::lexical_similarity;
+        let idx = LexicalIndex::new();
+        let texts = [
+            "how do I learn rust",
+            "learn rust fast, learn it well",
+            "best pizza in naples",
+            "how do I make pizza",
+        ];
+        for (i, t) in texts.iter().enumerate() {
+            idx.upsert(i as u64, t);
+        }
+        let query = "how do I learn to make pizza in rust?";
+        let got = idx.similarities(query, &[0, 1, 2, 3, 99]);
+        for (i, t) in texts.iter().enumerate() {
+            let want = idx.with_idf(|idf| lexical_similarity(&terms(query), &terms(t), idf));
+            assert!((got[i] - want).abs() < 1e-6, "{i}: {} vs {want}", got[i]);
+        }
+        assert!(got[0] > 0.0 && got[3] > 0.0);
+        assert_eq!(got[4], 0.0, "a document not in the index");
     }
 }

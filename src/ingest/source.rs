@@ -90,7 +90,7 @@ impl Default for Fields {
 }
 
 /// A row that cannot be ingested.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Rejected {
     /// 1-based line number in the file (for CSV: where the record starts).
     pub line: u64,

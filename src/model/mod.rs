@@ -168,7 +168,7 @@ pub struct ModelDir {
 }
 
 /// Who a model is: what a store records so it can refuse vectors from another model.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelIdentity {
     /// Model id.
     pub id: String,
@@ -187,7 +187,6 @@ pub struct ModelIdentity {
     /// int8 identity's fingerprint ends in `+int8`, so every check by fingerprint keeps the two
     /// precisions apart.
     #[serde(default = "Precision::fp32", skip_serializing_if = "is_fp32")]
-    #[schema(value_type = String, example = "int8")]
     pub precision: Precision,
 }
 

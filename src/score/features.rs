@@ -2,6 +2,7 @@
 //! similarity they include. Pure: vectors, terms and IDF in, numbers out.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
 
@@ -48,11 +49,20 @@ impl PairFeatures {
 
 /// TF-IDF cosine of two term lists (raw term counts × `idf`); 0 when either side is empty.
 pub fn lexical_similarity(a: &[String], b: &[String], idf: impl Fn(&str) -> f32) -> f32 {
-    let (ta, tb) = (counts(a), counts(b));
+    tfidf_cosine(&counts(a), &counts(b), idf)
+}
+
+/// TF-IDF cosine of two term-count maps, each term weighted by `idf`; 0 when either side is
+/// empty. The same number whether terms are strings or a vocabulary's ids.
+pub fn tfidf_cosine<K: Eq + Hash + Copy>(
+    ta: &HashMap<K, f32>,
+    tb: &HashMap<K, f32>,
+    idf: impl Fn(K) -> f32,
+) -> f32 {
     if ta.is_empty() || tb.is_empty() {
         return 0.0;
     }
-    let w: HashMap<&str, f32> = ta.keys().chain(tb.keys()).map(|&t| (t, idf(t))).collect();
+    let w: HashMap<K, f32> = ta.keys().chain(tb.keys()).map(|&t| (t, idf(t))).collect();
     let na: f32 = ta.iter().map(|(t, c)| (c * w[t]).powi(2)).sum();
     let nb: f32 = tb.iter().map(|(t, c)| (c * w[t]).powi(2)).sum();
     let dot: f32 = ta

@@ -3,37 +3,38 @@
 //! Pure: ranked id lists in, one ranked list out.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 
 /// The default k0 (the constant of the original paper).
 pub const DEFAULT_K0: f32 = 60.0;
 
 /// One stage's ranked list and its weight.
 #[derive(Debug, Clone, Copy)]
-pub struct Ranked<'a> {
+pub struct Ranked<'a, K> {
     /// Ids, best first.
-    pub ids: &'a [String],
+    pub ids: &'a [K],
     /// The stage's weight (0 disables it).
     pub weight: f32,
 }
 
 /// Fuses ranked lists: (id, fused score), best first; ties broken by first appearance (stage
 /// order, then rank), so the output is deterministic.
-pub fn rrf(stages: &[Ranked<'_>], k0: f32) -> Vec<(String, f32)> {
-    let mut scores: HashMap<&str, (f32, usize)> = HashMap::new();
+pub fn rrf<K: Clone + Eq + Hash>(stages: &[Ranked<'_, K>], k0: f32) -> Vec<(K, f32)> {
+    let mut scores: HashMap<&K, (f32, usize)> = HashMap::new();
     let mut order = 0;
     for stage in stages.iter().filter(|s| s.weight > 0.0) {
         for (rank, id) in stage.ids.iter().enumerate() {
-            let e = scores.entry(id.as_str()).or_insert_with(|| {
+            let e = scores.entry(id).or_insert_with(|| {
                 order += 1;
                 (0.0, order)
             });
             e.0 += stage.weight / (k0 + rank as f32 + 1.0);
         }
     }
-    let mut out: Vec<(&str, (f32, usize))> = scores.into_iter().collect();
+    let mut out: Vec<(&K, (f32, usize))> = scores.into_iter().collect();
     out.sort_by(|a, b| b.1 .0.total_cmp(&a.1 .0).then(a.1 .1.cmp(&b.1 .1)));
     out.into_iter()
-        .map(|(id, (s, _))| (id.to_string(), s))
+        .map(|(id, (s, _))| (id.clone(), s))
         .collect()
 }
 

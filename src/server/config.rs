@@ -329,14 +329,13 @@ mod tests {
         assert!(e.contains("ingest_nice") && e.contains("0-19"), "{e}");
     }
 
-    /// The README's "Configuration" block lists every key with its default value.
+    /// The configuration guide's first block lists every key with its default value.
     #[test]
-    fn readme_configuration_block_is_the_defaults() {
-        let readme = include_str!("../../README.md");
-        let section = &readme[readme.find("### Configuration").expect("section")..];
+    fn documented_configuration_block_is_the_defaults() {
+        let section = include_str!("../../docs/configuration.md");
         let start = section.find("```toml\n").expect("toml block") + "```toml\n".len();
         let block = &section[start..start + section[start..].find("```").expect("block end")];
-        let parsed = ServeConfig::from_toml(block).expect("the README block parses");
+        let parsed = ServeConfig::from_toml(block).expect("the documented block parses");
         assert_eq!(parsed, ServeConfig::default());
     }
 }

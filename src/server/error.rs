@@ -89,17 +89,64 @@ impl From<Error> for ApiError {
                 | UserError::InvalidModelDir { .. }
                 | UserError::WeightsMismatch { .. }
                 | UserError::FetchUnavailable { .. } => {
-                    (StatusCode::INTERNAL_SERVER_ERROR, "server_misconfigured")
+                    return hidden(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "server_misconfigured",
+                        &e,
+                    );
                 }
             },
             Error::Internal(_) => {
-                tracing::error!(error = %e, "internal error");
-                (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+                return hidden(StatusCode::INTERNAL_SERVER_ERROR, "internal", &e);
             }
         };
         ApiError::new(status, code, message)
     }
 }
 
+/// A server-side failure: the detail (which may name server paths) goes to the log under a
+/// reference the client gets in a fixed message.
+fn hidden(status: StatusCode, code: &'static str, e: &Error) -> ApiError {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let reference = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    tracing::error!(error = %e, code, reference, "request failed on the server's side");
+    let what = match code {
+        "server_misconfigured" => "the server is misconfigured",
+        _ => "the server failed to answer",
+    };
+    ApiError::new(
+        status,
+        code,
+        format!("{what} (reference {reference}); its log has the detail under that reference"),
+    )
+}
+
 /// Handler result.
 pub type ApiResult<T> = std::result::Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::InternalError;
+
+    #[test]
+    fn server_side_errors_hide_their_detail() {
+        let e = Error::Internal(InternalError::io(
+            "writing /var/lib/kindred/indexes/faq/cosine.hnsw.data",
+            std::io::Error::other("disk on fire"),
+        ));
+        let api = ApiError::from(e);
+        assert_eq!(api.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(api.code, "internal");
+        assert!(!api.message.contains("/var/lib"), "{}", api.message);
+        assert!(!api.message.contains("disk on fire"), "{}", api.message);
+        assert!(api.message.contains("reference"), "{}", api.message);
+        let user = ApiError::from(Error::User(UserError::UnknownCollection {
+            name: "faq".into(),
+        }));
+        assert!(
+            user.message.contains("faq"),
+            "user errors keep their message"
+        );
+    }
+}

@@ -12,7 +12,8 @@ use std::time::Instant;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::ingest::{self, Fields, Format, IngestOptions, Rejected, Summary};
+use super::api::{format_name, IngestSummary, Rejected};
+use crate::ingest::{self, Fields, Format, IngestOptions};
 
 /// Where a job is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -58,8 +59,7 @@ pub struct JobStatus {
     pub error: Option<String>,
     /// What the ingest did (state `done`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub summary: Option<Summary>,
+    pub summary: Option<IngestSummary>,
 }
 
 /// A job's status and when it started.
@@ -116,7 +116,7 @@ impl Jobs {
             id,
             collection: spec.collection.clone(),
             file: spec.name.clone(),
-            format: format!("{:?}", spec.format).to_lowercase(),
+            format: format_name(spec.format).to_string(),
             state: JobState::Running,
             total_lines,
             line: 0,
@@ -158,17 +158,19 @@ fn run(spec: JobSpec, state: Arc<super::AppState>, job: Job) {
         restart: true,
         threads: Some(state.write_pool.clone()),
     };
-    let result = state.encoder_for(&spec.collection).and_then(|encoder| {
+    let result = state.engine.collection(&spec.collection).and_then(|col| {
+        let encoder = col.encoder().clone();
+        drop(col);
         ingest::ingest(
-            &state.db,
-            state.db.dir(),
+            state.db(),
+            state.db().dir(),
             &encoder,
             &spec.collection,
             &opts,
             |r| {
                 let mut j = job.lock().expect("lock");
                 if j.0.rejects.len() < SHOWN_REJECTS {
-                    j.0.rejects.push(r.clone());
+                    j.0.rejects.push(r.clone().into());
                 }
                 Ok(())
             },
@@ -194,7 +196,7 @@ fn run(spec: JobSpec, state: Arc<super::AppState>, job: Job) {
             j.0.line = j.0.total_lines.max(j.0.line);
             j.0.state = JobState::Done;
             tracing::info!(job = j.0.id, collection = %spec.collection, written = j.0.written, rejected = summary.rejected, "ingest done");
-            j.0.summary = Some(summary);
+            j.0.summary = Some(summary.into());
         }
         Err(e) => {
             tracing::warn!(job = j.0.id, error = %e, "ingest failed");

@@ -2,9 +2,10 @@
 //!
 //! Owns the HTTP surface only: routing, keys, limits, timeouts, metrics, OpenAPI and the
 //! server's lifecycle (index warm-up, periodic checkpoints, graceful shutdown). Every handler
-//! is a thin call into [`crate::db`] and [`crate::search`] on tokio's blocking pool, so
-//! encoding and reranking never stall the async threads.
+//! is a thin call into [`crate::engine`] (or [`crate::db`] for plain reads) on tokio's
+//! blocking pool, so encoding and reranking never stall the async threads.
 
+pub mod api;
 pub mod auth;
 pub mod config;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod reindex;
 pub mod review;
 pub mod routes;
 pub mod ui;
+pub mod uploads;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -30,7 +32,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::db::Database;
-use crate::encoder::Encoders;
+use crate::engine::Engine;
 use crate::Encoder;
 use auth::{Keys, Role};
 use config::ServeConfig;
@@ -39,10 +41,8 @@ use metrics::Metrics;
 
 /// What every handler shares.
 pub struct AppState {
-    /// The database.
-    pub db: Arc<Database>,
-    /// The encoders: the server's model, and those of reindexed collections.
-    pub encoders: Encoders,
+    /// The database and the encoders: the server's model, and those of reindexed collections.
+    pub engine: Engine,
     /// The configuration in force.
     pub config: ServeConfig,
     /// API keys.
@@ -62,34 +62,14 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The encoder of `collection`'s model (blocking: may load it).
-    pub fn encoder_for(&self, collection: &str) -> crate::Result<Arc<Encoder>> {
-        let settings = self.db.store().settings(collection)?;
-        self.encoders
-            .get(collection, &settings.model, settings.model_path.as_deref())
-    }
-
-    /// Runs `f` with the encoder of `collection`'s model; if a reindex switched the model
-    /// between choosing the encoder and `f`'s check of it, once more with the new one.
-    pub fn with_encoder<T>(
-        &self,
-        collection: &str,
-        f: impl Fn(&Encoder) -> crate::Result<T>,
-    ) -> crate::Result<T> {
-        let encoder = self.encoder_for(collection)?;
-        match f(&encoder) {
-            Err(crate::Error::User(crate::UserError::ModelMismatch { .. }))
-                if self.encoder_for(collection)?.identity() != encoder.identity() =>
-            {
-                f(self.encoder_for(collection)?.as_ref())
-            }
-            other => other,
-        }
+    /// The database.
+    pub fn db(&self) -> &Arc<Database> {
+        self.engine.db()
     }
 
     /// The server's own model's encoder.
     pub fn encoder(&self) -> &Arc<Encoder> {
-        self.encoders.default_encoder()
+        self.engine.encoder()
     }
 }
 
@@ -142,13 +122,13 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/v1/collections/{collection}/verdicts/{key}",
             delete(review::delete_verdict),
         )
-        .route("/v1/collections/{collection}/ingest", post(review::upload))
+        .route("/v1/collections/{collection}/ingest", post(uploads::upload))
         .route(
             "/v1/collections/{collection}/reindex",
             post(reindex::start).get(reindex::status),
         )
-        .route("/v1/jobs", get(review::list_jobs))
-        .route("/v1/jobs/{id}", get(review::get_job))
+        .route("/v1/jobs", get(uploads::list_jobs))
+        .route("/v1/jobs/{id}", get(uploads::get_job))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_admin));
     let open = Router::new()
         .route("/healthz", get(routes::healthz))
@@ -237,8 +217,7 @@ pub struct Running {
 /// saves the indexes. Calls `on_listening` once the socket is bound.
 pub async fn serve(
     config: ServeConfig,
-    db: Arc<Database>,
-    encoder: Arc<Encoder>,
+    engine: Engine,
     on_listening: impl FnOnce(&Running),
 ) -> crate::Result<()> {
     let listener = TcpListener::bind(config.listen)
@@ -255,10 +234,10 @@ pub async fn serve(
             "no admin key: anyone who can reach {addr} can write; set KINDRED_ADMIN_KEY"
         );
     }
+    let db = engine.db().clone();
     let state = Arc::new(AppState {
         keys: Keys::new(config.admin_key.as_deref(), config.read_key.as_deref()),
-        db: db.clone(),
-        encoders: Encoders::new(encoder.clone(), *encoder.options()),
+        engine,
         metrics: Metrics::new(),
         ready: AtomicBool::new(false),
         writers: Semaphore::new(1),
@@ -283,7 +262,7 @@ pub async fn serve(
     {
         let s = state.clone();
         tokio::task::spawn_blocking(move || {
-            match s.db.warm_up() {
+            match s.db().warm_up() {
                 Ok(()) => tracing::info!("indexes loaded; ready"),
                 Err(e) => {
                     tracing::error!(error = %e, "loading indexes failed; they load on first use")

@@ -6,7 +6,7 @@ use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{reindex, review, routes};
+use super::{reindex, review, routes, uploads};
 
 /// The API document.
 #[derive(OpenApi)]
@@ -30,9 +30,9 @@ use super::{reindex, review, routes};
         review::list_verdicts,
         review::put_verdict,
         review::delete_verdict,
-        review::upload,
-        review::list_jobs,
-        review::get_job,
+        uploads::upload,
+        uploads::list_jobs,
+        uploads::get_job,
         reindex::start,
         reindex::status,
     ),
@@ -56,4 +56,184 @@ impl Modify for BearerKey {
 /// Serves the document.
 pub async fn serve() -> Json<utoipa::openapi::OpenApi> {
     Json(ApiDoc::openapi())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use serde_json::Value;
+
+    use super::*;
+
+    const METHODS: [&str; 8] = [
+        "get", "put", "post", "delete", "options", "head", "patch", "trace",
+    ];
+
+    fn document() -> Value {
+        let doc = serde_json::to_value(ApiDoc::openapi()).expect("the document serialises");
+        // `KINDRED_OPENAPI_OUT=/tmp/openapi.json cargo test --lib server::openapi` writes it
+        // out, for openapi-spec-validator or a client generator.
+        if let Some(path) = std::env::var_os("KINDRED_OPENAPI_OUT") {
+            let text = serde_json::to_string_pretty(&doc).expect("serialises");
+            std::fs::write(&path, text).expect("writing the document");
+        }
+        doc
+    }
+
+    /// The `{name}`s of a path template.
+    fn template_names(path: &str) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        let mut rest = path;
+        while let Some(open) = rest.find('{') {
+            let close = rest[open..].find('}').expect("a closed {") + open;
+            names.insert(rest[open + 1..close].to_string());
+            rest = &rest[close + 1..];
+        }
+        names
+    }
+
+    /// Resolves a local `$ref` (`#/a/b/c`) in the document.
+    fn resolve<'a>(doc: &'a Value, reference: &str) -> Option<&'a Value> {
+        doc.pointer(reference.strip_prefix('#')?)
+    }
+
+    /// A parameter object, following a `$ref` to components.
+    fn parameter<'a>(doc: &'a Value, p: &'a Value) -> &'a Value {
+        match p.get("$ref").and_then(Value::as_str) {
+            Some(r) => resolve(doc, r).unwrap_or_else(|| panic!("unresolved parameter {r}")),
+            None => p,
+        }
+    }
+
+    #[test]
+    fn path_parameters_match_the_templates() {
+        let doc = document();
+        let paths = doc["paths"].as_object().expect("paths");
+        assert!(!paths.is_empty());
+        let mut operation_ids = BTreeMap::new();
+        for (path, item) in paths {
+            let expected = template_names(path);
+            let shared = item["parameters"].as_array().cloned().unwrap_or_default();
+            for method in METHODS {
+                let Some(op) = item.get(method) else { continue };
+                let at = format!("{} {path}", method.to_uppercase());
+                if let Some(id) = op["operationId"].as_str() {
+                    if let Some(other) = operation_ids.insert(id.to_string(), at.clone()) {
+                        panic!("operationId {id:?} of {at} is also {other}'s");
+                    }
+                }
+                let own = op["parameters"].as_array().cloned().unwrap_or_default();
+                let mut seen = BTreeSet::new();
+                let mut declared = BTreeSet::new();
+                for p in shared.iter().chain(&own) {
+                    let p = parameter(&doc, p);
+                    let name = p["name"].as_str().expect("a parameter has a name");
+                    let location = p["in"].as_str().expect("a parameter has a location");
+                    assert!(
+                        ["path", "query", "header", "cookie"].contains(&location),
+                        "{at}: parameter {name:?} is in {location:?}"
+                    );
+                    assert!(
+                        seen.insert((name.to_string(), location.to_string())),
+                        "{at}: parameter {name:?} in {location} is declared twice"
+                    );
+                    if location == "path" {
+                        assert_eq!(
+                            p["required"],
+                            Value::Bool(true),
+                            "{at}: path parameter {name:?} must be required"
+                        );
+                        declared.insert(name.to_string());
+                    }
+                }
+                let undeclared: Vec<_> = expected.difference(&declared).collect();
+                let unknown: Vec<_> = declared.difference(&expected).collect();
+                assert!(
+                    undeclared.is_empty(),
+                    "{at}: template parameters {undeclared:?} are not declared as path parameters"
+                );
+                assert!(
+                    unknown.is_empty(),
+                    "{at}: path parameters {unknown:?} are not in the template \
+                     (a query parameter declared as Path? use parameter_in = Query)"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_ref_resolves() {
+        let doc = document();
+        fn refs<'a>(v: &'a Value, at: String, out: &mut Vec<(String, &'a str)>) {
+            match v {
+                Value::Object(m) => {
+                    if let Some(Value::String(r)) = m.get("$ref") {
+                        out.push((at.clone(), r));
+                    }
+                    for (k, v) in m {
+                        refs(v, format!("{at}/{k}"), out);
+                    }
+                }
+                Value::Array(a) => {
+                    for (i, v) in a.iter().enumerate() {
+                        refs(v, format!("{at}/{i}"), out);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut all = Vec::new();
+        refs(&doc, String::new(), &mut all);
+        assert!(!all.is_empty(), "the document has no $ref at all");
+        for (at, r) in all {
+            assert!(
+                r.starts_with("#/components/"),
+                "{at}: $ref {r:?} is not local to components"
+            );
+            assert!(
+                resolve(&doc, r).is_some(),
+                "{at}: $ref {r:?} does not resolve"
+            );
+        }
+        // The schemas clients rely on by name.
+        for name in [
+            "Hit",
+            "SearchOutcome",
+            "CollectionInfo",
+            "DuplicateVerdict",
+            "ReviewPage",
+        ] {
+            assert!(
+                doc["components"]["schemas"][name].is_object(),
+                "no schema {name}"
+            );
+        }
+    }
+
+    #[test]
+    fn query_parameters_are_in_the_query() {
+        let doc = document();
+        let ingest = &doc["paths"]["/v1/collections/{collection}/ingest"]["post"];
+        let batch = ingest["parameters"]
+            .as_array()
+            .expect("parameters")
+            .iter()
+            .find(|p| p["name"] == "batch")
+            .expect("a batch parameter");
+        assert_eq!(batch["in"], "query");
+        for (path, name) in [
+            ("/v1/collections/{collection}/review", "scan"),
+            ("/v1/collections/{collection}/verdicts", "format"),
+        ] {
+            let op = &doc["paths"][path]["get"];
+            let p = op["parameters"]
+                .as_array()
+                .expect("parameters")
+                .iter()
+                .find(|p| p["name"] == name)
+                .unwrap_or_else(|| panic!("no {name} on {path}"));
+            assert_eq!(p["in"], "query", "{path} {name}");
+        }
+    }
 }

@@ -17,11 +17,11 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::api::ReindexReport;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::jobs::JobState;
 use super::routes::{blocking, parse};
 use super::AppState;
-use crate::db::ReindexReport;
 use crate::model::ModelDir;
 use crate::Encoder;
 
@@ -93,7 +93,7 @@ pub async fn start(
     let (s, c, path) = (state.clone(), collection.clone(), PathBuf::from(&req.model));
     // Validate and load here, so a wrong directory is an immediate 422.
     let encoder = blocking(move || {
-        let settings = s.db.store().settings(&c)?;
+        let settings = s.db().store().settings(&c)?;
         let dir = ModelDir::open(&path);
         let dir = match dir {
             Ok(dir) => dir,
@@ -166,9 +166,9 @@ fn run(state: &AppState, collection: &str, model: &str, encoder: Arc<Encoder>, j
     };
     // On the write pool, like ingest: the other cores stay with searches.
     let result = state.write_pool.install(|| {
-        state.db.reindex(
+        state.engine.reindex(
             collection,
-            &encoder,
+            encoder,
             Some(std::path::Path::new(model)),
             &progress,
         )
@@ -177,7 +177,6 @@ fn run(state: &AppState, collection: &str, model: &str, encoder: Arc<Encoder>, j
     j.0.seconds = j.1.elapsed().as_secs_f64();
     match result {
         Ok(report) => {
-            state.encoders.insert(encoder);
             tracing::info!(
                 collection,
                 model,
@@ -185,7 +184,7 @@ fn run(state: &AppState, collection: &str, model: &str, encoder: Arc<Encoder>, j
                 "reindex done"
             );
             j.0.state = JobState::Done;
-            j.0.report = Some(report);
+            j.0.report = Some(report.into());
         }
         Err(e) => {
             tracing::warn!(collection, model, error = %e, "reindex failed");

@@ -14,14 +14,15 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::api::{
+    CollectionInfo, Depths, DuplicateVerdict, FusionWeights, HnswParams, Mode, NewDocument,
+    PairExplanation, Precision, Rerank, SearchOutcome,
+};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::AppState;
-use crate::db::{CollectionInfo, NewDocument};
-use crate::search::{
-    self, Depths, DuplicateVerdict, FusionWeights, Mode, PairExplanation, Rerank, SearchOutcome,
-    SearchParams,
-};
-use crate::store::{CollectionSettings, HnswParams};
+use crate::db;
+use crate::search::SearchParams;
+use crate::store::CollectionSettings;
 
 /// Runs blocking work (encoding, searching, writing) on tokio's blocking pool.
 pub(crate) async fn blocking<T: Send + 'static>(
@@ -124,7 +125,7 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 #[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text format")))]
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let s = state.clone();
-    match tokio::task::spawn_blocking(move || s.metrics.render(&s.db)).await {
+    match tokio::task::spawn_blocking(move || s.metrics.render(s.db())).await {
         Ok(text) => ([("content-type", "text/plain; version=0.0.4")], text).into_response(),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
@@ -153,7 +154,7 @@ pub struct CollectionList {
 pub async fn list_collections(
     State(state): State<Arc<AppState>>,
 ) -> ApiResult<Json<CollectionList>> {
-    let db = state.db.clone();
+    let db = state.db().clone();
     let collections = blocking(move || {
         db.collections()?
             .into_iter()
@@ -180,8 +181,7 @@ pub struct CreateCollection {
     pub hnsw: Option<HnswParams>,
     /// Encoder arithmetic of the collection's vectors: `fp32` or `int8` (default: the
     /// server's `precision` setting). Fixed at creation; `reindex` moves a collection.
-    #[schema(value_type = Option<String>, example = "int8")]
-    pub precision: Option<crate::types::Precision>,
+    pub precision: Option<Precision>,
 }
 
 /// `POST /v1/collections`: creates a collection for the server's model.
@@ -195,20 +195,27 @@ pub async fn create_collection(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<CollectionInfo>)> {
     let req: CreateCollection = parse(body)?;
-    let db = state.db.clone();
-    let precision = req.precision.unwrap_or(state.encoder().options().precision);
+    let db = state.db().clone();
+    let precision = req
+        .precision
+        .map_or(state.encoder().options().precision, Into::into);
     let info = blocking(move || {
         // Loads the model's variant at that precision now, so queries find it ready.
-        let model = state.encoders.at_precision(precision)?.identity().clone();
+        let model = state
+            .engine
+            .encoders()
+            .at_precision(precision)?
+            .identity()
+            .clone();
         let mut settings = CollectionSettings::for_model(model);
         if let Some(h) = req.hnsw {
-            settings.hnsw = h;
+            settings.hnsw = h.into();
         }
         db.create_collection(&req.name, &settings)?;
         db.info(&req.name)
     })
     .await?;
-    Ok((StatusCode::CREATED, Json(info)))
+    Ok((StatusCode::CREATED, Json(info.into())))
 }
 
 /// `GET /v1/collections/{c}`: settings, stats and index health.
@@ -220,8 +227,8 @@ pub async fn get_collection(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<CollectionInfo>> {
-    let db = state.db.clone();
-    Ok(Json(blocking(move || db.info(&name)).await?))
+    let db = state.db().clone();
+    Ok(Json(blocking(move || db.info(&name)).await?.into()))
 }
 
 /// `DELETE /v1/collections/{c}`: drops a collection and everything in it.
@@ -233,7 +240,7 @@ pub async fn drop_collection(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<serde_json::Value>> {
-    let db = state.db.clone();
+    let db = state.db().clone();
     let n = name.clone();
     blocking(move || db.drop_collection(&n)).await?;
     Ok(Json(serde_json::json!({ "dropped": name })))
@@ -280,6 +287,7 @@ pub async fn upsert_documents(
         )
     });
     let docs: Vec<NewDocument> = parse(Ok(bytes?))?;
+    let docs: Vec<db::NewDocument> = docs.into_iter().map(Into::into).collect();
     let max = state.config.limits.max_batch;
     if docs.len() > max {
         return Err(ApiError::new(
@@ -306,16 +314,24 @@ pub fn is_ndjson(headers: &HeaderMap) -> bool {
         })
 }
 
+/// A query string, or 422 naming what is wrong with it.
+pub(crate) fn query<T: serde::de::DeserializeOwned>(
+    q: Result<axum::extract::Query<T>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<T> {
+    q.map(|axum::extract::Query(t)| t)
+        .map_err(|e| ApiError::invalid(format!("query string: {}", e.body_text())))
+}
+
 /// The collection exists and its model is available.
 pub(crate) async fn check_collection(state: &Arc<AppState>, collection: &str) -> ApiResult<()> {
     let (s, c) = (state.clone(), collection.to_string());
-    blocking(move || s.encoder_for(&c).map(drop)).await
+    blocking(move || s.engine.collection(&c).map(drop)).await
 }
 
 async fn write_batch(
     state: &Arc<AppState>,
     collection: &str,
-    docs: Vec<NewDocument>,
+    docs: Vec<db::NewDocument>,
 ) -> ApiResult<(usize, usize)> {
     if docs.is_empty() {
         // Nothing to write, but an unknown collection is still a 404.
@@ -333,10 +349,8 @@ async fn write_batch(
     let _permit = state.writers.acquire().await.expect("semaphore open");
     let (c, s) = (collection.to_string(), state.clone());
     let out = blocking(move || {
-        s.with_encoder(&c, |encoder| {
-            s.write_pool
-                .install(|| s.db.upsert(&c, encoder, docs.clone()))
-        })
+        s.engine
+            .with_collection(&c, |col| s.write_pool.install(|| col.upsert(docs.clone())))
     })
     .await?;
     state.metrics.upserted(collection, out.len());
@@ -357,7 +371,7 @@ async fn upsert_stream(
     let batch_size = state.config.limits.max_batch;
     let mut stream = body.into_data_stream();
     let mut pending: Vec<u8> = Vec::new();
-    let mut batch: Vec<NewDocument> = Vec::new();
+    let mut batch: Vec<db::NewDocument> = Vec::new();
     let mut result = UpsertResult {
         upserted: 0,
         replaced: 0,
@@ -413,7 +427,7 @@ async fn upsert_stream(
                     e.code,
                 )
             })?;
-            batch.push(doc);
+            batch.push(doc.into());
             if batch.len() == batch_size {
                 commit(&state, &collection, &mut batch, &mut result, line_no).await?;
             }
@@ -426,7 +440,7 @@ async fn upsert_stream(
 async fn commit(
     state: &Arc<AppState>,
     collection: &str,
-    batch: &mut Vec<NewDocument>,
+    batch: &mut Vec<db::NewDocument>,
     result: &mut UpsertResult,
     line_no: usize,
 ) -> ApiResult<()> {
@@ -490,7 +504,7 @@ pub async fn get_document(
     State(state): State<Arc<AppState>>,
     Path((collection, id)): Path<(String, String)>,
 ) -> ApiResult<Json<DocumentView>> {
-    let db = state.db.clone();
+    let db = state.db().clone();
     let (c, i) = (collection.clone(), id.clone());
     match blocking(move || db.get(&c, &i)).await? {
         Some(d) => Ok(Json(DocumentView {
@@ -517,7 +531,7 @@ pub async fn delete_document(
     Path((collection, id)): Path<(String, String)>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let _permit = state.writers.acquire().await.expect("semaphore open");
-    let (db, s) = (state.db.clone(), state.clone());
+    let (db, s) = (state.db().clone(), state.clone());
     let (c, i) = (collection.clone(), id.clone());
     // A delete can trigger a graph compaction: keep it on the write threads too.
     if blocking(move || s.write_pool.install(|| db.delete(&c, &i))).await? {
@@ -566,10 +580,10 @@ impl SearchRequest {
             self.text,
             SearchParams {
                 k,
-                mode: self.mode.unwrap_or_default(),
-                rerank: self.rerank.unwrap_or_default(),
-                depths: self.depths.unwrap_or(d.depths),
-                fusion: self.fusion.unwrap_or(d.fusion),
+                mode: self.mode.map(Into::into).unwrap_or_default(),
+                rerank: self.rerank.map(Into::into).unwrap_or_default(),
+                depths: self.depths.map_or(d.depths, Into::into),
+                fusion: self.fusion.map_or(d.fusion, Into::into),
                 rerank_depth: self.rerank_depth.unwrap_or(d.rerank_depth),
                 explain: self.explain.unwrap_or(false),
                 filter: self.filter.unwrap_or_default(),
@@ -590,13 +604,12 @@ pub async fn search_collection(
     let (text, params) = parse::<SearchRequest>(body)?.params(&state, 10)?;
     let s = state.clone();
     let out = blocking(move || {
-        s.with_encoder(&collection, |encoder| {
-            search::search(&s.db, encoder, &collection, &text, &params)
-        })
+        s.engine
+            .with_collection(&collection, |col| col.search(&text, &params))
     })
     .await?;
     state.metrics.search(&out.timings);
-    Ok(Json(out))
+    Ok(Json(out.into()))
 }
 
 /// `POST /v1/collections/{c}/duplicates` body.
@@ -637,13 +650,12 @@ pub async fn duplicates(
     let (text, params) = search.params(&state, 3)?;
     let (s, threshold) = (state.clone(), req.threshold);
     let out = blocking(move || {
-        s.with_encoder(&collection, |encoder| {
-            search::duplicates(&s.db, encoder, &collection, &text, threshold, &params)
-        })
+        s.engine
+            .with_collection(&collection, |col| col.duplicates(&text, threshold, &params))
     })
     .await?;
     state.metrics.search(&out.timings);
-    Ok(Json(out))
+    Ok(Json(out.into()))
 }
 
 /// `POST /v1/explain` body.
@@ -666,8 +678,10 @@ pub async fn explain(
     let req: ExplainRequest = parse(body)?;
     check_text(&state, "a", &req.a)?;
     check_text(&state, "b", &req.b)?;
-    let encoder = state.encoder().clone();
+    let s = state.clone();
     Ok(Json(
-        blocking(move || search::explain_texts(&encoder, &req.a, &req.b)).await?,
+        blocking(move || s.engine.explain_texts(&req.a, &req.b))
+            .await?
+            .into(),
     ))
 }

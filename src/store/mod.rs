@@ -17,6 +17,7 @@
 //! so a new generation can be built beside the serving one and switched to in one write of the
 //! settings ([`Store::switch_generation`]). A collection never reindexed keeps the plain name.
 
+pub mod compat;
 pub mod migrate;
 mod record;
 
@@ -49,7 +50,7 @@ pub enum Durability {
 }
 
 /// A collection's settings, fixed at creation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CollectionSettings {
     /// The model its vectors come from.
     pub model: ModelIdentity,
@@ -111,7 +112,7 @@ impl Generation {
 }
 
 /// Size statistics of a collection.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CollectionStats {
     /// Documents.
     pub documents: u64,
@@ -202,7 +203,11 @@ impl Store {
     pub fn open(path: &Path, durability: Durability) -> Result<Self> {
         std::fs::create_dir_all(path).map_err(io_err(format!("creating {}", path.display())))?;
         let db = sled::Config::new().path(path).open().map_err(|e| match e {
-            sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => {
+            // sled wraps the failed file lock as ErrorKind::Other with this message.
+            sled::Error::Io(io)
+                if io.kind() == std::io::ErrorKind::WouldBlock
+                    || io.to_string().contains("could not acquire lock") =>
+            {
                 Error::User(UserError::IncompatibleStore {
                     path: path.to_path_buf(),
                     reason: "another kindred process has it open; stop it or use another --data directory".into(),
@@ -699,7 +704,7 @@ impl Store {
     }
 
     /// Test hook: stamps another format version (to test the refusal of newer stores).
-    #[doc(hidden)]
+    #[cfg(any(test, feature = "test-support"))]
     pub fn stamp_format_version_for_tests(path: &Path, version: u32) -> Result<()> {
         let db = sled::open(path)?;
         db.insert(VERSION_KEY, &version.to_be_bytes())?;

@@ -57,7 +57,7 @@ impl Default for IntentOptions {
             batch_size: 64,
             learning_rate: 1e-3,
             epochs: 10,
-            sigma_floor: crate::encoder::heads::SIGMA_FLOOR,
+            sigma_floor: crate::encoder::pooling::SIGMA_FLOOR,
             seed: 42,
         }
     }

@@ -1,9 +1,13 @@
 //! Shared fixtures: one model directory and one encoder per test binary.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
+use kindred::db::{Database, NewDocument};
+use kindred::engine::Engine;
 use kindred::model::{self, ModelDir};
+use kindred::search::{SearchOutcome, SearchParams};
+use kindred::store::{StoredDoc, Upserted};
 use kindred::{Encoder, EncoderOptions};
 
 /// The model directory under test (fetched once if needed).
@@ -19,20 +23,22 @@ pub fn model_dir() -> &'static ModelDir {
 }
 
 /// A shared encoder with default options (int8, as new collections are).
-pub fn encoder() -> &'static Encoder {
-    static ENC: OnceLock<Encoder> = OnceLock::new();
-    ENC.get_or_init(|| Encoder::load(model_dir(), EncoderOptions::default()).expect("model loads"))
+pub fn encoder() -> &'static Arc<Encoder> {
+    static ENC: OnceLock<Arc<Encoder>> = OnceLock::new();
+    ENC.get_or_init(|| {
+        Arc::new(Encoder::load(model_dir(), EncoderOptions::default()).expect("model loads"))
+    })
 }
 
 /// A shared fp32 encoder: the model exactly, as the Python references compute it.
-pub fn exact_encoder() -> &'static Encoder {
-    static ENC: OnceLock<Encoder> = OnceLock::new();
+pub fn exact_encoder() -> &'static Arc<Encoder> {
+    static ENC: OnceLock<Arc<Encoder>> = OnceLock::new();
     ENC.get_or_init(|| {
         let options = EncoderOptions {
             precision: kindred::Precision::Fp32,
             ..EncoderOptions::default()
         };
-        Encoder::load(model_dir(), options).expect("model loads")
+        Arc::new(Encoder::load(model_dir(), options).expect("model loads"))
     })
 }
 
@@ -127,4 +133,67 @@ pub fn other_model() -> &'static ModelDir {
         write_model_dir(model_dir(), &dir, None, Some(&heads), &by).expect("model written");
         ModelDir::open(&dir).expect("other model opens")
     })
+}
+
+/// Encodes `docs` with `encoder` and upserts them (all or none).
+pub fn upsert(
+    db: &Database,
+    name: &str,
+    encoder: &Encoder,
+    docs: Vec<NewDocument>,
+) -> kindred::Result<Vec<Upserted>> {
+    db.check_model(name, encoder.identity())?;
+    docs.iter().try_for_each(kindred::db::validate)?;
+    let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
+    let encoded = encoder.encode(&texts)?;
+    db.upsert_encoded(
+        name,
+        encoder.identity(),
+        docs.into_iter().zip(encoded).collect(),
+    )
+}
+
+/// A search through the engine, with `encoder` as the process's model.
+pub fn search(
+    db: &Arc<Database>,
+    encoder: &Arc<Encoder>,
+    name: &str,
+    text: &str,
+    params: &SearchParams,
+) -> kindred::Result<SearchOutcome> {
+    Engine::with_encoder(db.clone(), encoder.clone())
+        .collection(name)?
+        .search(text, params)
+}
+
+/// The k nearest documents by cosine: (document, cosine), best first.
+pub fn cosine_hits(db: &Database, name: &str, v: &[f32], k: usize) -> Vec<(StoredDoc, f32)> {
+    let view = db.view(name).expect("collection");
+    let hits = view.cosine(v, k).expect("search");
+    resolve(&view, hits)
+}
+
+/// The k nearest documents by W2 of intents: (document, W2), nearest first.
+pub fn w2_hits(
+    db: &Database,
+    name: &str,
+    g: &kindred::Gaussian,
+    k: usize,
+) -> Vec<(StoredDoc, f32)> {
+    let view = db.view(name).expect("collection");
+    let hits = view.w2(g, k).expect("search");
+    resolve(&view, hits)
+}
+
+/// The k best documents by BM25: (document, score), best first.
+pub fn lexical_hits(db: &Database, name: &str, text: &str, k: usize) -> Vec<(StoredDoc, f32)> {
+    let view = db.view(name).expect("collection");
+    let hits = view.lexical(text, k);
+    resolve(&view, hits)
+}
+
+fn resolve(view: &kindred::db::View<'_>, hits: Vec<(u64, f32)>) -> Vec<(StoredDoc, f32)> {
+    hits.into_iter()
+        .filter_map(|(i, s)| view.get_internal(i).expect("reads").map(|d| (d, s)))
+        .collect()
 }

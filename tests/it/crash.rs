@@ -123,7 +123,7 @@ fn acknowledged_writes_survive_sigkill() {
         );
         for id in this_round.iter().take(5) {
             let doc = db.get("qqp", id).expect("get").expect("present");
-            let top = &db.search_cosine("qqp", &doc.sentence, 1).expect("search")[0];
+            let top = &crate::common::cosine_hits(&db, "qqp", &doc.sentence, 1)[0];
             assert!(
                 top.0.id == doc.id || top.0.sentence == doc.sentence,
                 "round {round}: {id} does not find itself first (got {})",

@@ -87,7 +87,7 @@ fn outputs_are_normalised_and_shaped() {
         .intent
         .sigma
         .iter()
-        .all(|&s| s >= kindred::encoder::heads::SIGMA_FLOOR));
+        .all(|&s| s >= kindred::encoder::pooling::SIGMA_FLOOR));
     assert!(!e.truncated);
 }
 

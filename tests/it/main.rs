@@ -10,6 +10,7 @@ mod encoder;
 mod eval;
 mod golden;
 mod ingest;
+mod layers;
 mod model;
 mod precision;
 mod recall;

@@ -153,10 +153,8 @@ fn int8_identity_differs_and_a_collection_refuses_the_other_precision() {
         text: "How do I reset my password?".into(),
         metadata: serde_json::Value::Null,
     };
-    db.upsert("q", quant, vec![doc.clone()])
-        .expect("int8 vectors go in");
-    let err = db
-        .upsert("q", exact, vec![doc])
+    crate::common::upsert(&db, "q", quant, vec![doc.clone()]).expect("int8 vectors go in");
+    let err = crate::common::upsert(&db, "q", exact, vec![doc])
         .expect_err("fp32 vectors must be refused")
         .to_string();
     assert!(err.contains("+int8"), "{err}");

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use kindred::db::{Database, NewDocument};
 use kindred::encoder::Encoders;
-use kindred::search::{self, SearchParams};
+use kindred::engine::Engine;
+use kindred::search::SearchParams;
 use kindred::store::{CollectionSettings, Durability};
 use kindred::{Encoder, EncoderOptions, Error, UserError};
 
@@ -31,24 +32,6 @@ fn tree_names(dir: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
-/// Runs `f` with the encoder of the collection's current model, once more if the model
-/// changed under it (what the server does).
-fn with_encoder<T>(
-    db: &Database,
-    encoders: &Encoders,
-    f: impl Fn(&Encoder) -> kindred::Result<T>,
-) -> kindred::Result<T> {
-    let current = || {
-        let s = db.store().settings("c")?;
-        encoders.get("c", &s.model, s.model_path.as_deref())
-    };
-    let e = current()?;
-    match f(&e) {
-        Err(Error::User(UserError::ModelMismatch { .. })) => f(current()?.as_ref()),
-        other => other,
-    }
-}
-
 #[test]
 fn reindex_switches_models_while_searches_and_writes_go_on() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -64,20 +47,23 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
         .enumerate()
         .map(|(i, q)| doc(format!("q{i}"), q))
         .collect();
-    db.upsert("c", encoder(), docs).expect("stored");
+    crate::common::upsert(&db, "c", encoder(), docs).expect("stored");
     db.delete("c", "q5").expect("deleted");
     db.checkpoint().expect("saved");
 
     let other = Arc::new(Encoder::load(other_model(), EncoderOptions::default()).expect("loads"));
-    let encoders = Arc::new(Encoders::new(
-        Arc::new(Encoder::load(model_dir(), EncoderOptions::default()).expect("loads")),
-        EncoderOptions::default(),
+    // The engine the server would hold: it retries a request that a switch overtook.
+    let engine = Arc::new(Engine::new(
+        db.clone(),
+        Encoders::new(
+            Arc::new(Encoder::load(model_dir(), EncoderOptions::default()).expect("loads")),
+            EncoderOptions::default(),
+        ),
     ));
     let done = Arc::new(AtomicBool::new(false));
     let searches = Arc::new(AtomicUsize::new(0));
     let searcher = {
-        let (db, encoders, done, searches) =
-            (db.clone(), encoders.clone(), done.clone(), searches.clone());
+        let (engine, done, searches) = (engine.clone(), done.clone(), searches.clone());
         // The writer replaces q100..q199 at most: q550 keeps its text throughout.
         let (text, want) = (questions[550].clone(), "q550");
         std::thread::spawn(move || {
@@ -86,22 +72,16 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
                 ..SearchParams::default()
             };
             while !done.load(Ordering::Acquire) {
-                let out = with_encoder(&db, &encoders, |e| {
-                    search::search(&db, e, "c", &text, &params)
-                })
-                .expect("every search during the reindex is answered");
+                let out = engine
+                    .with_collection("c", |col| col.search(&text, &params))
+                    .expect("every search during the reindex is answered");
                 assert_eq!(out.hits[0].id, want);
                 searches.fetch_add(1, Ordering::Relaxed);
             }
         })
     };
     let writer = {
-        let (db, encoders, done, questions) = (
-            db.clone(),
-            encoders.clone(),
-            done.clone(),
-            questions.clone(),
-        );
+        let (engine, done, questions) = (engine.clone(), done.clone(), questions.clone());
         std::thread::spawn(move || {
             let mut written = Vec::new();
             for (i, q) in questions[600..].iter().take(300).enumerate() {
@@ -110,10 +90,9 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
                 } else {
                     format!("new{i}")
                 };
-                with_encoder(&db, &encoders, |e| {
-                    db.upsert("c", e, vec![doc(id.clone(), q)])
-                })
-                .expect("every write during the reindex is accepted");
+                engine
+                    .with_collection("c", |col| col.upsert(vec![doc(id.clone(), q)]))
+                    .expect("every write during the reindex is accepted");
                 written.push((id, q.clone()));
                 if done.load(Ordering::Acquire) {
                     break;
@@ -123,10 +102,9 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
         })
     };
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let report = db
-        .reindex("c", &other, Some(&other_model().path), &|_, _| {})
+    let report = engine
+        .reindex("c", other.clone(), Some(&other_model().path), &|_, _| {})
         .expect("reindexed");
-    encoders.insert(other.clone());
     // Writes keep going a little after the switch too.
     std::thread::sleep(std::time::Duration::from_millis(500));
     done.store(true, Ordering::Release);
@@ -164,16 +142,17 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
         "deletions stay deleted"
     );
     // The old model is refused for writes now, with the way out in the message.
-    let err = db
-        .upsert("c", encoder(), vec![doc("x".into(), "a question")])
+    let err = crate::common::upsert(&db, "c", encoder(), vec![doc("x".into(), "a question")])
         .expect_err("old model refused");
     assert!(err.to_string().contains("kindred reindex"), "{err}");
 
     // Reopen: the new generation's saved indexes load, the old one is gone.
-    drop(db);
-    let db = Database::open(dir.path(), Durability::Flush).expect("reopens");
+    drop((db, engine));
+    let db = Arc::new(Database::open(dir.path(), Durability::Flush).expect("reopens"));
+    let engine = Engine::with_encoder(db.clone(), other.clone());
     let (id, text) = written.last().expect("a write");
-    let out = search::search(&db, &other, "c", text, &SearchParams::default()).expect("search");
+    let out =
+        crate::common::search(&db, &other, "c", text, &SearchParams::default()).expect("search");
     assert_eq!(&out.hits[0].id, id);
     let info = db.info("c").expect("info");
     assert_eq!(info.stats.documents as usize, live.len());
@@ -184,26 +163,29 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
         "{:?}",
         info.index
     );
-    let err = db
-        .reindex("c", &other, None, &|_, _| {})
+    let err = engine
+        .reindex("c", other.clone(), None, &|_, _| {})
         .expect_err("same model refused");
     assert!(err.to_string().contains("already uses"), "{err}");
-    let err = db
-        .reindex("nope", &other, None, &|_, _| {})
+    let err = engine
+        .reindex("nope", other.clone(), None, &|_, _| {})
         .expect_err("unknown collection");
     assert!(
         matches!(err, Error::User(UserError::UnknownCollection { .. })),
         "{err}"
     );
     // And back onto the first model: generation 2, old generation trees dropped.
-    db.reindex("c", encoder(), None, &|_, _| {}).expect("back");
+    engine
+        .reindex("c", encoder().clone(), None, &|_, _| {})
+        .expect("back");
     assert_eq!(
         db.store().settings("c").expect("settings").generation,
         Some(2)
     );
-    let out = search::search(&db, encoder(), "c", text, &SearchParams::default()).expect("search");
+    let out =
+        crate::common::search(&db, encoder(), "c", text, &SearchParams::default()).expect("search");
     assert_eq!(&out.hits[0].id, id);
-    drop(db);
+    drop((db, engine));
     let names: Vec<String> = tree_names(dir.path())
         .into_iter()
         .filter(|n| n.starts_with("docs/"))
@@ -229,7 +211,7 @@ fn reindex_cli_killed_midway_leaves_the_collection_whole_on_its_old_model() {
             .enumerate()
             .map(|(i, q)| doc(format!("q{i}"), q))
             .collect();
-        db.upsert("c", encoder(), docs).expect("stored");
+        crate::common::upsert(&db, "c", encoder(), docs).expect("stored");
     }
     let kindred = |extra: &[&str]| {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kindred"));
@@ -255,7 +237,9 @@ fn reindex_cli_killed_midway_leaves_the_collection_whole_on_its_old_model() {
     child.wait().expect("reaped");
 
     {
-        let db = Database::open(dir.path(), Durability::Flush).expect("reopens after the kill");
+        let db = Arc::new(
+            Database::open(dir.path(), Durability::Flush).expect("reopens after the kill"),
+        );
         let settings = db.store().settings("c").expect("settings");
         assert_eq!(
             settings.model,
@@ -264,7 +248,7 @@ fn reindex_cli_killed_midway_leaves_the_collection_whole_on_its_old_model() {
         );
         assert_eq!(settings.generation, None);
         assert_eq!(db.store().count("c").expect("count"), 6000);
-        let out = search::search(
+        let out = crate::common::search(
             &db,
             encoder(),
             "c",

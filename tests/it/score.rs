@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use kindred::encoder::heads::SIGMA_FLOOR;
+use kindred::encoder::pooling::SIGMA_FLOOR;
 use kindred::score::quant::I8Tokens;
 use kindred::score::rerank::Reranker;
 use kindred::score::{cosine, rcmd, w2, Tokens, Weights};

@@ -49,7 +49,7 @@ fn collections_documents_and_bad_input() {
     assert!(db.create_collection("no spaces!", &settings).is_err());
     assert!(matches!(
         user_err(
-            db.upsert("nope", enc, vec![doc("a", "hi", json!({}))])
+            crate::common::upsert(&db, "nope", enc, vec![doc("a", "hi", json!({}))])
                 .expect_err("unknown")
         ),
         UserError::UnknownCollection { .. }
@@ -69,14 +69,14 @@ fn collections_documents_and_bad_input() {
         ),
         (doc("", "Fine text", json!({})), "ids must be 1-512 bytes"),
     ] {
-        let err = db
-            .upsert("faq", enc, vec![good.clone(), bad])
-            .expect_err("rejected");
+        let err =
+            crate::common::upsert(&db, "faq", enc, vec![good.clone(), bad]).expect_err("rejected");
         assert!(err.to_string().contains(needle), "{err}");
         assert_eq!(db.store().count("faq").expect("count"), 0);
     }
 
-    db.upsert(
+    crate::common::upsert(
+        &db,
         "faq",
         enc,
         vec![
@@ -98,31 +98,29 @@ fn collections_documents_and_bad_input() {
     );
 
     // Replace q1 everywhere: store and every index.
-    let replaced = db
-        .upsert(
-            "faq",
-            enc,
-            vec![doc("q1", "Can I pay with PayPal?", json!({"v": 2}))],
-        )
-        .expect("upserts");
+    let replaced = crate::common::upsert(
+        &db,
+        "faq",
+        enc,
+        vec![doc("q1", "Can I pay with PayPal?", json!({"v": 2}))],
+    )
+    .expect("upserts");
     assert!(replaced[0].replaced.is_some());
     assert_eq!(db.store().count("faq").expect("count"), 2);
     let q = enc
         .encode_one("How do I reset my password?")
         .expect("encodes");
-    let hits = db.search_cosine("faq", &q.sentence, 10).expect("search");
+    let hits = crate::common::cosine_hits(&db, "faq", &q.sentence, 10);
     assert_eq!(hits.len(), 2, "the old version of q1 is not returned");
     assert!(hits
         .iter()
         .all(|(d, _)| d.text != "How do I reset my password?"));
-    let lexical = db
-        .search_lexical("faq", "reset password", 10)
-        .expect("search");
+    let lexical = crate::common::lexical_hits(&db, "faq", "reset password", 10);
     assert!(
         lexical.is_empty(),
         "lexical index forgot the old text: {lexical:?}"
     );
-    let paypal = db.search_lexical("faq", "paypal", 10).expect("search");
+    let paypal = crate::common::lexical_hits(&db, "faq", "paypal", 10);
     assert_eq!(paypal[0].0.id, "q1");
 
     assert!(db.delete("faq", "q2").expect("delete"));
@@ -152,9 +150,13 @@ fn vectors_of_another_model_are_refused() {
     other.id = "acme/other-model".into();
     db.create_collection("c", &CollectionSettings::for_model(other))
         .expect("creates");
-    let err = db
-        .upsert("c", encoder(), vec![doc("a", "hello there", json!({}))])
-        .expect_err("model mismatch");
+    let err = crate::common::upsert(
+        &db,
+        "c",
+        encoder(),
+        vec![doc("a", "hello there", json!({}))],
+    )
+    .expect_err("model mismatch");
     let msg = err.to_string();
     assert!(matches!(user_err(err), UserError::ModelMismatch { .. }));
     assert!(
@@ -193,8 +195,8 @@ fn reopened_store_gives_identical_results() {
             .iter()
             .flat_map(|q| {
                 [
-                    db.search_cosine("faq", &q.sentence, 10).expect("search"),
-                    db.search_w2("faq", &q.intent, 10).expect("search"),
+                    crate::common::cosine_hits(db, "faq", &q.sentence, 10),
+                    crate::common::w2_hits(db, "faq", &q.intent, 10),
                 ]
             })
             .map(|hits| hits.into_iter().map(|(d, s)| (d.id, s)).collect())
@@ -207,7 +209,7 @@ fn reopened_store_gives_identical_results() {
             .enumerate()
             .map(|(i, q)| doc(&format!("q{i}"), q, json!({ "n": i })))
             .collect();
-        db.upsert("faq", enc, docs).expect("upserts");
+        crate::common::upsert(&db, "faq", enc, docs).expect("upserts");
         db.delete("faq", "q399").expect("deletes");
         run(&db)
     };
@@ -249,9 +251,8 @@ fn readers_keep_reading_while_a_writer_writes() {
                 let (mut reads, mut last_count) = (0usize, 0u64);
                 while !done.load(std::sync::atomic::Ordering::Acquire) || reads < 10 {
                     let q = &queries[(reads + r) % queries.len()];
-                    db.search_cosine("faq", q, 5).expect("search while writing");
-                    db.search_lexical("faq", "how do i", 5)
-                        .expect("lexical while writing");
+                    crate::common::cosine_hits(&db, "faq", q, 5);
+                    crate::common::lexical_hits(&db, "faq", "how do i", 5);
                     let count = db.store().count("faq").expect("count");
                     assert!(count >= last_count, "document count went backwards");
                     last_count = count;
@@ -282,7 +283,8 @@ fn readers_keep_reading_while_a_writer_writes() {
 fn store_of_format_1_is_migrated_to_the_current_format() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = new_db(dir.path());
-    db.upsert(
+    crate::common::upsert(
+        &db,
         "faq",
         encoder(),
         vec![doc("a", "how do I reset my password?", json!({}))],
@@ -308,5 +310,158 @@ fn store_of_format_1_is_migrated_to_the_current_format() {
         version.as_ref(),
         3u32.to_be_bytes(),
         "stamped with the new version"
+    );
+}
+
+/// The committed format-1 store: written by [`regenerate_format_1_fixture`] through the
+/// frozen format-1 types (kindred::store::compat), never by the current writer.
+const FORMAT_1_FIXTURE: &str = "tests/fixtures/format1";
+
+/// The questions the format-1 fixture holds, by id.
+const FORMAT_1_DOCS: [(&str, &str); 3] = [
+    ("a", "How do I reset my password?"),
+    ("b", "Can I get a refund for my order?"),
+    ("c", "My parcel arrived damaged, what now?"),
+];
+
+/// Writes tests/fixtures/format1/store as kindred's format 1 laid it out (migrations/0001):
+/// `format_version` 1, settings JSON without the later fields, bincode records, the ids and
+/// state trees. Run with `cargo test --release --test it regenerate_format_1 -- --ignored`.
+#[test]
+#[ignore = "writes the committed fixture"]
+fn regenerate_format_1_fixture() {
+    use kindred::store::compat::*;
+    let exact = crate::common::exact_encoder();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FORMAT_1_FIXTURE);
+    let _ = std::fs::remove_dir_all(&root);
+    let db = sled::open(root.join("store")).expect("sled");
+    db.insert("format_version", &1u32.to_be_bytes()).unwrap();
+    let id = exact.identity();
+    let settings = CollectionSettingsV1 {
+        model: ModelIdentityV1 {
+            id: id.id.clone(),
+            fingerprint: id.fingerprint.clone(),
+            dim: id.dim,
+            max_len: id.max_len,
+        },
+        codec: "int8".into(),
+        hnsw: HnswParamsV1 {
+            m: 16,
+            ef_construction: 200,
+            ef_search: 64,
+        },
+    };
+    db.open_tree("collections")
+        .unwrap()
+        .insert("faq", serde_json::to_vec(&settings).unwrap())
+        .unwrap();
+    let (docs, ids, state) = (
+        db.open_tree("docs/faq").unwrap(),
+        db.open_tree("ids/faq").unwrap(),
+        db.open_tree("state/faq").unwrap(),
+    );
+    let texts: Vec<&str> = FORMAT_1_DOCS.iter().map(|(_, t)| *t).collect();
+    for (internal, ((ext, text), e)) in FORMAT_1_DOCS
+        .iter()
+        .zip(exact.encode(&texts).unwrap())
+        .enumerate()
+    {
+        let current = kindred::store::StoredDoc::new(
+            ext.to_string(),
+            internal as u64,
+            text.to_string(),
+            r#"{"source":"format-1"}"#.into(),
+            &e,
+        );
+        let record = StoredDocV1 {
+            id: current.id,
+            internal: current.internal,
+            text: current.text,
+            metadata_json: current.metadata_json,
+            tokens: current.tokens.iter().map(TokenV1::from).collect(),
+            truncated: current.truncated,
+            token_codes: current.token_codes,
+            token_scales: current.token_scales,
+            sentence: current.sentence,
+            mu: current.mu,
+            sigma: current.sigma,
+        };
+        docs.insert(ext.as_bytes(), encode_record(&record)).unwrap();
+        ids.insert((internal as u64).to_be_bytes(), ext.as_bytes())
+            .unwrap();
+    }
+    state
+        .insert("next", &(FORMAT_1_DOCS.len() as u64).to_be_bytes())
+        .unwrap();
+    state.insert("seq", &1u64.to_be_bytes()).unwrap();
+    db.flush().unwrap();
+}
+
+/// A store a format-1 kindred wrote (committed, tests/fixtures/format1) opens, migrates to
+/// the current format, and answers searches; the committed files are never touched.
+#[test]
+fn committed_format_1_store_opens_migrates_and_answers() {
+    use std::sync::Arc;
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FORMAT_1_FIXTURE);
+    assert!(
+        fixture.join("store").is_dir(),
+        "missing {}; regenerate it (see regenerate_format_1_fixture)",
+        fixture.display()
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_dir(&fixture, dir.path());
+    let db =
+        Arc::new(Database::open(dir.path(), Durability::Flush).expect("a format-1 store opens"));
+    let settings = db.store().settings("faq").expect("settings");
+    assert_eq!(settings.generation, None);
+    assert_eq!(settings.model.precision, kindred::Precision::Fp32);
+    for (id, text) in FORMAT_1_DOCS {
+        let doc = db.get("faq", id).expect("reads").expect("kept");
+        assert_eq!(doc.text, text);
+        assert_eq!(doc.metadata()["source"], "format-1");
+    }
+    let exact = crate::common::exact_encoder();
+    let out = crate::common::search(
+        &db,
+        exact,
+        "faq",
+        "I forgot my password",
+        &kindred::search::SearchParams::default(),
+    )
+    .expect("searches");
+    assert_eq!(out.hits[0].id, "a");
+    drop(db);
+    let version = sled::open(dir.path().join("store"))
+        .expect("sled")
+        .get("format_version")
+        .expect("reads")
+        .expect("present");
+    assert_eq!(version.as_ref(), 3u32.to_be_bytes(), "migrated");
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("reads") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copies");
+        }
+    }
+}
+
+/// A second open of a database directory (another process, or this one) is refused with a
+/// message naming the way out, not sled's raw lock error.
+#[test]
+fn a_store_open_elsewhere_is_refused_clearly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _first = Database::open(dir.path(), Durability::Flush).expect("opens");
+    let err = Database::open(dir.path(), Durability::Flush).expect_err("refused");
+    assert!(
+        err.to_string()
+            .contains("another kindred process has it open"),
+        "{err}"
     );
 }

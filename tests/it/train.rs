@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use burn::module::Param;
@@ -526,7 +527,7 @@ fn head_trainers_write_models_whose_heads_change_the_vectors() {
     let k_dir = ModelDir::open(&k_out).expect("dir");
     let identity = k_dir.identity().expect("id");
     assert_eq!((identity.dim, identity.intent_dim()), (384, 32));
-    let with_k = Encoder::load(&k_dir, EncoderOptions::default()).expect("loads");
+    let with_k = Arc::new(Encoder::load(&k_dir, EncoderOptions::default()).expect("loads"));
     let k = &with_k.encode(&text).expect("k")[0];
     assert_eq!((k.intent.mu.len(), k.intent.sigma.len()), (32, 32));
     assert!(k.intent.sigma.iter().all(|s| s.is_finite() && *s > 0.0));
@@ -556,9 +557,9 @@ fn head_trainers_write_models_whose_heads_change_the_vectors() {
 
 /// A collection on `encoder`'s model answers W2 searches with each document's own text first,
 /// before and after a reopen (the W2 graph saved and loaded at the model's intent width).
-fn w2_search_finds_its_own_documents(encoder: &Encoder) {
+fn w2_search_finds_its_own_documents(encoder: &Arc<Encoder>) {
     use kindred::db::Database;
-    use kindred::search::{self, Mode, Rerank, SearchParams};
+    use kindred::search::{Mode, Rerank, SearchParams};
     use kindred::store::{CollectionSettings, Durability};
 
     let texts = [
@@ -575,18 +576,17 @@ fn w2_search_finds_its_own_documents(encoder: &Encoder) {
         ..SearchParams::default()
     };
     for reopen in [false, true] {
-        let db = Database::open(data.path(), Durability::Flush).expect("opens");
+        let db = Arc::new(Database::open(data.path(), Durability::Flush).expect("opens"));
         if !reopen {
             db.create_collection(
                 "c",
                 &CollectionSettings::for_model(encoder.identity().clone()),
             )
             .expect("created");
-            db.upsert("c", encoder, numbered_docs(&texts))
-                .expect("stored");
+            crate::common::upsert(&db, "c", encoder, numbered_docs(&texts)).expect("stored");
         }
         for (i, t) in texts.iter().enumerate() {
-            let found = search::search(&db, encoder, "c", t, &params).expect("searched");
+            let found = crate::common::search(&db, encoder, "c", t, &params).expect("searched");
             assert_eq!(found.hits[0].id, format!("d{i}"), "reopen {reopen}: {t}");
         }
     }
@@ -595,8 +595,10 @@ fn w2_search_finds_its_own_documents(encoder: &Encoder) {
 #[test]
 fn a_model_with_a_classifier_judges_duplicates_with_it() {
     use kindred::db::Database;
+    use kindred::engine::Engine;
     use kindred::model::heads::{Classifier, Dense, IntentHead};
-    use kindred::search::{self, SearchParams, SIAMESE_THRESHOLD};
+    use kindred::review::{queue, ReviewQuery};
+    use kindred::search::{SearchParams, SIAMESE_THRESHOLD};
     use kindred::store::{CollectionSettings, Durability};
 
     // A hand-set classifier: one hidden unit 1 − 5·ΣW2² (ReLU), logit 10·h − 5: near 1 for
@@ -632,14 +634,16 @@ fn a_model_with_a_classifier_judges_duplicates_with_it() {
         options: serde_json::Value::Null,
     };
     write_model_dir(model_dir(), out.path(), None, Some(&heads), &by).expect("written");
-    let judged = Encoder::load(
-        &ModelDir::open(out.path()).expect("dir"),
-        EncoderOptions::default(),
-    )
-    .expect("loads");
+    let judged = Arc::new(
+        Encoder::load(
+            &ModelDir::open(out.path()).expect("dir"),
+            EncoderOptions::default(),
+        )
+        .expect("loads"),
+    );
 
     let data = tempfile::tempdir().expect("tempdir");
-    let db = Database::open(data.path(), Durability::Flush).expect("opens");
+    let db = Arc::new(Database::open(data.path(), Durability::Flush).expect("opens"));
     db.create_collection(
         "c",
         &CollectionSettings::for_model(judged.identity().clone()),
@@ -650,13 +654,14 @@ fn a_model_with_a_classifier_judges_duplicates_with_it() {
         "What is the best way to learn French quickly?",
         "Why is the sky blue?",
     ];
-    db.upsert("c", &judged, numbered_docs(&texts))
-        .expect("stored");
+    crate::common::upsert(&db, "c", &judged, numbered_docs(&texts)).expect("stored");
     let params = SearchParams {
         k: 3,
         ..SearchParams::default()
     };
-    let verdict = search::duplicates(&db, &judged, "c", texts[1], None, &params).expect("judged");
+    let engine = Engine::with_encoder(db.clone(), judged.clone());
+    let col = engine.collection("c").expect("collection");
+    let verdict = col.duplicates(texts[1], None, &params).expect("judged");
     assert!(
         verdict.calibration.contains("variational-siamese"),
         "{}",
@@ -673,20 +678,36 @@ fn a_model_with_a_classifier_judges_duplicates_with_it() {
         .map(|m| m.hit.probability)
         .collect();
     assert!(others.iter().all(|p| *p < 0.5), "{others:?}");
-    let verdict = search::duplicates(
-        &db,
-        &judged,
-        "c",
-        "Who won the 1998 World Cup?",
-        None,
-        &params,
-    )
-    .expect("judged");
+    let verdict = col
+        .duplicates("Who won the 1998 World Cup?", None, &params)
+        .expect("judged");
     assert!(!verdict.is_duplicate, "{verdict:?}");
     // Search hits carry the same probability.
-    let out = search::search(&db, &judged, "c", texts[0], &params).expect("searched");
+    let out = col.search(texts[0], &params).expect("searched");
     assert_eq!(out.hits[0].id, "d0");
     assert!(out.calibration.contains("variational-siamese"));
+    // And so does the review queue: its default threshold is the classifier's, and each
+    // queued pair's probability is the classifier's on the two stored intents.
+    let review = |threshold| ReviewQuery {
+        threshold,
+        before: None,
+        scan: 10,
+        explain: false,
+    };
+    let page = queue(&col, &review(None)).expect("queue");
+    assert_eq!(page.threshold, SIAMESE_THRESHOLD);
+    let page = queue(&col, &review(Some(0.0))).expect("queue");
+    assert!(!page.items.is_empty());
+    let classifier = judged.heads().classifier.as_ref().expect("classifier");
+    for item in &page.items {
+        let a = db
+            .get("c", item.document.id.as_deref().unwrap())
+            .unwrap()
+            .unwrap();
+        let b = db.get("c", &item.matched.id).unwrap().unwrap();
+        let want = classifier.probability(&a.intent(), &b.intent());
+        assert!((item.matched.probability - want).abs() < 1e-6, "{item:?}");
+    }
 }
 
 /// Documents `d0`, `d1`, … with `texts` and no metadata.

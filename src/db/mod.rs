@@ -1,0 +1,607 @@
+//! The database: the store (source of truth) plus each collection's indexes, kept in step.
+//!
+//! Writes go to the store first — atomically, and acknowledged only once durable — then to the
+//! in-memory indexes. Indexes are saved with the store checkpoint (`seq`) they reflect; opening
+//! a collection loads them when they match the store and rebuilds them from it otherwise (after
+//! a crash, say). Replaced and deleted documents are tombstoned in the vector indexes and a
+//! graph is rebuilt when its tombstones pass [`index::hnsw::COMPACTION_RATIO`].
+//!
+//! Reads go through a [`View`], taken once per request: the collection's settings, indexes and
+//! cached calibrator, with documents loaded by internal id. Reindexing ([`Database::reindex`],
+//! in `reindex.rs`) builds a new generation beside the serving one. The database stores
+//! vectors; it never encodes (that is [`crate::engine`]'s job).
+
+mod indexes;
+mod reindex;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, UserError};
+use crate::index::hnsw::{Metric, VectorIndex};
+use crate::index::LexicalIndex;
+use crate::model::ModelIdentity;
+use crate::score::calibration::Calibrator;
+use crate::score::wasserstein::embed;
+use crate::store::{
+    validate_id, CollectionSettings, CollectionStats, Durability, Store, StoredDoc, Upserted,
+};
+use crate::types::{Encoded, Gaussian};
+use indexes::{Entry, Indexes};
+pub use reindex::EncodeFn;
+
+/// A document as a user gives it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewDocument {
+    /// External id (1–512 bytes).
+    pub id: String,
+    /// The question.
+    pub text: String,
+    /// A JSON object (or absent).
+    #[serde(default)]
+    pub metadata: serde_json::Value,
+}
+
+/// Index health of a collection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndexInfo {
+    /// Points in the cosine graph (tombstones included).
+    pub cosine_points: usize,
+    /// Points in the W2 graph (tombstones included).
+    pub w2_points: usize,
+    /// Tombstoned points (per graph).
+    pub tombstones: usize,
+    /// Documents in the lexical index.
+    pub lexical_documents: usize,
+}
+
+/// What `kindred collection stats` shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectionInfo {
+    /// Name.
+    pub name: String,
+    /// Settings.
+    pub settings: CollectionSettings,
+    /// Store format version.
+    pub format_version: u32,
+    /// Sizes.
+    pub stats: CollectionStats,
+    /// Indexes.
+    pub index: IndexInfo,
+}
+
+/// Progress of a long operation: (what, done, total).
+pub type Progress = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
+
+/// What a reindex did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReindexReport {
+    /// Documents in the collection after the switch.
+    pub documents: u64,
+    /// Documents encoded (more than `documents` when writes during the reindex were caught up).
+    pub encoded: u64,
+    /// The new generation.
+    pub generation: u64,
+    /// The model the collection now uses.
+    pub model: ModelIdentity,
+    /// Seconds from start to switch.
+    pub seconds: f64,
+}
+
+/// A collection's indexes once loaded. Loading holds only this slot's lock, so a long rebuild
+/// of one collection never blocks the others.
+type Slot = Arc<Mutex<Option<Arc<Indexes>>>>;
+
+/// The database.
+pub struct Database {
+    dir: PathBuf,
+    store: Store,
+    index_dir: PathBuf,
+    open: RwLock<HashMap<String, Slot>>,
+    progress: Option<Progress>,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("store", &self.store)
+            .finish()
+    }
+}
+
+impl Database {
+    /// Opens the database in `dir` (store in `dir/store`, index files in `dir/indexes`).
+    pub fn open(dir: &Path, durability: Durability) -> Result<Self> {
+        let store = Store::open(&dir.join("store"), durability)?;
+        // No reindex runs yet: generations nobody points at are leftovers of one that stopped.
+        store.drop_orphan_generations()?;
+        let index_dir = dir.join("indexes");
+        let current = store.physical_names()?;
+        if let Ok(entries) = std::fs::read_dir(&index_dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.contains('@') && !current.contains(&name) {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+        Ok(Database {
+            dir: dir.to_path_buf(),
+            store,
+            index_dir,
+            open: RwLock::new(HashMap::new()),
+            progress: None,
+        })
+    }
+
+    /// The data directory (store, indexes, ingest state).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Reports index rebuilds to `progress`.
+    pub fn with_progress(mut self, progress: Progress) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Creates a collection.
+    pub fn create_collection(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
+        self.store.create_collection(name, settings)
+    }
+
+    /// Drops a collection, its documents and its index files.
+    pub fn drop_collection(&self, name: &str) -> Result<()> {
+        let physical = self.store.settings(name)?.physical(name);
+        self.store.drop_collection(name)?;
+        self.open.write().expect("lock").remove(name);
+        let dir = self.index_dir.join(physical);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .map_err(crate::error::io_err(format!("removing {}", dir.display())))?;
+        }
+        Ok(())
+    }
+
+    /// Names and settings of all collections.
+    pub fn collections(&self) -> Result<Vec<(String, CollectionSettings)>> {
+        self.store.collections()
+    }
+
+    /// A collection's settings, stats and index health.
+    pub fn info(&self, name: &str) -> Result<CollectionInfo> {
+        let ix = self.indexes(name)?;
+        let index = {
+            let (cosine, w2) = (ix.cosine.read().expect("lock"), ix.w2.read().expect("lock"));
+            IndexInfo {
+                cosine_points: cosine.points(),
+                w2_points: w2.points(),
+                tombstones: cosine.tombstones(),
+                lexical_documents: ix.lexical.len(),
+            }
+        };
+        Ok(CollectionInfo {
+            name: name.into(),
+            settings: ix.settings.clone(),
+            format_version: self.store.format_version(),
+            stats: self.store.stats(name)?,
+            index,
+        })
+    }
+
+    /// Upserts documents encoded by `model`: all of them, or (on any error) none. The model
+    /// must be the collection's (checked before and again under the writer lock, since a
+    /// reindex may switch it meanwhile).
+    #[tracing::instrument(level = "debug", skip(self, model, docs), fields(docs = docs.len()))]
+    pub fn upsert_encoded(
+        &self,
+        name: &str,
+        model: &ModelIdentity,
+        docs: Vec<(NewDocument, Encoded)>,
+    ) -> Result<Vec<Upserted>> {
+        self.check_model(name, model)?;
+        docs.iter().try_for_each(|(d, _)| validate(d))?;
+        let records: Vec<StoredDoc> = docs
+            .iter()
+            .map(|(d, e)| {
+                let metadata = match &d.metadata {
+                    serde_json::Value::Null => "{}".to_string(),
+                    m => m.to_string(),
+                };
+                StoredDoc::new(d.id.clone(), 0, d.text.clone(), metadata, e)
+            })
+            .collect();
+        self.with_writer(name, |ix| {
+            check_model(name, &ix.settings, model)?;
+            let out = self.store.upsert(name, records)?;
+            let removed: Vec<u64> = out.iter().filter_map(|u| u.replaced).collect();
+            let added: Vec<Entry<'_>> = docs
+                .iter()
+                .zip(&out)
+                .map(|((d, e), up)| Entry {
+                    internal: up.internal,
+                    text: &d.text,
+                    sentence: &e.sentence,
+                    intent: &e.intent,
+                })
+                .collect();
+            if ix.apply(&removed, &added) {
+                self.compact(name, ix)?;
+            }
+            Ok(out)
+        })
+    }
+
+    /// The collection's current indexes with their writer lock held, for `f`. A writer that
+    /// waited while a reindex switched generations starts over with the new indexes.
+    fn with_writer<T>(&self, name: &str, f: impl FnOnce(&Arc<Indexes>) -> Result<T>) -> Result<T> {
+        loop {
+            let ix = self.indexes(name)?;
+            let _writer = ix.writer.lock().expect("lock");
+            if !ix.is_retired() {
+                return f(&ix);
+            }
+        }
+    }
+
+    /// Deletes a document; true if it existed.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn delete(&self, name: &str, id: &str) -> Result<bool> {
+        self.with_writer(name, |ix| {
+            let Some(internal) = self.store.delete(name, id)? else {
+                return Ok(false);
+            };
+            if ix.apply(&[internal], &[]) {
+                self.compact(name, ix)?;
+            }
+            Ok(true)
+        })
+    }
+
+    /// A stored document by external id.
+    pub fn get(&self, name: &str, id: &str) -> Result<Option<StoredDoc>> {
+        self.store.get(name, id)
+    }
+
+    /// Stores `calibrator` as the collection's own; searches use it from now on.
+    pub fn set_calibrator(&self, name: &str, calibrator: &Calibrator) -> Result<()> {
+        let bytes = serde_json::to_vec(calibrator).expect("calibrator serialises");
+        self.store.set_meta(name, CALIBRATION_KEY, &bytes)?;
+        *self.indexes(name)?.calibrator.lock().expect("lock") = Some(Arc::new(calibrator.clone()));
+        Ok(())
+    }
+
+    /// A read handle on collection `name`: its settings and indexes as of now, taken once per
+    /// request so no step of a search looks the collection up again.
+    pub fn view(&self, name: &str) -> Result<View<'_>> {
+        Ok(View {
+            db: self,
+            name: name.to_string(),
+            ix: self.indexes(name)?,
+        })
+    }
+
+    /// Saves the vector indexes of every open collection that changed since they were last
+    /// saved, with the checkpoint (store seq) they reflect. Returns how many were saved.
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn checkpoint(&self) -> Result<usize> {
+        let open: Vec<(String, Arc<Indexes>)> = {
+            let slots: Vec<(String, Slot)> = self
+                .open
+                .read()
+                .expect("lock")
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            slots
+                .into_iter()
+                .filter_map(|(k, slot)| slot.lock().expect("lock").clone().map(|ix| (k, ix)))
+                .collect()
+        };
+        let mut saved = 0;
+        for (name, ix) in open {
+            let _writer = ix.writer.lock().expect("lock");
+            let seq = match self.store.seq(&name) {
+                Ok(seq) => seq,
+                // Dropped since we listed it.
+                Err(crate::Error::User(UserError::UnknownCollection { .. })) => continue,
+                Err(e) => return Err(e),
+            };
+            let mut saved_seq = ix.saved_seq.lock().expect("lock");
+            if *saved_seq == Some(seq) || ix.is_retired() {
+                continue;
+            }
+            let dir = self.index_dir.join(&ix.physical);
+            ix.cosine.read().expect("lock").save(&dir, "cosine", seq)?;
+            ix.w2.read().expect("lock").save(&dir, "w2", seq)?;
+            *saved_seq = Some(seq);
+            saved += 1;
+        }
+        Ok(saved)
+    }
+
+    /// Loads (or rebuilds) every collection's indexes now rather than on first use.
+    pub fn warm_up(&self) -> Result<()> {
+        for (name, _) in self.collections()? {
+            self.indexes(&name)?;
+        }
+        Ok(())
+    }
+
+    /// Refuses `model` unless it is the model the collection's vectors come from.
+    pub fn check_model(&self, name: &str, model: &ModelIdentity) -> Result<()> {
+        check_model(name, &self.store.settings(name)?, model)
+    }
+
+    /// The collection's indexes, loading or rebuilding them on first use.
+    fn indexes(&self, name: &str) -> Result<Arc<Indexes>> {
+        let existing = self.open.read().expect("lock").get(name).cloned();
+        let slot = match existing {
+            Some(slot) => slot,
+            None => {
+                // Unknown collections get no slot.
+                self.store.settings(name)?;
+                self.open
+                    .write()
+                    .expect("lock")
+                    .entry(name.to_string())
+                    .or_default()
+                    .clone()
+            }
+        };
+        let mut guard = slot.lock().expect("lock");
+        if let Some(ix) = guard.as_ref() {
+            return Ok(ix.clone());
+        }
+        let ix = Arc::new(self.load_indexes(name)?);
+        *guard = Some(ix.clone());
+        Ok(ix)
+    }
+
+    fn load_indexes(&self, name: &str) -> Result<Indexes> {
+        let settings = self.store.settings(name)?;
+        let seq = self.store.seq(name)?;
+        let physical = settings.physical(name);
+        let dir = self.index_dir.join(&physical);
+        let (d, k, p) = (
+            settings.model.dim,
+            settings.model.intent_dim(),
+            settings.hnsw,
+        );
+        let loaded = (
+            VectorIndex::load(&dir, "cosine", Metric::Cosine, d, p, seq)?,
+            VectorIndex::load(&dir, "w2", Metric::L2, 2 * k, p, seq)?,
+        );
+        let lexical = LexicalIndex::new();
+        let (graphs, saved_seq) = match loaded {
+            (Some(c), Some(w)) => {
+                tracing::info!(collection = name, seq, "vector indexes loaded");
+                for doc in self.store.iter(name)? {
+                    let doc = doc?;
+                    lexical.upsert(doc.internal, &doc.text);
+                }
+                ((c, w), Some(seq))
+            }
+            _ => {
+                tracing::info!(collection = name, seq, "rebuilding indexes from the store");
+                (self.rebuild(name, &settings, Some(&lexical))?, None)
+            }
+        };
+        Ok(Indexes::new(
+            settings,
+            physical,
+            (graphs.0, graphs.1, lexical),
+            saved_seq,
+        ))
+    }
+
+    /// Both graphs of collection `name` built from the store (and its lexical index filled,
+    /// when given).
+    fn rebuild(
+        &self,
+        name: &str,
+        settings: &CollectionSettings,
+        lexical: Option<&LexicalIndex>,
+    ) -> Result<(VectorIndex, VectorIndex)> {
+        let total = self.store.count(name)?;
+        let (mut sentences, mut intents) = (Vec::new(), Vec::new());
+        for (n, doc) in self.store.iter(name)?.enumerate() {
+            let doc = doc?;
+            if let Some(lexical) = lexical {
+                lexical.upsert(doc.internal, &doc.text);
+            }
+            sentences.push((doc.internal as usize, doc.sentence.clone()));
+            intents.push((doc.internal as usize, embed(&doc.intent())));
+            if let Some(p) = &self.progress {
+                if n % 1024 == 0 {
+                    p("reading store", n as u64, total);
+                }
+            }
+        }
+        if let Some(p) = &self.progress {
+            p("building indexes", 0, total);
+        }
+        let built = indexes::graphs(settings, &sentences, &intents);
+        if let Some(p) = &self.progress {
+            p("building indexes", total, total);
+        }
+        Ok(built)
+    }
+
+    #[tracing::instrument(level = "info", skip(self, ix))]
+    fn compact(&self, name: &str, ix: &Indexes) -> Result<()> {
+        let started = std::time::Instant::now();
+        ix.replace_graphs(self.rebuild(name, &ix.settings, None)?);
+        tracing::info!(
+            seconds = started.elapsed().as_secs_f64(),
+            "compacted the vector indexes"
+        );
+        Ok(())
+    }
+}
+
+/// The store key of a collection's own calibrator.
+const CALIBRATION_KEY: &str = "calibration";
+
+/// A read handle on one collection ([`Database::view`]): its settings, its indexes as of when
+/// it was taken, and its documents by internal id. First stages answer internal ids, which
+/// are what the pipeline carries until it loads each candidate once.
+pub struct View<'a> {
+    db: &'a Database,
+    name: String,
+    ix: Arc<Indexes>,
+}
+
+impl std::fmt::Debug for View<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("View").field("name", &self.name).finish()
+    }
+}
+
+impl View<'_> {
+    /// The collection's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its settings (model, codec, HNSW parameters).
+    pub fn settings(&self) -> &CollectionSettings {
+        &self.ix.settings
+    }
+
+    /// The database it is a view of.
+    pub fn db(&self) -> &Database {
+        self.db
+    }
+
+    /// True once a reindex switched the collection to new indexes (take a new view).
+    pub fn is_retired(&self) -> bool {
+        self.ix.is_retired()
+    }
+
+    /// The k nearest documents by cosine of sentence vectors: (internal id, cosine), best first.
+    pub fn cosine(&self, sentence: &[f32], k: usize) -> Result<Vec<(u64, f32)>> {
+        self.same_dim("sentence", self.ix.settings.model.dim, sentence.len())?;
+        let hits = self.ix.cosine.read().expect("lock").search(sentence, k);
+        Ok(hits.into_iter().map(|(i, d)| (i as u64, 1.0 - d)).collect())
+    }
+
+    /// The k nearest documents by W2 of intents: (internal id, W2), nearest first.
+    pub fn w2(&self, intent: &Gaussian, k: usize) -> Result<Vec<(u64, f32)>> {
+        let dim = self.ix.settings.model.intent_dim();
+        self.same_dim("intent", dim, intent.mu.len())?;
+        let hits = self.ix.w2.read().expect("lock").search(&embed(intent), k);
+        Ok(hits.into_iter().map(|(i, d)| (i as u64, d)).collect())
+    }
+
+    /// The k best documents by lexical BM25: (internal id, score), best first.
+    pub fn lexical(&self, text: &str, k: usize) -> Vec<(u64, f32)> {
+        self.ix.lexical.search(text, k)
+    }
+
+    /// TF-IDF cosine of `text` with each of `docs` (internal ids; 0 for one not indexed).
+    pub fn lexical_similarities(&self, text: &str, docs: &[u64]) -> Vec<f32> {
+        self.ix.lexical.similarities(text, docs)
+    }
+
+    /// The lexical index (for IDF weights).
+    pub fn lexical_index(&self) -> &LexicalIndex {
+        &self.ix.lexical
+    }
+
+    /// A live document by internal id.
+    pub fn get_internal(&self, internal: u64) -> Result<Option<StoredDoc>> {
+        self.db.store.get_internal(&self.name, internal)
+    }
+
+    /// A live document by external id.
+    pub fn get(&self, id: &str) -> Result<Option<StoredDoc>> {
+        self.db.store.get(&self.name, id)
+    }
+
+    /// The collection's calibrator: its own if fitted (`kindred calibrate --collection`), else
+    /// the shipped default; decoded once and kept.
+    pub fn calibrator(&self) -> Result<Arc<Calibrator>> {
+        let mut cached = self.ix.calibrator.lock().expect("lock");
+        if let Some(c) = cached.as_ref() {
+            return Ok(c.clone());
+        }
+        let c = match self.db.store.meta(&self.name, CALIBRATION_KEY)? {
+            Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                crate::InternalError::Corrupt(format!("calibration of {}: {e}", self.name))
+            })?,
+            None => Calibrator::default_for_minilm(),
+        };
+        let c = Arc::new(c);
+        *cached = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Refuses a query `what` vector (sentence or intent) of another dimension than the
+    /// indexes' `expected` (a query encoded by the old model just as a reindex switched).
+    fn same_dim(&self, what: &str, expected: usize, dim: usize) -> Result<()> {
+        if dim == expected {
+            return Ok(());
+        }
+        Err(UserError::ModelMismatch {
+            collection: self.name.clone(),
+            expected: format!(
+                "{} ({expected}-dimensional {what} vectors)",
+                self.ix.settings.model.id
+            ),
+            found: format!("a query {what} vector of {dim} dimensions"),
+        }
+        .into())
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        if let Err(e) = self.checkpoint() {
+            tracing::warn!(error = %e, "could not save the indexes; they will be rebuilt on open");
+        }
+    }
+}
+
+/// Refuses `model` unless it is the one `settings` says the collection's vectors come from.
+fn check_model(name: &str, settings: &CollectionSettings, model: &ModelIdentity) -> Result<()> {
+    if settings.model.fingerprint != model.fingerprint
+        || settings.model.dim != model.dim
+        || settings.model.intent_dim() != model.intent_dim()
+    {
+        return Err(UserError::ModelMismatch {
+            collection: name.into(),
+            expected: format!("{} ({})", settings.model.id, settings.model.fingerprint),
+            found: format!("{} ({})", model.id, model.fingerprint),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// Checks a document as an upsert would: id length, non-empty text, object metadata.
+pub fn validate(d: &NewDocument) -> Result<()> {
+    validate_id(&d.id)?;
+    let reject = |reason: &str| -> Result<()> {
+        Err(UserError::InvalidDocument {
+            id: d.id.chars().take(40).collect(),
+            reason: reason.into(),
+        }
+        .into())
+    };
+    if d.text.trim().is_empty() {
+        return reject("the text is empty; give the question's text");
+    }
+    match d.metadata {
+        serde_json::Value::Object(_) | serde_json::Value::Null => Ok(()),
+        _ => reject("metadata must be a JSON object, like {\"source\": \"faq\"}"),
+    }
+}

@@ -1,0 +1,283 @@
+//! The engine: the database plus the encoders, and the one place that orchestrates reads and
+//! writes. It owns the encoding side of every operation: a search, a duplicate check, an
+//! explanation, the review queue's scoring and every write of text go through a [`Collection`]
+//! handle, taken once per request, which carries the collection's [`View`] (settings, indexes,
+//! cached calibrator), the encoder of the model its vectors come from, and its [`Judge`].
+//!
+//! Owns: choosing the encoder per collection, encoding, the retry when a reindex switches a
+//! collection mid-request. Must not know: HTTP, the CLI, file formats.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::db::{Database, NewDocument, ReindexReport, View};
+use crate::encoder::{Encoder, Encoders};
+use crate::error::{Result, UserError};
+use crate::score::explain::Explanation;
+use crate::search::{
+    self, DuplicateVerdict, FirstStages, Judge, PairExplanation, SearchOutcome, SearchParams,
+};
+use crate::store::Upserted;
+use crate::types::Encoded;
+
+/// The database and the encoders.
+#[derive(Debug)]
+pub struct Engine {
+    db: Arc<Database>,
+    encoders: Encoders,
+}
+
+impl Engine {
+    /// An engine over `db` with `encoders`.
+    pub fn new(db: Arc<Database>, encoders: Encoders) -> Self {
+        Engine { db, encoders }
+    }
+
+    /// An engine whose own model is `encoder`'s (others load from their recorded directories).
+    pub fn with_encoder(db: Arc<Database>, encoder: Arc<Encoder>) -> Self {
+        let options = *encoder.options();
+        Self::new(db, Encoders::new(encoder, options))
+    }
+
+    /// The database.
+    pub fn db(&self) -> &Arc<Database> {
+        &self.db
+    }
+
+    /// The encoders.
+    pub fn encoders(&self) -> &Encoders {
+        &self.encoders
+    }
+
+    /// The process's own model's encoder (new collections are created with it).
+    pub fn encoder(&self) -> &Arc<Encoder> {
+        self.encoders.default_encoder()
+    }
+
+    /// A handle on collection `name` (blocking: may load its indexes or its model).
+    #[tracing::instrument(level = "debug", skip(self))]
+    pub fn collection(&self, name: &str) -> Result<Collection<'_>> {
+        let view = self.db.view(name)?;
+        let settings = view.settings();
+        let encoder = self
+            .encoders
+            .get(name, &settings.model, settings.model_path.as_deref())?;
+        Ok(Collection { view, encoder })
+    }
+
+    /// Runs `f` on a handle on collection `name`; if a reindex switched the collection while
+    /// `f` ran (so `f` may have mixed the old model with the new one), once more on a fresh
+    /// handle.
+    pub fn with_collection<T>(
+        &self,
+        name: &str,
+        f: impl Fn(&Collection<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let c = self.collection(name)?;
+        let out = f(&c);
+        if !c.view.is_retired() {
+            return out;
+        }
+        f(&self.collection(name)?)
+    }
+
+    /// Explains two texts with the process's own model.
+    pub fn explain_texts(&self, a: &str, b: &str) -> Result<PairExplanation> {
+        let enc = self.encoder().encode(&[a, b])?;
+        Ok(search::explain_pair((a, &enc[0]), (b, &enc[1])))
+    }
+
+    /// Re-encodes collection `name` with `encoder` (another model, from directory
+    /// `model_path`) as a new generation, serving meanwhile (see [`Database::reindex`]); the
+    /// encoder is kept for the collection's later requests.
+    pub fn reindex(
+        &self,
+        name: &str,
+        encoder: Arc<Encoder>,
+        model_path: Option<&Path>,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<ReindexReport> {
+        let encode = |texts: &[&str]| encoder.encode(texts);
+        let report = self
+            .db
+            .reindex(name, encoder.identity(), &encode, model_path, progress)?;
+        self.encoders.insert(encoder);
+        Ok(report)
+    }
+}
+
+/// One collection, as one request sees it: its view, its model's encoder, its judge.
+pub struct Collection<'e> {
+    view: View<'e>,
+    encoder: Arc<Encoder>,
+}
+
+impl std::fmt::Debug for Collection<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collection")
+            .field("name", &self.view.name())
+            .field("model", &self.encoder.identity().id)
+            .finish()
+    }
+}
+
+impl Collection<'_> {
+    /// The collection's name.
+    pub fn name(&self) -> &str {
+        self.view.name()
+    }
+
+    /// Its view (settings, indexes, documents).
+    pub fn view(&self) -> &View<'_> {
+        &self.view
+    }
+
+    /// The encoder of the model its vectors come from.
+    pub fn encoder(&self) -> &Arc<Encoder> {
+        &self.encoder
+    }
+
+    /// Where its P(duplicate) comes from: the model's classifier, else its calibrator.
+    pub fn judge(&self) -> Result<Judge<'_>> {
+        Ok(match self.encoder.heads().classifier.as_ref() {
+            Some(classifier) => Judge::Siamese {
+                classifier,
+                model: &self.encoder.identity().id,
+            },
+            None => Judge::Calibrated(self.view.calibrator()?),
+        })
+    }
+
+    /// Searches for `text`: the lexical stage runs while the query is encoded.
+    #[tracing::instrument(level = "debug", skip_all, fields(collection = self.name(), k = params.k))]
+    pub fn search(&self, text: &str, params: &SearchParams) -> Result<SearchOutcome> {
+        search::validate(params)?;
+        let judge = self.judge()?;
+        let start = Instant::now();
+        let (query, encode_ms, lexical) = self.encode_beside_lexical(text, params, start);
+        let query = query?;
+        let stages_start = Instant::now();
+        let scored = self.scored(&judge, text, &query, params, lexical, stages_start)?;
+        let mut out = search::outcome(scored, &judge, (text, &query), params, stages_start);
+        out.timings.encode_ms = encode_ms;
+        out.timings.total_ms = search::ms(start);
+        Ok(out)
+    }
+
+    /// Searches for an already encoded query (with this collection's model).
+    pub fn search_encoded(
+        &self,
+        text: &str,
+        query: &Encoded,
+        params: &SearchParams,
+    ) -> Result<SearchOutcome> {
+        search::search_encoded(&self.view, &self.judge()?, (text, query), params)
+    }
+
+    /// Is `text` a duplicate of stored questions? A hybrid search scores the whole candidate
+    /// pool (`rerank_depth`), whose `k` most probable matches are judged against `threshold`
+    /// (default: the judge's).
+    #[tracing::instrument(level = "debug", skip_all, fields(collection = self.name(), k = params.k))]
+    pub fn duplicates(
+        &self,
+        text: &str,
+        threshold: Option<f32>,
+        params: &SearchParams,
+    ) -> Result<DuplicateVerdict> {
+        search::validate_threshold(threshold)?;
+        search::validate(params)?;
+        let judge = self.judge()?;
+        let threshold = threshold.unwrap_or_else(|| judge.threshold());
+        let pool = SearchParams {
+            k: params.rerank_depth.max(params.k),
+            explain: false,
+            ..params.clone()
+        };
+        let start = Instant::now();
+        let (query, encode_ms, lexical) = self.encode_beside_lexical(text, &pool, start);
+        let query = query?;
+        let stages_start = Instant::now();
+        let scored = self.scored(&judge, text, &query, &pool, lexical, stages_start)?;
+        let mut out = search::verdict(
+            scored,
+            &judge,
+            (text, &query),
+            params,
+            threshold,
+            stages_start,
+        );
+        out.timings.encode_ms = encode_ms;
+        out.timings.total_ms = search::ms(start);
+        Ok(out)
+    }
+
+    /// The RCMD explanation of (a query, stored document `id`).
+    pub fn explain(&self, text: &str, query: &Encoded, id: &str) -> Result<Explanation> {
+        let doc = self
+            .view
+            .get(id)?
+            .ok_or_else(|| UserError::InvalidArgument {
+                name: "id",
+                reason: format!("no document {id:?} in {}", self.name()),
+            })?;
+        Ok(search::explain_doc(text, query, &doc))
+    }
+
+    /// Encodes and upserts documents: all of them, or (on any error) none. Bad documents are
+    /// refused before any encoder time.
+    #[tracing::instrument(level = "debug", skip_all, fields(collection = self.name(), docs = docs.len()))]
+    pub fn upsert(&self, docs: Vec<NewDocument>) -> Result<Vec<Upserted>> {
+        docs.iter().try_for_each(crate::db::validate)?;
+        let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
+        let encoded = self.encoder.encode(&texts)?;
+        self.upsert_encoded(docs.into_iter().zip(encoded).collect())
+    }
+
+    /// Upserts documents already encoded with this collection's model.
+    pub fn upsert_encoded(&self, docs: Vec<(NewDocument, Encoded)>) -> Result<Vec<Upserted>> {
+        self.view
+            .db()
+            .upsert_encoded(self.name(), self.encoder.identity(), docs)
+    }
+
+    /// Deletes a document; true if it existed.
+    pub fn delete(&self, id: &str) -> Result<bool> {
+        self.view.db().delete(self.name(), id)
+    }
+
+    /// Encodes `text` while the lexical first stage runs beside it: (query, encode ms,
+    /// lexical candidates).
+    fn encode_beside_lexical(
+        &self,
+        text: &str,
+        params: &SearchParams,
+        start: Instant,
+    ) -> (Result<Encoded>, f64, Vec<u64>) {
+        std::thread::scope(|s| {
+            let lexical = s.spawn(|| search::lexical_stage(&self.view, text, params));
+            let query = self.encoder.encode_one(text);
+            let encode_ms = search::ms(start);
+            (query, encode_ms, lexical.join().expect("lexical stage"))
+        })
+    }
+
+    /// The vector stages, then fusion, loading and scoring.
+    fn scored(
+        &self,
+        judge: &Judge<'_>,
+        text: &str,
+        query: &Encoded,
+        params: &SearchParams,
+        lexical: Vec<u64>,
+        start: Instant,
+    ) -> Result<search::Scored> {
+        let (cosine, w2) = search::vector_stages(&self.view, query, params)?;
+        let stages = FirstStages {
+            cosine,
+            w2,
+            lexical,
+        };
+        search::score(&self.view, judge, (text, query), params, &stages, start)
+    }
+}

@@ -1,0 +1,132 @@
+//! What a search answers: hits with every stage's score and rank, timings, and the duplicate
+//! verdict built from them. Plain data, serialisable.
+
+use serde::{Deserialize, Serialize};
+
+use crate::score::explain::Explanation;
+
+/// A first stage's view of a hit: its exact score, and its rank if that stage retrieved it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Stage {
+    /// The exact score (cosine: similarity; w2: distance, lower is closer; lexical: TF-IDF
+    /// cosine; fused: RRF score).
+    pub score: f32,
+    /// 1-based rank in that stage's candidate list; absent when the stage did not retrieve it.
+    pub rank: Option<usize>,
+}
+
+/// RCMD's view of a hit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RcmdStage {
+    /// s_RCMD = (forward + backward) / 2.
+    pub score: f32,
+    /// RCMD_1, query → document.
+    pub forward: f32,
+    /// RCMD_2, document → query.
+    pub backward: f32,
+    /// 1-based rank by s_RCMD among the scored candidates.
+    pub rank: usize,
+}
+
+/// Every stage's score and rank for one hit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Stages {
+    /// Cosine of sentence vectors.
+    pub cosine: Stage,
+    /// 2-Wasserstein distance of intents.
+    pub w2: Stage,
+    /// TF-IDF cosine.
+    pub lexical: Stage,
+    /// Reciprocal-rank fusion of the stages the mode uses.
+    pub fused: Stage,
+    /// RCMD rerank.
+    pub rcmd: RcmdStage,
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hit {
+    /// External id.
+    pub id: String,
+    /// The stored question.
+    pub text: String,
+    /// Its metadata.
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// The score the hits are ordered by: s_RCMD with `rerank: rcmd`, else the fused score.
+    pub score: f32,
+    /// P(duplicate) of (query, hit): from the model's variational-siamese classifier when the
+    /// model carries one, else from the calibrated logistic model (`calibration` says which).
+    pub probability: f32,
+    /// Every stage's score and rank.
+    pub stages: Stages,
+    /// Why they match (when asked for).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<Explanation>,
+}
+
+/// Milliseconds per pipeline stage.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Timings {
+    /// Encoding the query.
+    pub encode_ms: f64,
+    /// First stages, fusion, filter and loading records.
+    pub candidates_ms: f64,
+    /// Scoring (RCMD both directions, exact stage scores, probability), ordering, explaining.
+    pub rerank_ms: f64,
+    /// All of it.
+    pub total_ms: f64,
+}
+
+/// A search's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchOutcome {
+    /// The hits, best first.
+    pub hits: Vec<Hit>,
+    /// Candidates scored.
+    pub candidates: usize,
+    /// Where the probabilities come from.
+    pub calibration: String,
+    /// The P(duplicate) threshold (a hit at or above it is a duplicate).
+    pub threshold: f32,
+    /// Stage timings.
+    pub timings: Timings,
+}
+
+/// Whether a text duplicates stored questions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DuplicateVerdict {
+    /// True when the best match's probability reaches the threshold.
+    pub is_duplicate: bool,
+    /// The best match's P(duplicate) (0 with no documents).
+    pub probability: f32,
+    /// The threshold used.
+    pub threshold: f32,
+    /// The best matches by probability, each marked against the threshold.
+    pub matches: Vec<DuplicateMatch>,
+    /// Where the probabilities come from.
+    pub calibration: String,
+    /// Stage timings.
+    pub timings: Timings,
+}
+
+/// One candidate duplicate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DuplicateMatch {
+    /// At or above the threshold.
+    pub is_duplicate: bool,
+    /// The hit (probability, scores, explanation).
+    #[serde(flatten)]
+    pub hit: Hit,
+}
+
+/// The explanation of two texts, with their cosine and W2.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairExplanation {
+    /// Cosine of the sentence vectors.
+    pub cosine: f32,
+    /// 2-Wasserstein distance of the intents.
+    pub w2: f32,
+    /// The RCMD explanation: both sides' words, per-direction scores, token and word
+    /// alignments, contribution matrices (they sum to the score), chunk alignment.
+    pub explanation: Explanation,
+}

@@ -1,0 +1,239 @@
+//! What a search can be told: candidate sources, ordering, depths, fusion weights, the
+//! metadata filter, and the checks that reject a bad request before any encoder time.
+
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use super::fusion;
+use crate::error::{Result, UserError};
+use crate::store::StoredDoc;
+
+/// Where candidates come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Cosine of sentence vectors (HNSW).
+    Cosine,
+    /// 2-Wasserstein distance of intents (HNSW on [μ;σ]).
+    W2,
+    /// BM25 over word uni- and bigrams (the lexical index).
+    Lexical,
+    /// All three, fused by reciprocal rank.
+    #[default]
+    Hybrid,
+}
+
+/// How candidates are ordered after the first stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rerank {
+    /// By s_RCMD (relaxed optimal transport over token vectors).
+    #[default]
+    Rcmd,
+    /// Keep the first-stage (fused) order.
+    None,
+}
+
+impl FromStr for Mode {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "cosine" => Ok(Mode::Cosine),
+            "w2" => Ok(Mode::W2),
+            "lexical" => Ok(Mode::Lexical),
+            "hybrid" => Ok(Mode::Hybrid),
+            other => Err(UserError::InvalidArgument {
+                name: "mode",
+                reason: format!("{other:?}; use cosine, w2, lexical or hybrid"),
+            }
+            .into()),
+        }
+    }
+}
+
+impl FromStr for Rerank {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "rcmd" => Ok(Rerank::Rcmd),
+            "none" => Ok(Rerank::None),
+            other => Err(UserError::InvalidArgument {
+                name: "rerank",
+                reason: format!("{other:?}; use rcmd or none"),
+            }
+            .into()),
+        }
+    }
+}
+
+/// How many candidates each first stage contributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Depths {
+    /// Cosine HNSW depth.
+    pub cosine: usize,
+    /// W2 HNSW depth.
+    pub w2: usize,
+    /// Lexical depth.
+    pub lexical: usize,
+}
+
+impl Default for Depths {
+    /// The dense stages stop at the HNSW search width (ef 64): deeper asks widen every graph
+    /// search and cost latency without improving the reranked list (EVALUATION.md, "First-stage
+    /// depth"); the lexical stage runs while the query is encoded, so its depth is free.
+    fn default() -> Self {
+        Depths {
+            cosine: 64,
+            w2: 64,
+            lexical: 100,
+        }
+    }
+}
+
+/// Reciprocal-rank fusion weights.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FusionWeights {
+    /// Weight of the cosine stage.
+    pub cosine: f32,
+    /// Weight of the W2 stage.
+    pub w2: f32,
+    /// Weight of the lexical stage.
+    pub lexical: f32,
+    /// The RRF constant k0 in weight / (k0 + rank).
+    pub k0: f32,
+}
+
+impl Default for FusionWeights {
+    fn default() -> Self {
+        FusionWeights {
+            cosine: 1.0,
+            w2: 1.0,
+            lexical: 1.0,
+            k0: fusion::DEFAULT_K0,
+        }
+    }
+}
+
+/// Everything a search can be told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchParams {
+    /// Hits to return.
+    pub k: usize,
+    /// Candidate sources.
+    pub mode: Mode,
+    /// Final ordering.
+    pub rerank: Rerank,
+    /// Per-stage candidate depths.
+    pub depths: Depths,
+    /// Fusion weights.
+    pub fusion: FusionWeights,
+    /// Fused candidates that are loaded, scored and (with `rerank: rcmd`) reranked.
+    pub rerank_depth: usize,
+    /// Attach an RCMD explanation to each hit.
+    pub explain: bool,
+    /// Keep only documents whose metadata has these top-level key/value pairs.
+    pub filter: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Default for SearchParams {
+    fn default() -> Self {
+        SearchParams {
+            k: 10,
+            mode: Mode::Hybrid,
+            rerank: Rerank::Rcmd,
+            depths: Depths::default(),
+            fusion: FusionWeights::default(),
+            rerank_depth: 100,
+            explain: false,
+            filter: Default::default(),
+        }
+    }
+}
+
+/// Largest k, per-stage depth and rerank depth a search accepts.
+pub const MAX_DEPTH: usize = 1000;
+
+pub(crate) fn validate(p: &SearchParams) -> Result<()> {
+    let bad = |name: &'static str, reason: String| -> Result<()> {
+        Err(UserError::InvalidArgument { name, reason }.into())
+    };
+    if p.k == 0 || p.k > MAX_DEPTH {
+        return bad("k", format!("{}; use 1-{MAX_DEPTH}", p.k));
+    }
+    for (name, d) in [
+        ("depths.cosine", p.depths.cosine),
+        ("depths.w2", p.depths.w2),
+        ("depths.lexical", p.depths.lexical),
+        ("rerank_depth", p.rerank_depth),
+    ] {
+        if d > MAX_DEPTH {
+            return bad(name, format!("{d}; use at most {MAX_DEPTH}"));
+        }
+    }
+    let f = p.fusion;
+    if [f.cosine, f.w2, f.lexical]
+        .iter()
+        .chain([&f.k0])
+        .any(|w| !w.is_finite() || *w < 0.0)
+    {
+        return bad(
+            "fusion",
+            "weights and k0 must be finite and non-negative".into(),
+        );
+    }
+    Ok(())
+}
+
+/// Whether a document's metadata has every top-level key/value pair of `filter`.
+pub(crate) fn matches_filter(
+    doc: &StoredDoc,
+    filter: &serde_json::Map<String, serde_json::Value>,
+) -> bool {
+    if filter.is_empty() {
+        return true;
+    }
+    let meta = doc.metadata();
+    filter.iter().all(|(k, v)| meta.get(k) == Some(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_and_reranks_parse_with_helpful_errors() {
+        assert_eq!("w2".parse::<Mode>().unwrap(), Mode::W2);
+        assert_eq!("none".parse::<Rerank>().unwrap(), Rerank::None);
+        let e = "bm25".parse::<Mode>().unwrap_err().to_string();
+        assert!(e.contains("cosine, w2, lexical or hybrid"), "{e}");
+    }
+
+    #[test]
+    fn params_are_validated() {
+        let ok = SearchParams::default();
+        assert!(validate(&ok).is_ok());
+        for bad in [
+            SearchParams { k: 0, ..ok.clone() },
+            SearchParams {
+                k: MAX_DEPTH + 1,
+                ..ok.clone()
+            },
+            SearchParams {
+                rerank_depth: MAX_DEPTH + 1,
+                ..ok.clone()
+            },
+            SearchParams {
+                fusion: FusionWeights {
+                    w2: -1.0,
+                    ..Default::default()
+                },
+                ..ok.clone()
+            },
+        ] {
+            assert!(validate(&bad).is_err(), "{bad:?}");
+        }
+    }
+}

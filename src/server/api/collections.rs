@@ -1,0 +1,287 @@
+//! Collections and documents: a document as written, a collection's settings, sizes and index
+//! health, the model its vectors come from, what a reindex did.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::{db, model, store, types};
+
+/// A document as a user gives it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct NewDocument {
+    /// External id (1–512 bytes).
+    pub id: String,
+    /// The question.
+    pub text: String,
+    /// A JSON object (or absent).
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub metadata: serde_json::Value,
+}
+
+impl From<NewDocument> for db::NewDocument {
+    fn from(d: NewDocument) -> Self {
+        db::NewDocument {
+            id: d.id,
+            text: d.text,
+            metadata: d.metadata,
+        }
+    }
+}
+
+impl From<db::NewDocument> for NewDocument {
+    fn from(d: db::NewDocument) -> Self {
+        NewDocument {
+            id: d.id,
+            text: d.text,
+            metadata: d.metadata,
+        }
+    }
+}
+
+/// Encoder arithmetic: `fp32` or `int8`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// f32 weights and activations.
+    Fp32,
+    /// Weights quantised to int8 per output channel, activations per row.
+    Int8,
+}
+
+impl Precision {
+    /// fp32 (a function, for serde defaults).
+    pub fn fp32() -> Self {
+        Precision::Fp32
+    }
+}
+
+fn is_fp32(p: &Precision) -> bool {
+    *p == Precision::Fp32
+}
+
+impl From<types::Precision> for Precision {
+    fn from(p: types::Precision) -> Self {
+        match p {
+            types::Precision::Fp32 => Precision::Fp32,
+            types::Precision::Int8 => Precision::Int8,
+        }
+    }
+}
+
+impl From<Precision> for types::Precision {
+    fn from(p: Precision) -> Self {
+        match p {
+            Precision::Fp32 => types::Precision::Fp32,
+            Precision::Int8 => types::Precision::Int8,
+        }
+    }
+}
+
+/// Who a model is: what a store records so it can refuse vectors from another model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ModelIdentity {
+    /// Model id.
+    pub id: String,
+    /// `sha256:` + hex digest of model.safetensors (of it and kindred-heads.safetensors when
+    /// the model carries learned heads).
+    pub fingerprint: String,
+    /// Vector dimension.
+    pub dim: usize,
+    /// Maximum sequence length in wordpieces.
+    pub max_len: usize,
+    /// Intent dimension k when a learned intent head makes it differ from `dim` (absent: the
+    /// intents have `dim` dimensions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent_dim: Option<usize>,
+    /// Arithmetic the vectors were made with (absent in stores older than int8: fp32). An
+    /// int8 identity's fingerprint ends in `+int8`, so every check by fingerprint keeps the two
+    /// precisions apart.
+    #[serde(default = "Precision::fp32", skip_serializing_if = "is_fp32")]
+    pub precision: Precision,
+}
+
+impl From<model::ModelIdentity> for ModelIdentity {
+    fn from(m: model::ModelIdentity) -> Self {
+        ModelIdentity {
+            id: m.id,
+            fingerprint: m.fingerprint,
+            dim: m.dim,
+            max_len: m.max_len,
+            intent_dim: m.intent_dim,
+            precision: m.precision.into(),
+        }
+    }
+}
+
+/// HNSW parameters of a collection's vector indexes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct HnswParams {
+    /// Links per node (M).
+    pub m: usize,
+    /// Candidate list size while building.
+    pub ef_construction: usize,
+    /// Candidate list size while searching (at least k).
+    pub ef_search: usize,
+}
+
+impl From<types::HnswParams> for HnswParams {
+    fn from(h: types::HnswParams) -> Self {
+        HnswParams {
+            m: h.m,
+            ef_construction: h.ef_construction,
+            ef_search: h.ef_search,
+        }
+    }
+}
+
+impl From<HnswParams> for types::HnswParams {
+    fn from(h: HnswParams) -> Self {
+        types::HnswParams {
+            m: h.m,
+            ef_construction: h.ef_construction,
+            ef_search: h.ef_search,
+        }
+    }
+}
+
+/// A collection's settings, fixed at creation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CollectionSettings {
+    /// The model its vectors come from.
+    pub model: ModelIdentity,
+    /// Token-vector codec: `int8` (per-vector scale).
+    pub codec: String,
+    /// Vector index parameters.
+    pub hnsw: HnswParams,
+    /// The generation its documents live in (set by reindexing; absent: never reindexed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
+    /// The model directory the vectors were made with, when a reindex named one: a server
+    /// started with another model loads this one for the collection's queries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_path: Option<String>,
+}
+
+impl From<store::CollectionSettings> for CollectionSettings {
+    fn from(s: store::CollectionSettings) -> Self {
+        CollectionSettings {
+            model: s.model.into(),
+            codec: s.codec,
+            hnsw: s.hnsw.into(),
+            generation: s.generation,
+            model_path: s.model_path,
+        }
+    }
+}
+
+/// Size statistics of a collection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CollectionStats {
+    /// Documents.
+    pub documents: u64,
+    /// Content token vectors.
+    pub token_vectors: u64,
+    /// Bytes of all document records (text, metadata, tokens, vectors).
+    pub record_bytes: u64,
+    /// Bytes of the compressed token vectors alone.
+    pub token_vector_bytes: u64,
+    /// record_bytes / documents.
+    pub bytes_per_document: f64,
+    /// token_vector_bytes / token_vectors.
+    pub bytes_per_token_vector: f64,
+    /// The write sequence number.
+    pub seq: u64,
+}
+
+impl From<store::CollectionStats> for CollectionStats {
+    fn from(s: store::CollectionStats) -> Self {
+        CollectionStats {
+            documents: s.documents,
+            token_vectors: s.token_vectors,
+            record_bytes: s.record_bytes,
+            token_vector_bytes: s.token_vector_bytes,
+            bytes_per_document: s.bytes_per_document,
+            bytes_per_token_vector: s.bytes_per_token_vector,
+            seq: s.seq,
+        }
+    }
+}
+
+/// Index health of a collection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct IndexInfo {
+    /// Points in the cosine graph (tombstones included).
+    pub cosine_points: usize,
+    /// Points in the W2 graph (tombstones included).
+    pub w2_points: usize,
+    /// Tombstoned points (per graph).
+    pub tombstones: usize,
+    /// Documents in the lexical index.
+    pub lexical_documents: usize,
+}
+
+impl From<db::IndexInfo> for IndexInfo {
+    fn from(i: db::IndexInfo) -> Self {
+        IndexInfo {
+            cosine_points: i.cosine_points,
+            w2_points: i.w2_points,
+            tombstones: i.tombstones,
+            lexical_documents: i.lexical_documents,
+        }
+    }
+}
+
+/// What `kindred collection stats` shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CollectionInfo {
+    /// Name.
+    pub name: String,
+    /// Settings.
+    pub settings: CollectionSettings,
+    /// Store format version.
+    pub format_version: u32,
+    /// Sizes.
+    pub stats: CollectionStats,
+    /// Indexes.
+    pub index: IndexInfo,
+}
+
+impl From<db::CollectionInfo> for CollectionInfo {
+    fn from(c: db::CollectionInfo) -> Self {
+        CollectionInfo {
+            name: c.name,
+            settings: c.settings.into(),
+            format_version: c.format_version,
+            stats: c.stats.into(),
+            index: c.index.into(),
+        }
+    }
+}
+
+/// What a reindex did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ReindexReport {
+    /// Documents in the collection after the switch.
+    pub documents: u64,
+    /// Documents encoded (more than `documents` when writes during the reindex were caught up).
+    pub encoded: u64,
+    /// The new generation.
+    pub generation: u64,
+    /// The model the collection now uses.
+    pub model: ModelIdentity,
+    /// Seconds from start to switch.
+    pub seconds: f64,
+}
+
+impl From<db::ReindexReport> for ReindexReport {
+    fn from(r: db::ReindexReport) -> Self {
+        ReindexReport {
+            documents: r.documents,
+            encoded: r.encoded,
+            generation: r.generation,
+            model: r.model.into(),
+            seconds: r.seconds,
+        }
+    }
+}

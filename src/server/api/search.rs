@@ -1,0 +1,387 @@
+//! Searches: what a search can be told (candidate sources, ordering, depths, fusion weights)
+//! and what it answers (hits with every stage's score and rank, timings, duplicate verdicts,
+//! pair explanations).
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::score::explain::Explanation;
+use crate::search;
+
+/// Where candidates come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Cosine of sentence vectors (HNSW).
+    Cosine,
+    /// 2-Wasserstein distance of intents (HNSW on [μ;σ]).
+    W2,
+    /// BM25 over word uni- and bigrams (the lexical index).
+    Lexical,
+    /// All three, fused by reciprocal rank.
+    #[default]
+    Hybrid,
+}
+
+impl From<Mode> for search::Mode {
+    fn from(m: Mode) -> Self {
+        match m {
+            Mode::Cosine => search::Mode::Cosine,
+            Mode::W2 => search::Mode::W2,
+            Mode::Lexical => search::Mode::Lexical,
+            Mode::Hybrid => search::Mode::Hybrid,
+        }
+    }
+}
+
+impl From<search::Mode> for Mode {
+    fn from(m: search::Mode) -> Self {
+        match m {
+            search::Mode::Cosine => Mode::Cosine,
+            search::Mode::W2 => Mode::W2,
+            search::Mode::Lexical => Mode::Lexical,
+            search::Mode::Hybrid => Mode::Hybrid,
+        }
+    }
+}
+
+/// How candidates are ordered after the first stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Rerank {
+    /// By s_RCMD (relaxed optimal transport over token vectors).
+    #[default]
+    Rcmd,
+    /// Keep the first-stage (fused) order.
+    None,
+}
+
+impl From<Rerank> for search::Rerank {
+    fn from(r: Rerank) -> Self {
+        match r {
+            Rerank::Rcmd => search::Rerank::Rcmd,
+            Rerank::None => search::Rerank::None,
+        }
+    }
+}
+
+impl From<search::Rerank> for Rerank {
+    fn from(r: search::Rerank) -> Self {
+        match r {
+            search::Rerank::Rcmd => Rerank::Rcmd,
+            search::Rerank::None => Rerank::None,
+        }
+    }
+}
+
+/// How many candidates each first stage contributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Depths {
+    /// Cosine HNSW depth.
+    pub cosine: usize,
+    /// W2 HNSW depth.
+    pub w2: usize,
+    /// Lexical depth.
+    pub lexical: usize,
+}
+
+impl Default for Depths {
+    /// The library's defaults: a field left out of a request takes them.
+    fn default() -> Self {
+        search::Depths::default().into()
+    }
+}
+
+impl From<Depths> for search::Depths {
+    fn from(d: Depths) -> Self {
+        search::Depths {
+            cosine: d.cosine,
+            w2: d.w2,
+            lexical: d.lexical,
+        }
+    }
+}
+
+impl From<search::Depths> for Depths {
+    fn from(d: search::Depths) -> Self {
+        Depths {
+            cosine: d.cosine,
+            w2: d.w2,
+            lexical: d.lexical,
+        }
+    }
+}
+
+/// Reciprocal-rank fusion weights.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct FusionWeights {
+    /// Weight of the cosine stage.
+    pub cosine: f32,
+    /// Weight of the W2 stage.
+    pub w2: f32,
+    /// Weight of the lexical stage.
+    pub lexical: f32,
+    /// The RRF constant k0 in weight / (k0 + rank).
+    pub k0: f32,
+}
+
+impl Default for FusionWeights {
+    /// The library's defaults: a field left out of a request takes them.
+    fn default() -> Self {
+        search::FusionWeights::default().into()
+    }
+}
+
+impl From<FusionWeights> for search::FusionWeights {
+    fn from(f: FusionWeights) -> Self {
+        search::FusionWeights {
+            cosine: f.cosine,
+            w2: f.w2,
+            lexical: f.lexical,
+            k0: f.k0,
+        }
+    }
+}
+
+impl From<search::FusionWeights> for FusionWeights {
+    fn from(f: search::FusionWeights) -> Self {
+        FusionWeights {
+            cosine: f.cosine,
+            w2: f.w2,
+            lexical: f.lexical,
+            k0: f.k0,
+        }
+    }
+}
+
+/// A first stage's view of a hit: its exact score, and its rank if that stage retrieved it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Stage {
+    /// The exact score (cosine: similarity; w2: distance, lower is closer; lexical: TF-IDF
+    /// cosine; fused: RRF score).
+    pub score: f32,
+    /// 1-based rank in that stage's candidate list; absent when the stage did not retrieve it.
+    pub rank: Option<usize>,
+}
+
+impl From<search::Stage> for Stage {
+    fn from(s: search::Stage) -> Self {
+        Stage {
+            score: s.score,
+            rank: s.rank,
+        }
+    }
+}
+
+/// RCMD's view of a hit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RcmdStage {
+    /// s_RCMD = (forward + backward) / 2.
+    pub score: f32,
+    /// RCMD_1, query → document.
+    pub forward: f32,
+    /// RCMD_2, document → query.
+    pub backward: f32,
+    /// 1-based rank by s_RCMD among the scored candidates.
+    pub rank: usize,
+}
+
+impl From<search::RcmdStage> for RcmdStage {
+    fn from(s: search::RcmdStage) -> Self {
+        RcmdStage {
+            score: s.score,
+            forward: s.forward,
+            backward: s.backward,
+            rank: s.rank,
+        }
+    }
+}
+
+/// Every stage's score and rank for one hit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Stages {
+    /// Cosine of sentence vectors.
+    pub cosine: Stage,
+    /// 2-Wasserstein distance of intents.
+    pub w2: Stage,
+    /// TF-IDF cosine.
+    pub lexical: Stage,
+    /// Reciprocal-rank fusion of the stages the mode uses.
+    pub fused: Stage,
+    /// RCMD rerank.
+    pub rcmd: RcmdStage,
+}
+
+impl From<search::Stages> for Stages {
+    fn from(s: search::Stages) -> Self {
+        Stages {
+            cosine: s.cosine.into(),
+            w2: s.w2.into(),
+            lexical: s.lexical.into(),
+            fused: s.fused.into(),
+            rcmd: s.rcmd.into(),
+        }
+    }
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Hit {
+    /// External id.
+    pub id: String,
+    /// The stored question.
+    pub text: String,
+    /// Its metadata.
+    #[schema(value_type = Object)]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// The score the hits are ordered by: s_RCMD with `rerank: rcmd`, else the fused score.
+    pub score: f32,
+    /// P(duplicate) of (query, hit): from the model's variational-siamese classifier when the
+    /// model carries one, else from the calibrated logistic model (`calibration` says which).
+    pub probability: f32,
+    /// Every stage's score and rank.
+    pub stages: Stages,
+    /// Why they match (when asked for).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub explanation: Option<Explanation>,
+}
+
+impl From<search::Hit> for Hit {
+    fn from(h: search::Hit) -> Self {
+        Hit {
+            id: h.id,
+            text: h.text,
+            metadata: h.metadata,
+            score: h.score,
+            probability: h.probability,
+            stages: h.stages.into(),
+            explanation: h.explanation,
+        }
+    }
+}
+
+/// Milliseconds per pipeline stage.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+pub struct Timings {
+    /// Encoding the query.
+    pub encode_ms: f64,
+    /// First stages, fusion, filter and loading records.
+    pub candidates_ms: f64,
+    /// Scoring (RCMD both directions, exact stage scores, probability), ordering, explaining.
+    pub rerank_ms: f64,
+    /// All of it.
+    pub total_ms: f64,
+}
+
+impl From<search::Timings> for Timings {
+    fn from(t: search::Timings) -> Self {
+        Timings {
+            encode_ms: t.encode_ms,
+            candidates_ms: t.candidates_ms,
+            rerank_ms: t.rerank_ms,
+            total_ms: t.total_ms,
+        }
+    }
+}
+
+/// A search's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SearchOutcome {
+    /// The hits, best first.
+    pub hits: Vec<Hit>,
+    /// Candidates scored.
+    pub candidates: usize,
+    /// Where the probabilities come from.
+    pub calibration: String,
+    /// The P(duplicate) threshold (a hit at or above it is a duplicate).
+    pub threshold: f32,
+    /// Stage timings.
+    pub timings: Timings,
+}
+
+impl From<search::SearchOutcome> for SearchOutcome {
+    fn from(o: search::SearchOutcome) -> Self {
+        SearchOutcome {
+            hits: o.hits.into_iter().map(Hit::from).collect(),
+            candidates: o.candidates,
+            calibration: o.calibration,
+            threshold: o.threshold,
+            timings: o.timings.into(),
+        }
+    }
+}
+
+/// Whether a text duplicates stored questions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DuplicateVerdict {
+    /// True when the best match's probability reaches the threshold.
+    pub is_duplicate: bool,
+    /// The best match's P(duplicate) (0 with no documents).
+    pub probability: f32,
+    /// The threshold used.
+    pub threshold: f32,
+    /// The best matches by probability, each marked against the threshold.
+    pub matches: Vec<DuplicateMatch>,
+    /// Where the probabilities come from.
+    pub calibration: String,
+    /// Stage timings.
+    pub timings: Timings,
+}
+
+impl From<search::DuplicateVerdict> for DuplicateVerdict {
+    fn from(v: search::DuplicateVerdict) -> Self {
+        DuplicateVerdict {
+            is_duplicate: v.is_duplicate,
+            probability: v.probability,
+            threshold: v.threshold,
+            matches: v.matches.into_iter().map(DuplicateMatch::from).collect(),
+            calibration: v.calibration,
+            timings: v.timings.into(),
+        }
+    }
+}
+
+/// One candidate duplicate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DuplicateMatch {
+    /// At or above the threshold.
+    pub is_duplicate: bool,
+    /// The hit (probability, scores, explanation).
+    #[serde(flatten)]
+    pub hit: Hit,
+}
+
+impl From<search::DuplicateMatch> for DuplicateMatch {
+    fn from(m: search::DuplicateMatch) -> Self {
+        DuplicateMatch {
+            is_duplicate: m.is_duplicate,
+            hit: m.hit.into(),
+        }
+    }
+}
+
+/// The explanation of two texts, with their cosine and W2.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PairExplanation {
+    /// Cosine of the sentence vectors.
+    pub cosine: f32,
+    /// 2-Wasserstein distance of the intents.
+    pub w2: f32,
+    /// The RCMD explanation: both sides' words, per-direction scores, token and word
+    /// alignments, contribution matrices (they sum to the score), chunk alignment.
+    #[schema(value_type = Object)]
+    pub explanation: Explanation,
+}
+
+impl From<search::PairExplanation> for PairExplanation {
+    fn from(p: search::PairExplanation) -> Self {
+        PairExplanation {
+            cosine: p.cosine,
+            w2: p.w2,
+            explanation: p.explanation,
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! The layering of ARCHITECTURE.md, checked: no library module refers to a module of a higher
+//! layer (`crate::x` in code, doc comments aside). A new module must be added to `LAYERS`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Lowest first; a module may use modules of its own layer or below.
+const LAYERS: &[&[&str]] = &[
+    &["types", "error"],
+    &["score", "text", "model"],
+    &["encoder", "store"],
+    &["index"],
+    &["db"],
+    &["search"],
+    &["engine"],
+    &["ingest", "eval", "review", "train"],
+    &["server"],
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("reads src") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level module a file under `src/` belongs to (None: lib.rs, main.rs, the CLI).
+fn module_of(src: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(src).expect("under src");
+    let first = rel.components().next()?.as_os_str().to_string_lossy();
+    let name = first.trim_end_matches(".rs").to_string();
+    (!matches!(name.as_str(), "lib" | "main" | "cli")).then_some(name)
+}
+
+#[test]
+fn no_module_refers_to_a_layer_above_it() {
+    let layer: HashMap<&str, usize> = LAYERS
+        .iter()
+        .enumerate()
+        .flat_map(|(i, mods)| mods.iter().map(move |m| (*m, i)))
+        .collect();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut violations = Vec::new();
+    for file in &files {
+        let Some(module) = module_of(&src, file) else {
+            continue;
+        };
+        let own = *layer
+            .get(module.as_str())
+            .unwrap_or_else(|| panic!("module {module} is in no layer; add it to LAYERS"));
+        let text = std::fs::read_to_string(file).expect("reads");
+        // Code only (doc and line comments aside), as one string so grouped imports may span
+        // lines.
+        let code: String = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for target in crate_paths(&code) {
+            let target = match target.as_str() {
+                // Root re-exports (lib.rs) count as the module they come from.
+                "Encoder" | "EncoderOptions" | "DeviceKind" => "encoder",
+                "Error" | "InternalError" | "Result" | "UserError" => "error",
+                "ModelDir" | "ModelIdentity" => "model",
+                "Encoded" | "Gaussian" | "Precision" | "Token" => "types",
+                other => other,
+            };
+            let Some(&theirs) = layer.get(target) else {
+                panic!(
+                    "{}: crate::{target} is neither a module nor a known re-export",
+                    file.display()
+                );
+            };
+            if theirs > own {
+                violations.push(format!(
+                    "{}: {module} (layer {own}) uses {target} (layer {theirs})",
+                    file.strip_prefix(&src).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+/// The first segment of every `crate::` path in `code` (`crate::{a, b::c}` gives a and b).
+fn crate_paths(code: &str) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("crate::") {
+        let rest = &code[i + "crate::".len()..];
+        match rest.strip_prefix('{') {
+            Some(group) => {
+                // Split at top-level commas up to the group's closing brace.
+                let (mut depth, mut start) = (0usize, 0usize);
+                for (j, c) in group.char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => {
+                            out.push(ident(&group[start..j]));
+                            break;
+                        }
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => {
+                            out.push(ident(&group[start..j]));
+                            start = j + 1;
+                        }
+                        _ => {}
+                    }
+                }
+                out.retain(|s| !s.is_empty());
+            }
+            None => out.push(ident(rest)),
+        }
+    }
+    out
+}
+
+#[test]
+fn crate_paths_are_read_from_plain_and_grouped_imports() {
+    assert_eq!(crate_paths("use crate::db::View;"), ["db"]);
+    assert_eq!(
+        crate_paths("use crate::{db, model::ModelDir, store};"),
+        ["db", "model", "store"]
+    );
+    assert_eq!(crate_paths("let x = crate::Encoder::load(d);"), ["Encoder"]);
+    assert_eq!(
+        crate_paths("use crate::{\n    db,\n    engine::Engine,\n};"),
+        ["db", "engine"]
+    );
+}
