@@ -12,6 +12,7 @@ mod golden;
 mod ingest;
 mod layers;
 mod model;
+mod openapi;
 mod precision;
 mod recall;
 mod reindex;
