@@ -7,14 +7,18 @@
 
 pub mod api;
 pub mod auth;
+pub mod collections;
 pub mod config;
+pub mod documents;
 pub mod error;
+pub mod extract;
 pub mod jobs;
 pub mod metrics;
 pub mod openapi;
 pub mod reindex;
 pub mod review;
 pub mod routes;
+pub mod search;
 pub mod ui;
 pub mod uploads;
 
@@ -76,21 +80,24 @@ impl AppState {
 /// Builds the router over shared state.
 pub fn router(state: Arc<AppState>) -> Router {
     let read = Router::new()
-        .route("/v1/collections", get(routes::list_collections))
-        .route("/v1/collections/{collection}", get(routes::get_collection))
+        .route("/v1/collections", get(collections::list_collections))
+        .route(
+            "/v1/collections/{collection}",
+            get(collections::get_collection),
+        )
         .route(
             "/v1/collections/{collection}/documents/{id}",
-            get(routes::get_document),
+            get(documents::get_document),
         )
         .route(
             "/v1/collections/{collection}/search",
-            post(routes::search_collection),
+            post(search::search_collection),
         )
         .route(
             "/v1/collections/{collection}/duplicates",
-            post(routes::duplicates),
+            post(search::duplicates),
         )
-        .route("/v1/explain", post(routes::explain))
+        .route("/v1/explain", post(search::explain))
         .route(
             "/v1/collections/{collection}/review",
             get(review::review_queue),
@@ -101,18 +108,18 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route_layer(middleware::from_fn_with_state(state.clone(), require_read));
     let admin = Router::new()
-        .route("/v1/collections", post(routes::create_collection))
+        .route("/v1/collections", post(collections::create_collection))
         .route(
             "/v1/collections/{collection}",
-            delete(routes::drop_collection),
+            delete(collections::drop_collection),
         )
         .route(
             "/v1/collections/{collection}/documents",
-            post(routes::upsert_documents),
+            post(documents::upsert_documents),
         )
         .route(
             "/v1/collections/{collection}/documents/{id}",
-            delete(routes::delete_document),
+            delete(documents::delete_document),
         )
         .route(
             "/v1/collections/{collection}/verdicts",
@@ -175,7 +182,7 @@ async fn require_admin(State(s): State<Arc<AppState>>, req: Request, next: Next)
 /// NDJSON streams and file uploads are exempt: they are as long as the file. Work already handed to the
 /// blocking pool finishes; a timed-out write may still commit (check with GET).
 async fn timeout(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let streaming = routes::is_ndjson(req.headers()) || req.uri().path().ends_with("/ingest");
+    let streaming = extract::is_ndjson(req.headers()) || req.uri().path().ends_with("/ingest");
     let ms = s.config.limits.request_timeout_ms;
     if streaming || ms == 0 {
         return next.run(req).await;

@@ -6,7 +6,7 @@ use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{reindex, review, routes, uploads};
+use super::{collections, documents, reindex, review, routes, search, uploads};
 
 /// The API document.
 #[derive(OpenApi)]
@@ -16,16 +16,16 @@ use super::{reindex, review, routes, uploads};
         routes::healthz,
         routes::readyz,
         routes::metrics,
-        routes::list_collections,
-        routes::create_collection,
-        routes::get_collection,
-        routes::drop_collection,
-        routes::upsert_documents,
-        routes::get_document,
-        routes::delete_document,
-        routes::search_collection,
-        routes::duplicates,
-        routes::explain,
+        collections::list_collections,
+        collections::create_collection,
+        collections::get_collection,
+        collections::drop_collection,
+        documents::upsert_documents,
+        documents::get_document,
+        documents::delete_document,
+        search::search_collection,
+        search::duplicates,
+        search::explain,
         review::review_queue,
         review::list_verdicts,
         review::put_verdict,

@@ -19,8 +19,8 @@ use utoipa::ToSchema;
 
 use super::api::ReindexReport;
 use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{blocking, parse};
 use super::jobs::JobState;
-use super::routes::{blocking, parse};
 use super::AppState;
 use crate::model::ModelDir;
 use crate::Encoder;

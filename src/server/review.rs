@@ -14,7 +14,7 @@ use utoipa::IntoParams;
 
 use super::api::{ReviewPage, StoredVerdict, Verdict};
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::routes::{blocking, check_collection, parse, query};
+use super::extract::{blocking, check_collection, parse, query};
 use super::AppState;
 use crate::review::{self, ReviewQuery};
 

@@ -14,8 +14,8 @@ use tokio::io::AsyncWriteExt;
 use utoipa::IntoParams;
 
 use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{blocking, check_collection, query};
 use super::jobs::{JobSpec, JobStatus};
-use super::routes::{blocking, check_collection, query};
 use super::AppState;
 use crate::ingest::{Fields, Format};
 

@@ -1,0 +1,293 @@
+//! Handlers for documents: upsert (a JSON array, or an NDJSON stream committed in batches),
+//! get and delete.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::Json;
+use futures_util::StreamExt;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::api::NewDocument;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{blocking, check_collection, check_text, is_ndjson, parse};
+use super::AppState;
+use crate::db;
+
+/// Result of an upsert.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UpsertResult {
+    /// Documents written (all acknowledged: durable unless the server runs relaxed).
+    pub upserted: usize,
+    /// Of those, how many replaced an existing id.
+    pub replaced: usize,
+    /// Batches committed (each all-or-nothing).
+    pub batches: usize,
+}
+
+/// `POST /v1/collections/{c}/documents`: upserts a JSON array of documents (all or nothing),
+/// or, with `Content-Type: application/x-ndjson`, a stream of one document per line committed
+/// in batches of `limits.max_batch`. An error in a stream answers with how many documents were
+/// committed before it; nothing after the bad line is written.
+#[utoipa::path(post, path = "/v1/collections/{collection}/documents", params(("collection" = String, Path)),
+    request_body(content = Vec<NewDocument>, description = "JSON array, or NDJSON with Content-Type application/x-ndjson"),
+    responses(
+        (status = 200, body = UpsertResult),
+        (status = 413, description = "Too many documents or too large a body", body = ErrorBody),
+        (status = 422, description = "A document is invalid", body = ErrorBody),
+    ))]
+pub async fn upsert_documents(
+    State(state): State<Arc<AppState>>,
+    Path(collection): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Json<UpsertResult>> {
+    if is_ndjson(&headers) {
+        return upsert_stream(state, collection, body).await.map(Json);
+    }
+    let limit = state.config.limits.max_body_bytes;
+    let bytes = axum::body::to_bytes(body, limit).await;
+    let bytes = bytes.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the request body exceeds limits.max_body_bytes ({limit}); send fewer documents per request or stream NDJSON"),
+        )
+    });
+    let docs: Vec<NewDocument> = parse(Ok(bytes?))?;
+    let docs: Vec<db::NewDocument> = docs.into_iter().map(Into::into).collect();
+    let max = state.config.limits.max_batch;
+    if docs.len() > max {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "batch_too_large",
+            format!("{} documents in one request; the limit is {max} (limits.max_batch): split the batch or stream NDJSON", docs.len()),
+        ));
+    }
+    let (upserted, replaced) = write_batch(&state, &collection, docs).await?;
+    Ok(Json(UpsertResult {
+        upserted,
+        replaced,
+        batches: usize::from(upserted > 0),
+    }))
+}
+
+async fn write_batch(
+    state: &Arc<AppState>,
+    collection: &str,
+    docs: Vec<db::NewDocument>,
+) -> ApiResult<(usize, usize)> {
+    if docs.is_empty() {
+        // Nothing to write, but an unknown collection is still a 404.
+        check_collection(state, collection).await?;
+        return Ok((0, 0));
+    }
+    for d in &docs {
+        check_text(
+            state,
+            &format!("document {:?}", d.id.chars().take(40).collect::<String>()),
+            &d.text,
+        )?;
+    }
+    // One writer at a time: a large ingest leaves the other core to searches.
+    let _permit = state.writers.acquire().await.expect("semaphore open");
+    let (c, s) = (collection.to_string(), state.clone());
+    let out = blocking(move || {
+        s.engine
+            .with_collection(&c, |col| s.write_pool.install(|| col.upsert(docs.clone())))
+    })
+    .await?;
+    state.metrics.upserted(collection, out.len());
+    Ok((
+        out.len(),
+        out.iter().filter(|u| u.replaced.is_some()).count(),
+    ))
+}
+
+async fn upsert_stream(
+    state: Arc<AppState>,
+    collection: String,
+    body: Body,
+) -> ApiResult<UpsertResult> {
+    // Fail fast on an unknown collection or another model, before reading the stream.
+    check_collection(&state, &collection).await?;
+    let max_line = state.config.limits.max_body_bytes;
+    let batch_size = state.config.limits.max_batch;
+    let mut stream = body.into_data_stream();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut batch: Vec<db::NewDocument> = Vec::new();
+    let mut result = UpsertResult {
+        upserted: 0,
+        replaced: 0,
+        batches: 0,
+    };
+    let mut line_no = 0usize;
+    let mut done = false;
+    while !done {
+        let chunk = match stream.next().await {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => {
+                return Err(stream_error(
+                    &result,
+                    format!("reading the body failed: {e}"),
+                    StatusCode::BAD_REQUEST,
+                    "bad_body",
+                ))
+            }
+            None => {
+                done = true;
+                Bytes::new()
+            }
+        };
+        pending.extend_from_slice(&chunk);
+        let mut lines: Vec<Vec<u8>> = Vec::new();
+        while let Some(pos) = pending.iter().position(|&b| b == b'\n') {
+            lines.push(pending.drain(..=pos).collect());
+        }
+        if done && !pending.is_empty() {
+            lines.push(std::mem::take(&mut pending));
+        }
+        if pending.len() > max_line {
+            return Err(stream_error(
+                &result,
+                format!(
+                    "line {} is longer than limits.max_body_bytes ({max_line})",
+                    line_no + 1
+                ),
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "line_too_long",
+            ));
+        }
+        for line in lines {
+            line_no += 1;
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let doc: NewDocument = parse(Ok(Bytes::from(line))).map_err(|e| {
+                stream_error(
+                    &result,
+                    format!("line {line_no}: {}", e.message),
+                    e.status,
+                    e.code,
+                )
+            })?;
+            batch.push(doc.into());
+            if batch.len() == batch_size {
+                commit(&state, &collection, &mut batch, &mut result, line_no).await?;
+            }
+        }
+    }
+    commit(&state, &collection, &mut batch, &mut result, line_no).await?;
+    Ok(result)
+}
+
+async fn commit(
+    state: &Arc<AppState>,
+    collection: &str,
+    batch: &mut Vec<db::NewDocument>,
+    result: &mut UpsertResult,
+    line_no: usize,
+) -> ApiResult<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let docs = std::mem::take(batch);
+    match write_batch(state, collection, docs).await {
+        Ok((n, r)) => {
+            result.upserted += n;
+            result.replaced += r;
+            result.batches += 1;
+            Ok(())
+        }
+        Err(e) => Err(stream_error(
+            result,
+            format!("batch ending at line {line_no}: {}", e.message),
+            e.status,
+            e.code,
+        )),
+    }
+}
+
+fn stream_error(
+    done: &UpsertResult,
+    message: String,
+    status: StatusCode,
+    code: &'static str,
+) -> ApiError {
+    ApiError::new(
+        status,
+        code,
+        format!(
+            "{message}. {} documents in {} batches were committed before it; nothing after it was written",
+            done.upserted, done.batches
+        ),
+    )
+}
+
+/// A stored document.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DocumentView {
+    /// External id.
+    pub id: String,
+    /// The question.
+    pub text: String,
+    /// Metadata.
+    #[schema(value_type = Object)]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Content wordpieces.
+    pub tokens: usize,
+    /// Truncated at the model's maximum length.
+    pub truncated: bool,
+}
+
+/// `GET /v1/collections/{c}/documents/{id}`.
+#[utoipa::path(get, path = "/v1/collections/{collection}/documents/{id}",
+    params(("collection" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = DocumentView), (status = 404, body = ErrorBody)))]
+pub async fn get_document(
+    State(state): State<Arc<AppState>>,
+    Path((collection, id)): Path<(String, String)>,
+) -> ApiResult<Json<DocumentView>> {
+    let db = state.db().clone();
+    let (c, i) = (collection.clone(), id.clone());
+    match blocking(move || db.get(&c, &i)).await? {
+        Some(d) => Ok(Json(DocumentView {
+            metadata: d.metadata(),
+            tokens: d.tokens.len(),
+            truncated: d.truncated,
+            id: d.id,
+            text: d.text,
+        })),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "document_not_found",
+            format!("no document {id:?} in collection {collection:?}"),
+        )),
+    }
+}
+
+/// `DELETE /v1/collections/{c}/documents/{id}`.
+#[utoipa::path(delete, path = "/v1/collections/{collection}/documents/{id}",
+    params(("collection" = String, Path), ("id" = String, Path)),
+    responses((status = 200, description = "Deleted"), (status = 404, body = ErrorBody)))]
+pub async fn delete_document(
+    State(state): State<Arc<AppState>>,
+    Path((collection, id)): Path<(String, String)>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let _permit = state.writers.acquire().await.expect("semaphore open");
+    let (db, s) = (state.db().clone(), state.clone());
+    let (c, i) = (collection.clone(), id.clone());
+    // A delete can trigger a graph compaction: keep it on the write threads too.
+    if blocking(move || s.write_pool.install(|| db.delete(&c, &i))).await? {
+        Ok(Json(serde_json::json!({ "deleted": id })))
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "document_not_found",
+            format!("no document {id:?} in collection {collection:?}"),
+        ))
+    }
+}

@@ -1,0 +1,157 @@
+//! Handlers for search, duplicate detection and pair explanations: parse the request into
+//! the library's parameters (unset fields take the server's configured defaults), run it
+//! through the engine off the async threads, answer the wire types.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::Json;
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use super::api::{
+    Depths, DuplicateVerdict, FusionWeights, Mode, PairExplanation, Rerank, SearchOutcome,
+};
+use super::error::{ApiResult, ErrorBody};
+use super::extract::{blocking, check_k, check_text, parse};
+use super::AppState;
+use crate::search::SearchParams;
+
+/// `POST /v1/collections/{c}/search` body; unset fields take the server's defaults.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    /// The question.
+    pub text: String,
+    /// Hits (default 10).
+    pub k: Option<usize>,
+    /// cosine | w2 | lexical | hybrid (default).
+    pub mode: Option<Mode>,
+    /// rcmd (default) | none.
+    pub rerank: Option<Rerank>,
+    /// Attach an RCMD explanation to each hit (default false).
+    pub explain: Option<bool>,
+    /// Keep only documents whose metadata has these top-level key/value pairs.
+    #[schema(value_type = Option<Object>)]
+    pub filter: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Per-stage candidate depths.
+    pub depths: Option<Depths>,
+    /// Reciprocal-rank fusion weights and k0.
+    pub fusion: Option<FusionWeights>,
+    /// Fused candidates scored and reranked (default 100).
+    pub rerank_depth: Option<usize>,
+}
+
+impl SearchRequest {
+    fn params(self, state: &AppState, default_k: usize) -> ApiResult<(String, SearchParams)> {
+        check_text(state, "the query", &self.text)?;
+        let d = &state.config.search;
+        let k = self.k.unwrap_or(default_k);
+        check_k(state, k)?;
+        Ok((
+            self.text,
+            SearchParams {
+                k,
+                mode: self.mode.map(Into::into).unwrap_or_default(),
+                rerank: self.rerank.map(Into::into).unwrap_or_default(),
+                depths: self.depths.map_or(d.depths, Into::into),
+                fusion: self.fusion.map_or(d.fusion, Into::into),
+                rerank_depth: self.rerank_depth.unwrap_or(d.rerank_depth),
+                explain: self.explain.unwrap_or(false),
+                filter: self.filter.unwrap_or_default(),
+            },
+        ))
+    }
+}
+
+/// `POST /v1/collections/{c}/search`: hybrid retrieval, RCMD rerank, every stage's score.
+#[utoipa::path(post, path = "/v1/collections/{collection}/search", params(("collection" = String, Path)),
+    request_body = SearchRequest,
+    responses((status = 200, body = SearchOutcome), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn search_collection(
+    State(state): State<Arc<AppState>>,
+    Path(collection): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<SearchOutcome>> {
+    let (text, params) = parse::<SearchRequest>(body)?.params(&state, 10)?;
+    let s = state.clone();
+    let out = blocking(move || {
+        s.engine
+            .with_collection(&collection, |col| col.search(&text, &params))
+    })
+    .await?;
+    state.metrics.search(&out.timings);
+    Ok(Json(out.into()))
+}
+
+/// `POST /v1/collections/{c}/duplicates` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DuplicatesRequest {
+    /// The new question.
+    pub text: String,
+    /// P(duplicate) at or above which a match is a duplicate (default: the calibration's).
+    pub threshold: Option<f32>,
+    /// Matches to return (default 3).
+    pub k: Option<usize>,
+    /// Attach explanations (default true).
+    pub explain: Option<bool>,
+}
+
+/// `POST /v1/collections/{c}/duplicates`: is this question already asked?
+#[utoipa::path(post, path = "/v1/collections/{collection}/duplicates", params(("collection" = String, Path)),
+    request_body = DuplicatesRequest,
+    responses((status = 200, body = DuplicateVerdict), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn duplicates(
+    State(state): State<Arc<AppState>>,
+    Path(collection): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<DuplicateVerdict>> {
+    let req: DuplicatesRequest = parse(body)?;
+    // A duplicate check is a search with the server's defaults, 3 matches and explanations.
+    let search = SearchRequest {
+        text: req.text,
+        k: req.k,
+        explain: Some(req.explain.unwrap_or(true)),
+        ..SearchRequest::default()
+    };
+    let (text, params) = search.params(&state, 3)?;
+    let (s, threshold) = (state.clone(), req.threshold);
+    let out = blocking(move || {
+        s.engine
+            .with_collection(&collection, |col| col.duplicates(&text, threshold, &params))
+    })
+    .await?;
+    state.metrics.search(&out.timings);
+    Ok(Json(out.into()))
+}
+
+/// `POST /v1/explain` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainRequest {
+    /// First text.
+    pub a: String,
+    /// Second text.
+    pub b: String,
+}
+
+/// `POST /v1/explain`: why two texts match (RCMD alignments and contributions).
+#[utoipa::path(post, path = "/v1/explain", request_body = ExplainRequest,
+    responses((status = 200, body = PairExplanation), (status = 422, body = ErrorBody)))]
+pub async fn explain(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<PairExplanation>> {
+    let req: ExplainRequest = parse(body)?;
+    check_text(&state, "a", &req.a)?;
+    check_text(&state, "b", &req.b)?;
+    let s = state.clone();
+    Ok(Json(
+        blocking(move || s.engine.explain_texts(&req.a, &req.b))
+            .await?
+            .into(),
+    ))
+}
