@@ -9,6 +9,7 @@
 //! recorded when the process died is written again, which replaces each document by itself
 //! (ids are the dedup key), so nothing is ever duplicated.
 
+pub mod lines;
 pub mod source;
 
 use std::path::{Path, PathBuf};

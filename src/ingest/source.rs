@@ -10,6 +10,7 @@ use std::str::FromStr;
 
 use sha2::{Digest, Sha256};
 
+use super::lines::Line;
 use crate::db::NewDocument;
 use crate::error::{io_err, Result, UserError};
 
@@ -146,26 +147,27 @@ pub fn records(
     })
 }
 
-/// Lines as lossy UTF-8 with 1-based numbers.
-fn lines(reader: impl BufRead) -> impl Iterator<Item = Result<(u64, String)>> {
-    let mut reader = reader;
-    let mut n = 0u64;
-    std::iter::from_fn(move || {
-        let mut buf = Vec::new();
-        match reader.read_until(b'\n', &mut buf) {
-            Ok(0) => None,
-            Ok(_) => {
-                n += 1;
-                while buf.last().is_some_and(|&b| b == b'\n' || b == b'\r') {
-                    buf.pop();
-                }
-                Some(Ok((n, String::from_utf8_lossy(&buf).into_owned())))
-            }
-            Err(e) => Some(Err(
-                crate::InternalError::io("reading the input file", e).into()
-            )),
-        }
+/// Longest line the JSON Lines and QQP readers accept (a question with its metadata fits
+/// many times over); a longer line is a rejected row, and reading goes on after it.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// Lines as lossy UTF-8 with 1-based numbers; an over-long line is `Err` with its number.
+fn lines(
+    reader: impl BufRead,
+) -> impl Iterator<Item = Result<std::result::Result<(u64, String), u64>>> {
+    super::lines::read_lines(reader, MAX_LINE_BYTES).map(|r| match r {
+        Ok(Line::Text(n, bytes)) => Ok(Ok((n, String::from_utf8_lossy(&bytes).into_owned()))),
+        Ok(Line::TooLong(n)) => Ok(Err(n)),
+        Err(e) => Err(crate::InternalError::io("reading the input file", e).into()),
     })
+}
+
+/// The bad row of an over-long line.
+fn too_long(n: u64) -> Record {
+    bad(
+        n,
+        format!("the line is longer than {MAX_LINE_BYTES} bytes; is it one record?"),
+    )
 }
 
 fn bad(line: u64, reason: impl Into<String>) -> Record {
@@ -178,7 +180,8 @@ fn bad(line: u64, reason: impl Into<String>) -> Record {
 fn jsonl(reader: impl BufRead, fields: Fields) -> impl Iterator<Item = Result<Record>> {
     lines(reader).filter_map(move |r| {
         let (n, line) = match r {
-            Ok(x) => x,
+            Ok(Ok(x)) => x,
+            Ok(Err(n)) => return Some(Ok(too_long(n))),
             Err(e) => return Some(Err(e)),
         };
         if line.trim().is_empty() {
@@ -241,7 +244,8 @@ fn qqp(reader: impl BufRead, source: String) -> impl Iterator<Item = Result<Reco
     let mut seen: HashSet<[u8; 32]> = HashSet::new();
     lines(reader).flat_map(move |r| {
         let (n, line) = match r {
-            Ok(x) => x,
+            Ok(Ok(x)) => x,
+            Ok(Err(n)) => return vec![Ok(too_long(n))],
             Err(e) => return vec![Err(e)],
         };
         if line.trim().is_empty() {
@@ -375,6 +379,30 @@ mod tests {
             .unwrap()
             .map(|r| r.unwrap())
             .collect()
+    }
+
+    #[test]
+    fn an_over_long_line_is_a_rejected_row_and_reading_goes_on() {
+        let long = format!(
+            "{{\"id\": \"big\", \"text\": \"{}\"}}",
+            "x".repeat(MAX_LINE_BYTES)
+        );
+        let content = format!("{long}\n{{\"id\": \"a\", \"text\": \"hi\"}}\n");
+        let recs = read(&content, "d.jsonl", Format::Jsonl, Fields::default());
+        assert_eq!(recs.len(), 2);
+        assert!(
+            matches!(&recs[0], Record::Bad(r) if r.line == 1 && r.reason.contains("longer than")),
+            "{:?}",
+            recs[0]
+        );
+        assert!(matches!(&recs[1], Record::Doc(2, d) if d.id == "a"));
+        let qqp = format!(
+            "0\t{}\tshort\t1\n1\tq one\tq two\t2\n",
+            "y".repeat(MAX_LINE_BYTES)
+        );
+        let recs = read(&qqp, "p.tsv", Format::Qqp, Fields::default());
+        assert!(matches!(&recs[0], Record::Bad(r) if r.line == 1));
+        assert_eq!(recs.len(), 3, "the next line's two questions");
     }
 
     #[test]

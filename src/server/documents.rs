@@ -16,6 +16,7 @@ use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{blocking, check_collection, check_text, is_ndjson, parse};
 use super::AppState;
 use crate::db;
+use crate::ingest::lines::{Line, LineSplitter};
 
 /// Result of an upsert.
 #[derive(Debug, Serialize, ToSchema)]
@@ -117,18 +118,19 @@ async fn upsert_stream(
     let max_line = state.config.limits.max_body_bytes;
     let batch_size = state.config.limits.max_batch;
     let mut stream = body.into_data_stream();
-    let mut pending: Vec<u8> = Vec::new();
+    let mut splitter = LineSplitter::new(max_line);
     let mut batch: Vec<db::NewDocument> = Vec::new();
     let mut result = UpsertResult {
         upserted: 0,
         replaced: 0,
         batches: 0,
     };
-    let mut line_no = 0usize;
+    let mut line_no = 0u64;
     let mut done = false;
     while !done {
-        let chunk = match stream.next().await {
-            Some(Ok(c)) => c,
+        let mut lines = Vec::new();
+        match stream.next().await {
+            Some(Ok(chunk)) => splitter.push(&chunk, &mut lines),
             Some(Err(e)) => {
                 return Err(stream_error(
                     &result,
@@ -139,30 +141,24 @@ async fn upsert_stream(
             }
             None => {
                 done = true;
-                Bytes::new()
+                splitter.finish(&mut lines);
             }
-        };
-        pending.extend_from_slice(&chunk);
-        let mut lines: Vec<Vec<u8>> = Vec::new();
-        while let Some(pos) = pending.iter().position(|&b| b == b'\n') {
-            lines.push(pending.drain(..=pos).collect());
-        }
-        if done && !pending.is_empty() {
-            lines.push(std::mem::take(&mut pending));
-        }
-        if pending.len() > max_line {
-            return Err(stream_error(
-                &result,
-                format!(
-                    "line {} is longer than limits.max_body_bytes ({max_line})",
-                    line_no + 1
-                ),
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "line_too_long",
-            ));
         }
         for line in lines {
-            line_no += 1;
+            let line = match line {
+                Line::Text(n, text) => {
+                    line_no = n;
+                    text
+                }
+                Line::TooLong(n) => {
+                    return Err(stream_error(
+                        &result,
+                        format!("line {n} is longer than limits.max_body_bytes ({max_line})"),
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "line_too_long",
+                    ))
+                }
+            };
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
@@ -189,7 +185,7 @@ async fn commit(
     collection: &str,
     batch: &mut Vec<db::NewDocument>,
     result: &mut UpsertResult,
-    line_no: usize,
+    line_no: u64,
 ) -> ApiResult<()> {
     if batch.is_empty() {
         return Ok(());

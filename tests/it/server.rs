@@ -438,6 +438,16 @@ fn every_error_path_answers_json_with_the_right_status() {
         .collect();
     let (st, e) = call("POST", &docs, admin, Some(&json!(four)));
     assert_eq!((st, code(&e)), (413, "batch_too_large"));
+    // An NDJSON line over max_body_bytes is refused however it arrives (here whole, in one
+    // write with the line before it), before it is parsed.
+    let mut stream = b"{\"id\": \"a\", \"text\": \"How do I bake bread?\"}\n".to_vec();
+    stream.extend(format!("{{\"id\": \"b\", \"text\": \"{}\"}}\n", "x".repeat(25000)).bytes());
+    let (st, e) = call_raw(&docs, admin, "application/x-ndjson", &stream);
+    assert_eq!((st, code(&e)), (413, "line_too_long"), "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("line 2"),
+        "{e}"
+    );
 
     // Limits and bad values.
     let (st, e) = call(
