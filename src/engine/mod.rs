@@ -66,9 +66,23 @@ impl Engine {
         Ok(Collection { view, encoder })
     }
 
-    /// Runs `f` on a handle on collection `name`; if a reindex switched the collection while
-    /// `f` ran (so `f` may have mixed the old model with the new one), once more on a fresh
-    /// handle.
+    /// Runs a write `f` on a handle on collection `name`; if a reindex switched the
+    /// collection's model between taking the handle and the write (the database refuses the
+    /// old model's vectors under the writer lock), once more on a fresh handle. A write that
+    /// succeeded is never repeated.
+    pub fn write_with<T>(&self, name: &str, f: impl Fn(&Collection<'_>) -> Result<T>) -> Result<T> {
+        let c = self.collection(name)?;
+        match f(&c) {
+            Err(crate::Error::User(UserError::ModelMismatch { .. })) if c.view.is_retired() => {
+                f(&self.collection(name)?)
+            }
+            other => other,
+        }
+    }
+
+    /// Runs a read `f` on a handle on collection `name`; if a reindex switched the collection
+    /// while `f` ran (so `f` may have mixed the old model with the new one), once more on a
+    /// fresh handle.
     pub fn with_collection<T>(
         &self,
         name: &str,

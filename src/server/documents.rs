@@ -98,7 +98,7 @@ async fn write_batch(
     let (c, s) = (collection.to_string(), state.clone());
     let out = blocking(move || {
         s.engine
-            .with_collection(&c, |col| s.write_pool.install(|| col.upsert(docs.clone())))
+            .write_with(&c, |col| s.write_pool.install(|| col.upsert(docs.clone())))
     })
     .await?;
     state.metrics.upserted(collection, out.len());

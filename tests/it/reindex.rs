@@ -91,7 +91,7 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
                     format!("new{i}")
                 };
                 engine
-                    .with_collection("c", |col| col.upsert(vec![doc(id.clone(), q)]))
+                    .write_with("c", |col| col.upsert(vec![doc(id.clone(), q)]))
                     .expect("every write during the reindex is accepted");
                 written.push((id, q.clone()));
                 if done.load(Ordering::Acquire) {
