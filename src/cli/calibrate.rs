@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use clap::Args as ClapArgs;
 use serde_json::json;
 
 use kindred::db::Database;
@@ -13,19 +14,44 @@ use kindred::search::{Calibrator, PairFeatures};
 use kindred::Encoder;
 
 use super::eval::{load, scored};
+use super::Global;
 
-/// What to fit on and where the result goes.
-pub struct Request<'a> {
-    pub pairs: &'a [PathBuf],
-    pub test: &'a [PathBuf],
-    pub collection: Option<&'a str>,
-    pub out: Option<&'a PathBuf>,
+#[derive(Debug, ClapArgs)]
+pub struct CalibrateArgs {
+    /// Labelled pair files: label<TAB>question1<TAB>question2[<TAB>id], label 0 or 1
+    /// (the Quora layout, e.g. ../shared/data/qqp_bimpm/dev.tsv).
+    #[arg(long, required = true, num_args = 1.., value_name = "FILE")]
+    pub pairs: Vec<PathBuf>,
+    /// Held-out pair files to report on (never fitted on).
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub test: Vec<PathBuf>,
+    /// Save the fit as this collection's calibration (IDF weights from the collection).
+    #[arg(long, short)]
+    pub collection: Option<String>,
+    /// Write the fitted model as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Print the model and the report as JSON.
+    #[arg(long)]
     pub json: bool,
 }
 
-pub fn run(encoder: &Encoder, db: Option<&Database>, req: Request<'_>) -> Result<()> {
-    let fit_pairs = load(req.pairs)?;
-    let view = match (db, req.collection) {
+pub fn run(g: &Global, args: &CalibrateArgs) -> Result<()> {
+    let db = match &args.collection {
+        Some(_) => Some(g.database()?),
+        None => None,
+    };
+    // A collection's calibration is fitted on its own model and precision.
+    let encoder = match (&db, &args.collection) {
+        (Some(db), Some(c)) => g.collection_encoder(db, c)?,
+        _ => g.encoder()?,
+    };
+    fit(&encoder, db.as_ref(), args)
+}
+
+fn fit(encoder: &Encoder, db: Option<&Database>, args: &CalibrateArgs) -> Result<()> {
+    let fit_pairs = load(&args.pairs)?;
+    let view = match (db, args.collection.as_deref()) {
         (Some(db), Some(c)) => {
             db.check_model(c, encoder.identity())?;
             Some(db.view(c)?)
@@ -34,29 +60,29 @@ pub fn run(encoder: &Encoder, db: Option<&Database>, req: Request<'_>) -> Result
     };
     let lexicon = view.as_ref().map(|v| v.lexical_index());
     let fit_set = scored(encoder, &fit_pairs, lexicon, "encoding fit pairs")?;
-    let names: Vec<String> = req.pairs.iter().map(|p| file_name(p)).collect();
-    let fitted_on = match req.collection {
+    let names: Vec<String> = args.pairs.iter().map(|p| file_name(p)).collect();
+    let fitted_on = match args.collection.as_deref() {
         Some(c) => format!("collection {c}: {}", names.join(", ")),
         None => names.join(", "),
     };
     let cal = Calibrator::fit(&fit_set, &encoder.identity().fingerprint, &fitted_on)?;
     let mut report = vec![summary("fit", &names.join(", "), &cal, &fit_set)];
-    if !req.test.is_empty() {
-        let test_pairs = load(req.test)?;
+    if !args.test.is_empty() {
+        let test_pairs = load(&args.test)?;
         let test_set = scored(encoder, &test_pairs, lexicon, "encoding test pairs")?;
-        let test_names: Vec<String> = req.test.iter().map(|p| file_name(p)).collect();
+        let test_names: Vec<String> = args.test.iter().map(|p| file_name(p)).collect();
         report.push(summary("test", &test_names.join(", "), &cal, &test_set));
     }
-    if let (Some(db), Some(c)) = (db, req.collection) {
+    if let (Some(db), Some(c)) = (db, args.collection.as_deref()) {
         db.set_calibrator(c, &cal)?;
         eprintln!("saved as the calibration of collection {c}");
     }
-    if let Some(out) = req.out {
+    if let Some(out) = &args.out {
         std::fs::write(out, serde_json::to_string_pretty(&cal)? + "\n")
             .with_context(|| format!("writing {}", out.display()))?;
         eprintln!("wrote {}", out.display());
     }
-    if req.json {
+    if args.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({ "calibrator": cal, "report": report }))?

@@ -1,8 +1,10 @@
-//! `kindred eval pairs | retrieval | sts`: print a markdown table, write JSON.
+//! `kindred eval pairs | retrieval | sts`: print a markdown table, write JSON. Also the labelled
+//! pair loading and scoring behind a progress bar that `calibrate` shares.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use clap::{Args as ClapArgs, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
@@ -11,6 +13,83 @@ use kindred::eval::{self, read_pairs, read_scored_pairs, score_pairs, LabelledPa
 use kindred::index::LexicalIndex;
 use kindred::search::{Depths, PairFeatures};
 use kindred::Encoder;
+
+use super::Global;
+
+/// `kindred eval …`
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// AUC and accuracy (threshold chosen on dev) of cosine, W2, RCMD (both directions and
+    /// symmetric), lexical and the calibrated probability (fitted on dev).
+    Pairs(PairsArgs),
+    /// Recall@1/10, MRR@10, nDCG@10 and latency of each first stage, with and without RCMD
+    /// rerank, over a temporary collection of every distinct question in the files.
+    Retrieval(RetrievalArgs),
+    /// Spearman ×100 of cosine, W2 and RCMD against gold similarity (STS-B or SICK files).
+    Sts(StsArgs),
+}
+
+#[derive(Debug, ClapArgs)]
+pub struct PairsArgs {
+    /// Dev pair files (label<TAB>q1<TAB>q2[<TAB>id]).
+    #[arg(long, required = true, num_args = 1..)]
+    pub dev: Vec<PathBuf>,
+    /// Test pair files.
+    #[arg(long, required = true, num_args = 1..)]
+    pub test: Vec<PathBuf>,
+    /// Where the JSON report goes.
+    #[arg(long, value_name = "FILE", default_value = "kindred-eval-pairs.json")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, ClapArgs)]
+pub struct RetrievalArgs {
+    /// Pair files; duplicate pairs give the queries (first question) and relevant
+    /// documents (second).
+    #[arg(long, required = true, num_args = 1..)]
+    pub pairs: Vec<PathBuf>,
+    /// Evaluate only the first N queries.
+    #[arg(long)]
+    pub max_queries: Option<usize>,
+    /// Fused candidates reranked.
+    #[arg(long, default_value_t = 100)]
+    pub rerank_depth: usize,
+    /// Candidates from the cosine HNSW.
+    #[arg(long, default_value_t = Depths::default().cosine)]
+    pub cosine_depth: usize,
+    /// Candidates from the W2 HNSW.
+    #[arg(long, default_value_t = Depths::default().w2)]
+    pub w2_depth: usize,
+    /// Candidates from the lexical index.
+    #[arg(long, default_value_t = Depths::default().lexical)]
+    pub lexical_depth: usize,
+    /// Where the JSON report goes.
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "kindred-eval-retrieval.json"
+    )]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, ClapArgs)]
+pub struct StsArgs {
+    /// STS-B (sts-test.csv) or SICK (SICK_test_annotated.txt) files.
+    #[arg(long, required = true, num_args = 1..)]
+    pub data: Vec<PathBuf>,
+    /// Where the JSON report goes.
+    #[arg(long, value_name = "FILE", default_value = "kindred-eval-sts.json")]
+    pub out: PathBuf,
+}
+
+pub fn run(g: &Global, command: &EvalCommand) -> Result<()> {
+    let encoder = g.encoder()?;
+    match command {
+        EvalCommand::Pairs(a) => pairs(&encoder, a),
+        EvalCommand::Retrieval(a) => retrieval(&encoder, a),
+        EvalCommand::Sts(a) => sts(&encoder, a),
+    }
+}
 
 fn bar(len: u64, what: &str) -> Result<ProgressBar> {
     let b = ProgressBar::new(len).with_style(ProgressStyle::with_template(
@@ -56,7 +135,8 @@ fn write_json(out: &Path, value: &serde_json::Value) -> Result<()> {
     Ok(())
 }
 
-pub fn pairs(encoder: &Encoder, dev: &[PathBuf], test: &[PathBuf], out: &Path) -> Result<()> {
+fn pairs(encoder: &Encoder, args: &PairsArgs) -> Result<()> {
+    let (dev, test, out) = (&args.dev, &args.test, &args.out);
     let dev_set = scored(encoder, &load(dev)?, None, "encoding dev")?;
     let test_set = scored(encoder, &load(test)?, None, "encoding test")?;
     let rows = eval::eval_pairs(&dev_set, &test_set, &encoder.identity().fingerprint)?;
@@ -84,7 +164,8 @@ pub fn pairs(encoder: &Encoder, dev: &[PathBuf], test: &[PathBuf], out: &Path) -
     )
 }
 
-pub fn sts(encoder: &Encoder, data: &[PathBuf], out: &Path) -> Result<()> {
+fn sts(encoder: &Encoder, args: &StsArgs) -> Result<()> {
+    let (data, out) = (&args.data, &args.out);
     let mut report = Vec::new();
     println!("| file | pairs | cosine | W2 | RCMD |");
     println!("|---|---|---|---|---|");
@@ -109,14 +190,13 @@ pub fn sts(encoder: &Encoder, data: &[PathBuf], out: &Path) -> Result<()> {
     )
 }
 
-pub fn retrieval(
-    encoder: &Encoder,
-    files: &[PathBuf],
-    max_queries: Option<usize>,
-    rerank_depth: usize,
-    depths: Depths,
-    out: &Path,
-) -> Result<()> {
+fn retrieval(encoder: &Encoder, args: &RetrievalArgs) -> Result<()> {
+    let (files, out) = (&args.pairs, &args.out);
+    let depths = Depths {
+        cosine: args.cosine_depth,
+        w2: args.w2_depth,
+        lexical: args.lexical_depth,
+    };
     let pairs = load(files)?;
     let b = bar(0, "")?;
     let progress = |what: &str, done: u64, total: u64| {
@@ -126,8 +206,8 @@ pub fn retrieval(
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let opts = RetrievalOptions {
-        max_queries,
-        rerank_depth,
+        max_queries: args.max_queries,
+        rerank_depth: args.rerank_depth,
         depths,
         threads,
     };

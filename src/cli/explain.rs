@@ -5,22 +5,36 @@ use std::fmt::Write as _;
 use std::io::IsTerminal;
 
 use anyhow::Result;
+use clap::Args as ClapArgs;
 
 use kindred::score::explain::{Direction, Explanation, Sentence};
 use kindred::score::{cosine, explain, w2, Weights};
-use kindred::Encoder;
+
+use super::Global;
 
 /// 256-colour background ramp, light to dark.
 const RAMP: [u8; 9] = [255, 195, 159, 123, 87, 45, 33, 27, 19];
 
-pub fn run(encoder: &Encoder, a: &str, b: &str, json: bool) -> Result<()> {
-    let enc = encoder.encode(&[a, b])?;
+#[derive(Debug, ClapArgs)]
+pub struct ExplainArgs {
+    /// First text (a).
+    pub a: String,
+    /// Second text (b).
+    pub b: String,
+    /// Print the whole Explanation as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(g: &Global, args: &ExplainArgs) -> Result<()> {
+    let (a, b) = (args.a.as_str(), args.b.as_str());
+    let enc = g.encoder()?.encode(&[a, b])?;
     let e = explain(
         Sentence::of(a, &enc[0]),
         Sentence::of(b, &enc[1]),
         Weights::Uniform,
     );
-    if json {
+    if args.json {
         println!("{}", serde_json::to_string_pretty(&e)?);
         return Ok(());
     }

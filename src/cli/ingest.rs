@@ -2,66 +2,102 @@
 //! and a summary; re-running after an interruption resumes (see `kindred::ingest`).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use kindred::db::Database;
 use kindred::ingest::{self, Fields, Format, IngestOptions};
 use kindred::store::CollectionSettings;
-use kindred::Encoder;
 
-/// Parsed `kindred ingest` arguments.
-pub struct Request<'a> {
-    pub file: &'a Path,
-    pub collection: &'a str,
-    pub format: Option<&'a str>,
-    pub fields: Fields,
-    pub reject_file: Option<&'a Path>,
+use super::Global;
+
+#[derive(Debug, ClapArgs)]
+pub struct IngestArgs {
+    /// The input file.
+    pub file: PathBuf,
+    /// Target collection.
+    #[arg(long, short)]
+    pub collection: String,
+    /// tsv | csv | jsonl | qqp [default: from the file extension]. qqp reads Quora pair
+    /// files (label, q1, q2, id) and ingests each distinct question once (id: q + 16 hex
+    /// digits of the text's SHA-256).
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Column (tsv/csv) or key (jsonl) of the id.
+    #[arg(long, default_value = "id")]
+    pub id_field: String,
+    /// Column or key of the text.
+    #[arg(long, default_value = "text")]
+    pub text_field: String,
+    /// Columns or keys copied into metadata (comma-separated). jsonl default: the
+    /// `metadata` object.
+    #[arg(long, value_delimiter = ',')]
+    pub meta_fields: Vec<String>,
+    /// Where bad rows go (line<TAB>reason) [default: FILE.rejects.tsv].
+    #[arg(long, value_name = "FILE")]
+    pub reject_file: Option<PathBuf>,
+    /// Stop at the first bad row (what precedes it stays committed).
+    #[arg(long)]
     pub strict: bool,
+    /// Ignore saved progress and read the file from the start.
+    #[arg(long)]
     pub restart: bool,
+    /// Create the collection if it does not exist.
+    #[arg(long)]
     pub create: bool,
+    /// Documents per committed batch.
+    #[arg(long, default_value_t = 256)]
     pub batch: usize,
+    /// Print the summary as JSON.
+    #[arg(long)]
     pub json: bool,
 }
 
-pub fn run(db: &Database, data_dir: &Path, encoder: &Encoder, req: Request<'_>) -> Result<()> {
-    let format = match req.format {
+pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
+    let db = g.database()?;
+    // The collection's own model and precision (a new one's: --model and --precision).
+    let encoder = g.collection_encoder(&db, &args.collection)?;
+    let format = match &args.format {
         Some(f) => f.parse::<Format>()?,
-        None => Format::from_path(req.file)?,
+        None => Format::from_path(&args.file)?,
     };
-    if req.create && !db.collections()?.iter().any(|(n, _)| n == req.collection) {
+    if args.create && !db.collections()?.iter().any(|(n, _)| *n == args.collection) {
         db.create_collection(
-            req.collection,
+            &args.collection,
             &CollectionSettings::for_model(encoder.identity().clone()),
         )?;
-        eprintln!("created collection {}", req.collection);
+        eprintln!("created collection {}", args.collection);
     }
-    let reject_path: PathBuf = req
+    let reject_path: PathBuf = args
         .reject_file
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from(format!("{}.rejects.tsv", req.file.display())));
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}.rejects.tsv", args.file.display())));
     let mut rejects: Option<std::fs::File> = None;
-    let lines = ingest::count_lines(req.file)?;
+    let lines = ingest::count_lines(&args.file)?;
     let bar = ProgressBar::new(lines).with_style(ProgressStyle::with_template(
         "{spinner} {elapsed_precise} [{bar:30}] line {pos}/{len} · {msg} · eta {eta}",
     )?);
     let start = std::time::Instant::now();
     let opts = IngestOptions {
-        path: req.file.to_path_buf(),
+        path: args.file.clone(),
         format,
-        fields: req.fields,
-        batch: req.batch,
-        strict: req.strict,
-        restart: req.restart,
+        fields: Fields {
+            id: args.id_field.clone(),
+            text: args.text_field.clone(),
+            meta: args.meta_fields.clone(),
+        },
+        batch: args.batch,
+        strict: args.strict,
+        restart: args.restart,
         threads: None,
     };
     let summary = ingest::ingest(
-        db,
-        data_dir,
-        encoder,
-        req.collection,
+        &db,
+        &g.data_dir(),
+        &encoder,
+        &args.collection,
         &opts,
         |r| {
             let f = match &mut rejects {
@@ -93,10 +129,10 @@ pub fn run(db: &Database, data_dir: &Path, encoder: &Encoder, req: Request<'_>) 
             ));
         },
     )
-    .with_context(|| format!("ingesting {} into {}", req.file.display(), req.collection));
+    .with_context(|| format!("ingesting {} into {}", args.file.display(), args.collection));
     bar.finish_and_clear();
     let summary = summary?;
-    if req.json {
+    if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
         return Ok(());
     }

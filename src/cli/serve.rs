@@ -1,5 +1,6 @@
-//! `kindred serve` and `kindred demo`: resolve the layered configuration, load the model and
-//! the database, and run the server on a tokio runtime.
+//! `kindred serve`: the server's options, the layered configuration they resolve to, loading
+//! the model and the database it names, and running the server on a tokio runtime (`demo.rs`
+//! serves through the same pieces).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -7,14 +8,13 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 
-use kindred::db::{Database, NewDocument};
+use kindred::db::Database;
 use kindred::engine::Engine;
 use kindred::model;
-use kindred::search::SearchParams;
 use kindred::server::config::{Overrides, ServeConfig};
-use kindred::store::CollectionSettings;
 use kindred::{Encoder, EncoderOptions};
 
+use super::global::open_database;
 use super::Global;
 
 /// Server options. Each can also come from the config file (same name, snake_case) and from
@@ -41,6 +41,12 @@ pub struct ServeArgs {
     /// Milliseconds before a request is answered 503 timeout; 0: never [default: 30000].
     #[arg(long, env = "KINDRED_REQUEST_TIMEOUT_MS", value_name = "MS")]
     pub request_timeout_ms: Option<u64>,
+}
+
+pub fn run(g: &Global, args: &ServeArgs) -> Result<()> {
+    let config = config(g, args)?;
+    let (encoder, db) = open(&config)?;
+    serve(config, Engine::with_encoder(db, encoder))
 }
 
 /// The configuration in force: defaults, file, environment, flags.
@@ -78,7 +84,7 @@ pub fn open(c: &ServeConfig) -> Result<(Arc<Encoder>, Arc<Database>)> {
     let encoder = Encoder::load(&dir, options)
         .with_context(|| format!("loading model {}", dir.path.display()))?;
     let data = c.data.clone().unwrap_or_else(|| home.join("data"));
-    let db = super::db::open(&data, c.relaxed)?;
+    let db = open_database(&data, c.relaxed)?;
     Ok((Arc::new(encoder), Arc::new(db)))
 }
 
@@ -95,74 +101,4 @@ pub fn serve(c: ServeConfig, engine: Engine) -> Result<()> {
         let _ = std::io::stdout().flush();
     }))?;
     Ok(())
-}
-
-const FAQ: &str = include_str!("../../demo/faq.txt");
-const DEMO_COLLECTION: &str = "faq";
-const SAMPLES: [&str; 3] = [
-    "I can't remember my password",
-    "is it possible to get my money back?",
-    "the parcel came broken",
-];
-
-/// `kindred demo`: makes sure the demo collection holds the bundled FAQ, answers a few
-/// questions (yours or samples) with the full pipeline, then serves (unless `no_serve`).
-pub fn demo(c: ServeConfig, queries: &[String], k: usize, no_serve: bool) -> Result<()> {
-    let (encoder, db) = open(&c)?;
-    let have = db.collections()?.iter().any(|(n, _)| n == DEMO_COLLECTION);
-    if !have {
-        db.create_collection(
-            DEMO_COLLECTION,
-            &CollectionSettings::for_model(encoder.identity().clone()),
-        )?;
-    }
-    // An existing demo collection keeps its own model and precision (e.g. fp32, from before
-    // int8 was the default): answer with its encoder, as the server does.
-    let engine = Engine::with_encoder(db.clone(), encoder.clone());
-    let collection = engine.collection(DEMO_COLLECTION)?;
-    if db.store().count(DEMO_COLLECTION)? == 0 {
-        let docs: Vec<NewDocument> = FAQ
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .enumerate()
-            .map(|(i, text)| NewDocument {
-                id: format!("faq-{}", i + 1),
-                text: text.into(),
-                metadata: serde_json::json!({ "source": "demo" }),
-            })
-            .collect();
-        eprintln!(
-            "loading {} demo questions into collection {DEMO_COLLECTION}",
-            docs.len()
-        );
-        collection.upsert(docs)?;
-    }
-    let queries: Vec<&str> = if queries.is_empty() {
-        SAMPLES.to_vec()
-    } else {
-        queries.iter().map(String::as_str).collect()
-    };
-    let params = SearchParams {
-        k,
-        ..SearchParams::default()
-    };
-    for q in queries {
-        let out = collection.search(q, &params)?;
-        println!("\n{q}");
-        for h in out.hits {
-            println!(
-                "  rcmd {:.3}  cosine {:.3}  P(dup) {:.2}  {}",
-                h.stages.rcmd.score, h.stages.cosine.score, h.probability, h.text
-            );
-        }
-    }
-    if no_serve {
-        return Ok(());
-    }
-    println!(
-        "\nserving collection {DEMO_COLLECTION}: open the admin UI at http://{0}/ui/ or try\n  curl -s http://{0}/v1/collections/{DEMO_COLLECTION}/search -H 'content-type: application/json' -d '{{\"text\": \"forgot my password\"}}'",
-        c.listen
-    );
-    drop(collection);
-    serve(c, engine)
 }

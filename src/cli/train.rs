@@ -17,6 +17,8 @@ use kindred::train::transition::{train_transition, TransitionOptions};
 use kindred::train::{read_graded_training, read_training_pairs, write_model_dir, TrainedBy};
 use kindred::{DeviceKind, Encoder};
 
+use super::Global;
+
 /// `kindred train …`
 #[derive(Debug, Subcommand)]
 pub enum TrainCommand {
@@ -37,6 +39,18 @@ pub enum TrainCommand {
     Blend(BlendArgs),
 }
 
+/// Runs a trainer on the base model (--model) and --device.
+pub fn run(g: &Global, command: &TrainCommand) -> Result<()> {
+    let base = g.model_dir()?;
+    let device = g.device.as_deref().unwrap_or("cpu").parse()?;
+    match command {
+        TrainCommand::Clrcmd(a) => clrcmd(&base, device, a),
+        TrainCommand::Intent(a) => intent(&base, &g.training_encoder()?, a),
+        TrainCommand::Transition(a) => transition(&base, &g.training_encoder()?, a),
+        TrainCommand::Blend(a) => blend(&base, a),
+    }
+}
+
 #[derive(Debug, ClapArgs)]
 pub struct BlendArgs {
     /// The tuned model directory (trained from --model).
@@ -50,7 +64,7 @@ pub struct BlendArgs {
     pub out: PathBuf,
 }
 
-pub fn blend(base: &ModelDir, args: &BlendArgs) -> Result<()> {
+fn blend(base: &ModelDir, args: &BlendArgs) -> Result<()> {
     kindred::train::blend::check_alpha(args.alpha)?;
     let tuned = ModelDir::open(&args.tuned)?;
     std::fs::create_dir_all(&args.out)
@@ -165,7 +179,7 @@ fn finish_head(
     Ok(())
 }
 
-pub fn intent(base: &ModelDir, encoder: &Encoder, args: &IntentArgs) -> Result<()> {
+fn intent(base: &ModelDir, encoder: &Encoder, args: &IntentArgs) -> Result<()> {
     let h = &args.head;
     let options = IntentOptions {
         dim: args.dim,
@@ -214,7 +228,7 @@ pub fn intent(base: &ModelDir, encoder: &Encoder, args: &IntentArgs) -> Result<(
     finish_head(base, h, &heads, &by, summary, lines)
 }
 
-pub fn transition(base: &ModelDir, encoder: &Encoder, args: &TransitionArgs) -> Result<()> {
+fn transition(base: &ModelDir, encoder: &Encoder, args: &TransitionArgs) -> Result<()> {
     let h = &args.head;
     let options = TransitionOptions {
         lambda: args.lambda,
@@ -372,7 +386,7 @@ pub enum GradedScoreArg {
     Both,
 }
 
-pub fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> {
+fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> {
     let (train, dev) = args.data.load(args.seed)?;
     let graded = read_graded_training(&args.graded)?;
     let options = ClrcmdOptions {

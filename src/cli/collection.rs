@@ -1,0 +1,106 @@
+//! `kindred collection create | list | drop` and `kindred stats`: collections as a whole
+//! (documents are `documents.rs`'s, search `search.rs`'s, reindex `reindex.rs`'s).
+
+use anyhow::Result;
+use clap::{Args as ClapArgs, Subcommand};
+
+use kindred::db::Database;
+use kindred::store::CollectionSettings;
+use kindred::Encoder;
+
+use super::Global;
+
+/// `kindred collection …`
+#[derive(Debug, Subcommand)]
+pub enum CollectionCommand {
+    /// Create a collection for the current model.
+    Create {
+        /// Name: 1-64 ASCII letters, digits, '_' or '-'.
+        name: String,
+    },
+    /// List collections.
+    List,
+    /// Drop a collection and everything in it.
+    Drop {
+        /// Name.
+        name: String,
+    },
+}
+
+pub fn run(g: &Global, command: &CollectionCommand) -> Result<()> {
+    let db = g.database()?;
+    match command {
+        CollectionCommand::Create { name } => create(&db, &g.encoder()?, name),
+        CollectionCommand::List => list(&db),
+        CollectionCommand::Drop { name } => {
+            db.drop_collection(name)?;
+            println!("dropped collection {name}");
+            Ok(())
+        }
+    }
+}
+
+fn create(db: &Database, encoder: &Encoder, name: &str) -> Result<()> {
+    db.create_collection(
+        name,
+        &CollectionSettings::for_model(encoder.identity().clone()),
+    )?;
+    println!(
+        "created collection {name} (model {})",
+        encoder.identity().id
+    );
+    Ok(())
+}
+
+fn list(db: &Database) -> Result<()> {
+    for (name, settings) in db.collections()? {
+        println!(
+            "{name}\t{} documents\t{}\t{}",
+            db.store().count(&name)?,
+            settings.model.id,
+            settings.model.precision
+        );
+    }
+    Ok(())
+}
+
+#[derive(Debug, ClapArgs)]
+pub struct StatsArgs {
+    /// Collection.
+    pub collection: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `kindred stats`: a collection's size and index health.
+pub fn stats(g: &Global, args: &StatsArgs) -> Result<()> {
+    let db = g.database()?;
+    let info = db.info(&args.collection)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&info)?);
+        return Ok(());
+    }
+    let s = &info.stats;
+    println!("collection      {}", info.name);
+    println!(
+        "model           {} ({})",
+        info.settings.model.id, info.settings.model.fingerprint
+    );
+    println!("format version  {}", info.format_version);
+    println!("documents       {}", s.documents);
+    println!("token vectors   {}", s.token_vectors);
+    println!("bytes/document  {:.0}", s.bytes_per_document);
+    println!(
+        "bytes/token vec {:.1} ({} codec)",
+        s.bytes_per_token_vector, info.settings.codec
+    );
+    println!(
+        "indexes         cosine {} points, W2 {} points, {} tombstones, lexical {} documents",
+        info.index.cosine_points,
+        info.index.w2_points,
+        info.index.tombstones,
+        info.index.lexical_documents
+    );
+    Ok(())
+}

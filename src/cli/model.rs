@@ -1,0 +1,47 @@
+//! `kindred model fetch | info`: make sure the model is available, show what is in use.
+
+use anyhow::Result;
+use clap::Subcommand;
+use serde_json::json;
+
+use super::Global;
+
+/// `kindred model …`
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Make sure the model is available (fetch the default model into the cache if needed).
+    Fetch,
+    /// Print the model's id, fingerprint, dimension and maximum length.
+    Info {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(g: &Global, command: &ModelCommand) -> Result<()> {
+    match command {
+        ModelCommand::Fetch => {
+            let dir = g.model_dir()?;
+            println!("model ready: {} ({})", dir.path.display(), dir.id);
+        }
+        ModelCommand::Info { json } => {
+            let dir = g.model_dir()?;
+            let identity = dir.identity()?;
+            if *json {
+                let out = json!({ "path": dir.path, "identity": identity, "config": dir.config });
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                println!("path:        {}", dir.path.display());
+                println!("id:          {}", identity.id);
+                println!("fingerprint: {}", identity.fingerprint);
+                println!("precision:   {} (--precision picks)", g.precision());
+                println!("dim:         {}", identity.dim);
+                println!("intent dim:  {}", identity.intent_dim());
+                println!("layers:      {}", dir.config.num_hidden_layers);
+                println!("max length:  {} wordpieces", identity.max_len);
+            }
+        }
+    }
+    Ok(())
+}

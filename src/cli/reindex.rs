@@ -1,0 +1,63 @@
+//! `kindred reindex`: re-encodes a collection onto another model (and/or precision) in a new
+//! generation, with a progress bar, then reports the switch.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args as ClapArgs;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use kindred::engine::Engine;
+
+use super::Global;
+
+#[derive(Debug, ClapArgs)]
+pub struct ReindexArgs {
+    /// The collection.
+    #[arg(long, short)]
+    pub collection: String,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(g: &Global, args: &ReindexArgs) -> Result<()> {
+    let name = &args.collection;
+    let db = g.database()?;
+    let dir = g.model_dir()?;
+    // The collection keeps its precision unless --precision moves it.
+    let precision = match g.precision {
+        Some(p) => p,
+        None => db.store().settings(name)?.model.precision,
+    };
+    let encoder = g.load_encoder(&dir, precision)?;
+    let bar = ProgressBar::new(db.store().count(name)?).with_style(
+        ProgressStyle::with_template(
+            "reindexing {bar:30} {pos}/{len} documents {per_sec} eta {eta}",
+        )
+        .expect("template"),
+    );
+    let path = dir.path.canonicalize().unwrap_or_else(|_| dir.path.clone());
+    let encoder = Arc::new(encoder);
+    let engine = Engine::with_encoder(Arc::new(db), encoder.clone());
+    let report = engine
+        .reindex(name, encoder, Some(&path), &|done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        })
+        .with_context(|| format!("reindexing {name}"))?;
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "reindexed {name}: {} documents onto {} ({}) in {:.1} s, generation {}",
+            report.documents,
+            report.model.id,
+            report.model.fingerprint,
+            report.seconds,
+            report.generation
+        );
+    }
+    Ok(())
+}
