@@ -424,76 +424,76 @@ fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> 
             bar.println(line);
         }
     };
-    let report = clrcmd::train_clrcmd(
+    let run = clrcmd::ClrcmdRun {
         base,
-        &train,
-        &dev,
-        &graded,
-        &args.out,
-        &options,
+        train: &train,
+        dev: &dev,
+        graded: &graded,
+        out: &args.out,
+        options: &options,
         device,
-        args.resume,
-        |event| match event {
-            Event::Started {
-                step,
-                total,
-                items,
-                linked_negatives,
-                mined_negatives,
-            } => {
-                bar.set_length(total as u64);
-                bar.set_position(step as u64);
-                bar.set_message("");
-                let graded_msg = if graded.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        " + {} graded pairs (CoSENT, {} per step, weight {})",
-                        graded.len(),
-                        options.graded_batch,
-                        options.graded_weight
-                    )
-                };
-                say(format!(
-                    "{items} duplicate pairs ({linked_negatives} with a labelled hard negative, \
+        resume: args.resume,
+    };
+    let report = clrcmd::train_clrcmd(&run, |event| match event {
+        Event::Started {
+            step,
+            total,
+            items,
+            linked_negatives,
+            mined_negatives,
+        } => {
+            bar.set_length(total as u64);
+            bar.set_position(step as u64);
+            bar.set_message("");
+            let graded_msg = if graded.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " + {} graded pairs (CoSENT, {} per step, weight {})",
+                    graded.len(),
+                    options.graded_batch,
+                    options.graded_weight
+                )
+            };
+            say(format!(
+                "{items} duplicate pairs ({linked_negatives} with a labelled hard negative, \
                      {mined_negatives} mined){graded_msg}, {} dev pairs; {total} steps of {}",
-                    dev.len(),
-                    options.batch_size
-                ));
+                dev.len(),
+                options.batch_size
+            ));
+        }
+        Event::Step {
+            step,
+            loss,
+            pairs_per_sec,
+        } => {
+            bar.set_position(step as u64);
+            if bar.is_hidden() && step % 10 == 0 {
+                eprintln!("step {step}: loss {loss:.4}, {pairs_per_sec:.1} pairs/s");
             }
-            Event::Step {
-                step,
-                loss,
-                pairs_per_sec,
-            } => {
-                bar.set_position(step as u64);
-                if bar.is_hidden() && step % 10 == 0 {
-                    eprintln!("step {step}: loss {loss:.4}, {pairs_per_sec:.1} pairs/s");
-                }
-                bar.set_message(format!(
-                    "loss {loss:.4}, {pairs_per_sec:.1} pairs/s{dev_msg}"
-                ));
+            bar.set_message(format!(
+                "loss {loss:.4}, {pairs_per_sec:.1} pairs/s{dev_msg}"
+            ));
+        }
+        Event::Eval { step, auc, best } => {
+            dev_msg = format!(", dev AUC {auc:.4}");
+            let note = match (step, best) {
+                (0, _) => " (the base model, saved until a step beats it)",
+                (_, true) => " (best, saved)",
+                _ => "",
+            };
+            say(format!("step {step}: dev s_RCMD AUC {auc:.4}{note}"));
+        }
+        Event::Mining { done, total } => {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+            bar.set_message("questions encoded to mine hard negatives");
+            if done == total {
+                say(format!("{total} questions encoded to mine hard negatives"));
             }
-            Event::Eval { step, auc, best } => {
-                dev_msg = format!(", dev AUC {auc:.4}");
-                let note = match (step, best) {
-                    (0, _) => " (the base model, saved until a step beats it)",
-                    (_, true) => " (best, saved)",
-                    _ => "",
-                };
-                say(format!("step {step}: dev s_RCMD AUC {auc:.4}{note}"));
-            }
-            Event::Mining { done, total } => {
-                bar.set_length(total as u64);
-                bar.set_position(done as u64);
-                bar.set_message("questions encoded to mine hard negatives");
-                if done == total {
-                    say(format!("{total} questions encoded to mine hard negatives"));
-                }
-            }
-            Event::Checkpoint { .. } => {}
-        },
-    )
+        }
+        Event::Checkpoint { .. } => {}
+    })
     .with_context(|| format!("training into {}", args.out.display()))?;
     bar.finish_and_clear();
     if args.json {

@@ -198,24 +198,33 @@ const CHECKPOINT_DIR: &str = "checkpoint";
 /// Mined negatives closer than this to the anchor are likely unlabelled duplicates: skipped.
 const MINED_MAX_COSINE: f32 = 0.95;
 
-/// Fine-tunes `base` with CLRCMD on `train` (labelled pairs: duplicates are the items,
-/// non-duplicates the hard negatives), plus CoSENT on `graded` pairs when there are any,
-/// measuring s_RCMD AUC on `dev` (may be empty), writing the best model directory to `out` and
-/// a checkpoint to `out/checkpoint`. With `resume`, the run continues from that checkpoint with
-/// the same options and data (on any device).
-#[allow(clippy::too_many_arguments)]
-pub fn train_clrcmd(
-    base: &ModelDir,
-    train: &[LabelledPair],
-    dev: &[LabelledPair],
-    graded: &[ScoredPair],
-    out: &Path,
-    options: &ClrcmdOptions,
-    device: DeviceKind,
-    resume: bool,
-    mut on: impl FnMut(Event),
-) -> Result<ClrcmdReport> {
-    let bad = |name: &'static str, reason: String| UserError::InvalidArgument { name, reason };
+/// What a CLRCMD run trains on and where it writes (see [`train_clrcmd`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ClrcmdRun<'a> {
+    /// The model to start from.
+    pub base: &'a ModelDir,
+    /// Labelled pairs: duplicates are the items, non-duplicates the hard negatives.
+    pub train: &'a [LabelledPair],
+    /// Pairs s_RCMD AUC is measured on (may be empty).
+    pub dev: &'a [LabelledPair],
+    /// Graded pairs for CoSENT beside InfoNCE (may be empty).
+    pub graded: &'a [ScoredPair],
+    /// The model directory written (with `checkpoint/` inside).
+    pub out: &'a Path,
+    /// The settings.
+    pub options: &'a ClrcmdOptions,
+    /// Where the forward and backward passes run.
+    pub device: DeviceKind,
+    /// Continue from `out/checkpoint` (same options and data).
+    pub resume: bool,
+}
+
+fn bad(name: &'static str, reason: String) -> UserError {
+    UserError::InvalidArgument { name, reason }
+}
+
+/// Refuses settings no run can use, before any model is loaded.
+fn check_options(options: &ClrcmdOptions, graded: &[ScoredPair]) -> Result<()> {
     if options.batch_size < 2 {
         return Err(bad(
             "batch size",
@@ -244,7 +253,45 @@ pub fn train_clrcmd(
         )
         .into());
     }
-    let mut data = Dataset::new(train);
+    Ok(())
+}
+
+/// Gives items without a linked negative one mined among the texts' neighbours by the base
+/// model (deterministic given the base model, so a resumed run mines the same negatives).
+/// Returns how many were mined.
+fn mine_negatives(
+    base: &ModelDir,
+    device: DeviceKind,
+    data: &mut Dataset,
+    on: &mut impl FnMut(Event),
+) -> Result<usize> {
+    let encoder = Encoder::load(
+        base,
+        EncoderOptions {
+            device,
+            // Training runs the burn forward in f32: validate and mine in f32 too.
+            precision: Precision::Fp32,
+            ..EncoderOptions::default()
+        },
+    )?;
+    let texts: Vec<String> = data.texts().into_iter().map(str::to_string).collect();
+    let total = texts.len();
+    let mut done = 0;
+    let vectors: Vec<Vec<f32>> = encoder
+        .encode_without_heads(&texts, |n| {
+            done += n;
+            on(Event::Mining { done, total });
+        })?
+        .into_iter()
+        .map(|e| e.sentence)
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    Ok(data.mine_negatives(&refs, &vectors, MINED_MAX_COSINE))
+}
+
+/// The run's items and its number of steps (epochs × batches per epoch, capped by max_steps).
+fn plan(train: &[LabelledPair], options: &ClrcmdOptions) -> Result<(Dataset, usize)> {
+    let data = Dataset::new(train);
     let per_epoch = data.batches_per_epoch(options.batch_size);
     if per_epoch == 0 {
         return Err(bad(
@@ -261,11 +308,14 @@ pub fn train_clrcmd(
         .max_steps
         .unwrap_or(usize::MAX)
         .min(per_epoch * options.epochs.max(1));
+    Ok((data, total))
+}
 
-    let base_identity = base.identity()?;
+/// `out/checkpoint`, created; refused when it holds an earlier run's checkpoint and this run
+/// does not resume it.
+fn checkpoint_dir(out: &Path, resume: bool) -> Result<PathBuf> {
     let ckpt = out.join(CHECKPOINT_DIR);
-    let state_path = ckpt.join("state.json");
-    if !resume && state_path.exists() {
+    if !resume && ckpt.join("state.json").exists() {
         return Err(bad(
             "--out",
             format!(
@@ -276,34 +326,73 @@ pub fn train_clrcmd(
         .into());
     }
     std::fs::create_dir_all(&ckpt).map_err(io_err(format!("creating {}", ckpt.display())))?;
+    Ok(ckpt)
+}
+
+/// Loads the checkpoint in `ckpt` into `bert` and `optim`, refusing one made from another base
+/// model or with other options; returns the optimizer and the run's state.
+fn restore(
+    ckpt: &Path,
+    base_fingerprint: &str,
+    options: &ClrcmdOptions,
+    bert: &mut Bert,
+    optim: ModuleOptimizer,
+) -> Result<(ModuleOptimizer, CheckpointState)> {
+    let state_path = ckpt.join("state.json");
+    let raw = std::fs::read_to_string(&state_path).map_err(|_| {
+        bad(
+            "--resume",
+            format!(
+                "no checkpoint in {}; start without --resume",
+                ckpt.display()
+            ),
+        )
+    })?;
+    let saved: CheckpointState = serde_json::from_str(&raw)
+        .map_err(|e| InternalError::Corrupt(format!("{}: {e}", state_path.display())))?;
+    if saved.base_fingerprint != base_fingerprint || saved.options != *options {
+        return Err(bad(
+            "--resume",
+            "the checkpoint was made from another base model or with other options; resume with the same --model and training flags".into(),
+        )
+        .into());
+    }
+    let mut store = BurnpackStore::from_file(ckpt.join("model.bpk"));
+    bert.load_from(&mut store)
+        .map_err(|e| InternalError::Corrupt(format!("checkpoint weights: {e}")))?;
+    let optim = optim
+        .load(ckpt.join("optimizer.bpk"))
+        .map_err(|e| InternalError::Corrupt(format!("checkpoint optimizer: {e}")))?;
+    Ok((optim, saved))
+}
+
+/// Fine-tunes `base` with CLRCMD on `train` (labelled pairs: duplicates are the items,
+/// non-duplicates the hard negatives), plus CoSENT on `graded` pairs when there are any,
+/// measuring s_RCMD AUC on `dev` (may be empty), writing the best model directory to `out` and
+/// a checkpoint to `out/checkpoint`. With `resume`, the run continues from that checkpoint with
+/// the same options and data (on any device).
+pub fn train_clrcmd(run: &ClrcmdRun<'_>, mut on: impl FnMut(Event)) -> Result<ClrcmdReport> {
+    let ClrcmdRun {
+        base,
+        train,
+        dev,
+        graded,
+        out,
+        options,
+        device,
+        resume,
+    } = *run;
+    check_options(options, graded)?;
+    let (mut data, total) = plan(train, options)?;
+    let base_identity = base.identity()?;
+    let ckpt = checkpoint_dir(out, resume)?;
 
     let device_kind = device;
-    let mut mined = 0;
-    if options.hard_negatives && options.mine_negatives {
-        // Deterministic given the base model, so a resumed run mines the same negatives.
-        let encoder = Encoder::load(
-            base,
-            EncoderOptions {
-                device: device_kind,
-                // Training runs the burn forward in f32: validate and mine in f32 too.
-                precision: Precision::Fp32,
-                ..EncoderOptions::default()
-            },
-        )?;
-        let texts: Vec<String> = data.texts().into_iter().map(str::to_string).collect();
-        let total = texts.len();
-        let mut done = 0;
-        let vectors: Vec<Vec<f32>> = encoder
-            .encode_without_heads(&texts, |n| {
-                done += n;
-                on(Event::Mining { done, total });
-            })?
-            .into_iter()
-            .map(|e| e.sentence)
-            .collect();
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        mined = data.mine_negatives(&refs, &vectors, MINED_MAX_COSINE);
-    }
+    let mined = if options.hard_negatives && options.mine_negatives {
+        mine_negatives(base, device_kind, &mut data, &mut on)?
+    } else {
+        0
+    };
     let device = device_kind.device()?.autodiff();
     let mut bert = Bert::new(&base.config, &device);
     let mut optim = AdamConfig::new().init();
@@ -316,59 +405,13 @@ pub fn train_clrcmd(
         base_fingerprint: base_identity.fingerprint.clone(),
     };
     if resume {
-        let raw = std::fs::read_to_string(&state_path).map_err(|_| {
-            bad(
-                "--resume",
-                format!(
-                    "no checkpoint in {}; start without --resume",
-                    ckpt.display()
-                ),
-            )
-        })?;
-        let saved: CheckpointState = serde_json::from_str(&raw)
-            .map_err(|e| InternalError::Corrupt(format!("{}: {e}", state_path.display())))?;
-        if saved.base_fingerprint != base_identity.fingerprint || saved.options != *options {
-            return Err(bad(
-                "--resume",
-                "the checkpoint was made from another base model or with other options; resume with the same --model and training flags".into(),
-            )
-            .into());
-        }
-        let mut store = BurnpackStore::from_file(ckpt.join("model.bpk"));
-        bert.load_from(&mut store)
-            .map_err(|e| InternalError::Corrupt(format!("checkpoint weights: {e}")))?;
-        optim = optim
-            .load(ckpt.join("optimizer.bpk"))
-            .map_err(|e| InternalError::Corrupt(format!("checkpoint optimizer: {e}")))?;
-        state = saved;
+        (optim, state) = restore(&ckpt, &base_identity.fingerprint, options, &mut bert, optim)?;
     } else {
         weights::load(&mut bert, &base.weights_path())?;
     }
     let tokenizer = crate::text::TextTokenizer::from_file(&base.tokenizer_path(), base.max_len)?;
-    let eval_options = EncoderOptions {
-        device: device_kind,
-        precision: Precision::Fp32,
-        ..EncoderOptions::default()
-    };
-    let evaluate = |bert: &Bert| -> Result<f64> {
-        let encoder = Encoder::from_parts(
-            bert.valid(),
-            Heads::default(),
-            base,
-            base_identity.clone(),
-            eval_options,
-        )?;
-        pair_auc(&encoder, dev)
-    };
-    let save_best = |bert: &Bert, state: &CheckpointState| -> Result<()> {
-        let by = TrainedBy::Clrcmd {
-            steps: state.step,
-            dev_auc: state.best.map(|b| b.1),
-            options: options.clone(),
-        };
-        // Heads learned on the old encoder do not fit the new one: the model carries none.
-        write_model_dir(base, out, Some(&bert.valid()), Some(&Heads::default()), &by)
-    };
+    let evaluate = |bert: &Bert| dev_auc(bert, base, &base_identity, device_kind, dev);
+    let save_best = |bert: &Bert, state: &CheckpointState| save_model(bert, base, out, state);
     if !resume && !dev.is_empty() {
         // The base model is the first candidate: a run in which no step beats it leaves the
         // base weights in `out` (trained_by.steps = 0), never a worse model.
@@ -444,17 +487,61 @@ pub fn train_clrcmd(
             on(Event::Checkpoint { step: state.step });
         }
     }
+    Ok(report(&state, &losses, options.batch_size, started))
+}
+
+/// s_RCMD AUC of `bert` (in f32, without heads) on the dev pairs.
+fn dev_auc(
+    bert: &Bert,
+    base: &ModelDir,
+    identity: &crate::model::ModelIdentity,
+    device: DeviceKind,
+    dev: &[LabelledPair],
+) -> Result<f64> {
+    let options = EncoderOptions {
+        device,
+        precision: Precision::Fp32,
+        ..EncoderOptions::default()
+    };
+    let encoder = Encoder::from_parts(
+        bert.valid(),
+        Heads::default(),
+        base,
+        identity.clone(),
+        options,
+    )?;
+    pair_auc(&encoder, dev)
+}
+
+/// Writes `bert` as the run's model directory `out`, recording the step and dev AUC.
+fn save_model(bert: &Bert, base: &ModelDir, out: &Path, state: &CheckpointState) -> Result<()> {
+    let by = TrainedBy::Clrcmd {
+        steps: state.step,
+        dev_auc: state.best.map(|b| b.1),
+        options: state.options.clone(),
+    };
+    // Heads learned on the old encoder do not fit the new one: the model carries none.
+    write_model_dir(base, out, Some(&bert.valid()), Some(&Heads::default()), &by)
+}
+
+/// The run's summary: mean loss over its first and last 20 steps, the dev AUCs, throughput.
+fn report(
+    state: &CheckpointState,
+    losses: &[f64],
+    batch_size: usize,
+    started: Instant,
+) -> ClrcmdReport {
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let window = losses.len().min(20);
-    Ok(ClrcmdReport {
+    ClrcmdReport {
         steps: state.step,
         first_loss: mean(&losses[..window]),
         last_loss: mean(&losses[losses.len() - window..]),
         dev_auc_before: state.dev_auc_before,
         best: state.best,
-        pairs_per_sec: (losses.len() * options.batch_size) as f64 / secs,
-    })
+        pairs_per_sec: (losses.len() * batch_size) as f64 / secs,
+    }
 }
 
 /// Writes weights (burnpack keeps parameter ids, which the optimizer state is keyed by), the

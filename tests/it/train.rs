@@ -17,7 +17,7 @@ use kindred::eval::{read_pairs, LabelledPair};
 use kindred::model::heads::{Heads, HEADS_FILE};
 use kindred::model::ModelDir;
 use kindred::train::clrcmd::{
-    cosent_surrogate, rcmd_surrogate, train_clrcmd, ClrcmdOptions, Event,
+    cosent_surrogate, rcmd_surrogate, train_clrcmd, ClrcmdOptions, ClrcmdRun, Event,
 };
 use kindred::train::loss::InfoNce;
 use kindred::train::{pair_auc, write_model_dir, TrainedBy};
@@ -161,14 +161,16 @@ fn a_few_hundred_cpu_steps_lower_the_loss_raise_dev_auc_and_reload_identically()
     };
     let mut evals = Vec::new();
     let report = train_clrcmd(
-        model_dir(),
-        &train,
-        &dev,
-        &[],
-        out.path(),
-        &options,
-        DeviceKind::Cpu,
-        false,
+        &ClrcmdRun {
+            base: model_dir(),
+            train: &train,
+            dev: &dev,
+            graded: &[],
+            out: out.path(),
+            options: &options,
+            device: DeviceKind::Cpu,
+            resume: false,
+        },
         |e| {
             if let Event::Eval { step, auc, .. } = e {
                 evals.push((step, auc));
@@ -217,14 +219,16 @@ fn a_few_hundred_cpu_steps_lower_the_loss_raise_dev_auc_and_reload_identically()
 
     // Starting again over a checkpoint without --resume is refused, not overwritten.
     let err = train_clrcmd(
-        model_dir(),
-        &train,
-        &dev,
-        &[],
-        out.path(),
-        &options,
-        DeviceKind::Cpu,
-        false,
+        &ClrcmdRun {
+            base: model_dir(),
+            train: &train,
+            dev: &dev,
+            graded: &[],
+            out: out.path(),
+            options: &options,
+            device: DeviceKind::Cpu,
+            resume: false,
+        },
         |_| {},
     )
     .expect_err("refused");
