@@ -13,7 +13,7 @@ pub mod lines;
 pub mod source;
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::sync_channel;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -131,6 +131,83 @@ struct Batch {
     last_line: u64,
 }
 
+/// Stage 1: reads records after line `skip`, validates and tokenizes documents, and sends
+/// them in batches of at least `batch_size` documents, cut only at line boundaries (a QQP
+/// line yields two). Stops at the first read error (sent on) or when the receiver is gone.
+fn read_batches(
+    records: impl Iterator<Item = Result<Record>>,
+    skip: u64,
+    batch_size: usize,
+    tokenizer: &crate::text::TextTokenizer,
+    to_encode: SyncSender<Result<Batch>>,
+) {
+    let empty = |last_line| Batch {
+        docs: Vec::new(),
+        rejected: Vec::new(),
+        last_line,
+    };
+    let mut batch = empty(skip);
+    let send = |b: Batch| to_encode.send(Ok(b)).is_ok();
+    for rec in records {
+        let rec = match rec {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = to_encode.send(Err(e));
+                return;
+            }
+        };
+        let line = rec.line();
+        if line <= skip {
+            continue;
+        }
+        if line > batch.last_line && batch.docs.len() >= batch_size {
+            let last_line = batch.last_line;
+            let full = std::mem::replace(&mut batch, empty(last_line));
+            if !send(full) {
+                return;
+            }
+        }
+        batch.last_line = batch.last_line.max(line);
+        match rec {
+            Record::Bad(r) => batch.rejected.push(r),
+            Record::Doc(line, doc) => {
+                match check(&doc).and_then(|()| tokenizer.tokenize(&doc.text, 0)) {
+                    Ok(t) => batch.docs.push((line, doc, t)),
+                    Err(e) => batch.rejected.push(Rejected {
+                        line,
+                        reason: reason_of(&doc.id, &e),
+                    }),
+                }
+            }
+        }
+    }
+    send(batch);
+}
+
+/// Stage 2: encodes each batch (on `threads` when given) and sends it on with its vectors;
+/// stops after the first failure (sent on) or when the receiver is gone.
+fn encode_batches(
+    encoder: &Encoder,
+    threads: Option<std::sync::Arc<rayon::ThreadPool>>,
+    batches: Receiver<Result<Batch>>,
+    to_write: SyncSender<Result<(Batch, Vec<crate::Encoded>)>>,
+) {
+    for b in batches {
+        let item = b.and_then(|b| {
+            let tokens: Vec<&Tokenized> = b.docs.iter().map(|(_, _, t)| t).collect();
+            let enc = match &threads {
+                Some(pool) => pool.install(|| encoder.encode_tokenized(&tokens)),
+                None => encoder.encode_tokenized(&tokens),
+            }?;
+            Ok((b, enc))
+        });
+        let failed = item.is_err();
+        if to_write.send(item).is_err() || failed {
+            return;
+        }
+    }
+}
+
 /// Ingests a file into a collection (which must exist and belong to the encoder's model).
 /// `on_reject` sees every bad row (the CLI writes them to the reject file); `on_progress`
 /// is called after each committed batch.
@@ -178,77 +255,12 @@ pub fn ingest(
     let (batch_size, strict) = (opts.batch, opts.strict);
 
     std::thread::scope(|scope| -> Result<()> {
-        // Stage 1: read, parse, validate, tokenize.
+        // Stage 1: read, parse, validate, tokenize. Stage 2: encode. Stage 3 (here): write.
         let (to_encode, encode_rx) = sync_channel::<Result<Batch>>(2);
-        scope.spawn(move || {
-            let mut batch = Batch {
-                docs: Vec::new(),
-                rejected: Vec::new(),
-                last_line: skip,
-            };
-            let send = |b: Batch| to_encode.send(Ok(b)).is_ok();
-            for rec in records {
-                let rec = match rec {
-                    Ok(r) => r,
-                    Err(e) => {
-                        let _ = to_encode.send(Err(e));
-                        return;
-                    }
-                };
-                let line = rec.line();
-                if line <= skip {
-                    continue;
-                }
-                // A line can yield several records (QQP): flush only at a line boundary.
-                if line > batch.last_line && batch.docs.len() >= batch_size {
-                    let last_line = batch.last_line;
-                    let full = std::mem::replace(
-                        &mut batch,
-                        Batch {
-                            docs: Vec::new(),
-                            rejected: Vec::new(),
-                            last_line,
-                        },
-                    );
-                    if !send(full) {
-                        return;
-                    }
-                }
-                batch.last_line = batch.last_line.max(line);
-                match rec {
-                    Record::Bad(r) => batch.rejected.push(r),
-                    Record::Doc(line, doc) => {
-                        match check(&doc).and_then(|()| tokenizer.tokenize(&doc.text, 0)) {
-                            Ok(t) => batch.docs.push((line, doc, t)),
-                            Err(e) => batch.rejected.push(Rejected {
-                                line,
-                                reason: reason_of(&doc.id, &e),
-                            }),
-                        }
-                    }
-                }
-            }
-            send(batch);
-        });
-        // Stage 2: encode.
+        scope.spawn(move || read_batches(records, skip, batch_size, tokenizer, to_encode));
         let (to_write, write_rx) = sync_channel::<Result<(Batch, Vec<crate::Encoded>)>>(2);
         let threads = opts.threads.clone();
-        scope.spawn(move || {
-            for b in encode_rx {
-                let item = b.and_then(|b| {
-                    let tokens: Vec<&Tokenized> = b.docs.iter().map(|(_, _, t)| t).collect();
-                    let enc = match &threads {
-                        Some(pool) => pool.install(|| encoder.encode_tokenized(&tokens)),
-                        None => encoder.encode_tokenized(&tokens),
-                    }?;
-                    Ok((b, enc))
-                });
-                let failed = item.is_err();
-                if to_write.send(item).is_err() || failed {
-                    return;
-                }
-            }
-        });
+        scope.spawn(move || encode_batches(encoder, threads, encode_rx, to_write));
         // Stage 3: write, in order, and record progress.
         for item in write_rx {
             let (mut batch, mut encoded) = item?;
