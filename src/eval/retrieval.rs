@@ -60,16 +60,10 @@ pub struct RetrievalReport {
     pub rows: Vec<RetrievalRow>,
 }
 
-/// Runs the evaluation in a temporary directory. `progress(what, done, total)`.
-pub fn eval_retrieval(
-    encoder: &Encoder,
-    pairs: &[LabelledPair],
-    opts: &RetrievalOptions,
-    progress: &(dyn Fn(&str, u64, u64) + Sync),
-) -> Result<RetrievalReport> {
-    // Distinct questions, first-seen order.
+/// Every distinct question of the pairs, first-seen order, as a document with its QQP id.
+fn distinct_questions(pairs: &[LabelledPair]) -> Vec<NewDocument> {
     let mut seen = HashSet::new();
-    let docs: Vec<NewDocument> = pairs
+    pairs
         .iter()
         .flat_map(|p| [&p.a, &p.b])
         .filter(|q| seen.insert(q.as_str()))
@@ -78,8 +72,12 @@ pub fn eval_retrieval(
             text: q.clone(),
             metadata: serde_json::Value::Null,
         })
-        .collect();
-    // Queries: first question → its duplicates.
+        .collect()
+}
+
+/// The queries (each duplicate pair's first question, first-seen order) and, per query, the
+/// ids of its duplicates.
+fn queries_and_relevant(pairs: &[LabelledPair]) -> (Vec<&str>, HashMap<&str, HashSet<String>>) {
     let mut relevant: HashMap<&str, HashSet<String>> = HashMap::new();
     let mut order: Vec<&str> = Vec::new();
     for p in pairs.iter().filter(|p| p.duplicate && p.a != p.b) {
@@ -91,6 +89,18 @@ pub fn eval_retrieval(
             })
             .insert(qqp_id(&p.b));
     }
+    (order, relevant)
+}
+
+/// Runs the evaluation in a temporary directory. `progress(what, done, total)`.
+pub fn eval_retrieval(
+    encoder: &Encoder,
+    pairs: &[LabelledPair],
+    opts: &RetrievalOptions,
+    progress: &(dyn Fn(&str, u64, u64) + Sync),
+) -> Result<RetrievalReport> {
+    let docs = distinct_questions(pairs);
+    let (mut order, relevant) = queries_and_relevant(pairs);
     if let Some(m) = opts.max_queries {
         order.truncate(m);
     }
