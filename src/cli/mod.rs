@@ -143,9 +143,17 @@ pub fn init_tracing(verbose: u8, serving: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Colour only for a person at a terminal (https://no-color.org).
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    // At -vv, each closed span is a line too: its fields (collection, k, the stage timings)
+    // and how long it ran.
+    let spans = if verbose >= 2 {
+        tracing_subscriber::fmt::format::FmtSpan::CLOSE
+    } else {
+        tracing_subscriber::fmt::format::FmtSpan::NONE
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
+        .with_span_events(spans)
         .with_writer(std::io::stderr)
         .init();
 }

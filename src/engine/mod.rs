@@ -11,6 +11,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use tracing::field::Empty;
+
 use crate::db::{Database, NewDocument, ReindexReport, View};
 use crate::encoder::{Encoder, Encoders};
 use crate::error::{Result, UserError};
@@ -164,7 +166,8 @@ impl Collection<'_> {
     }
 
     /// Searches for `text`: the lexical stage runs while the query is encoded.
-    #[tracing::instrument(level = "debug", skip_all, fields(collection = self.name(), k = params.k))]
+    #[tracing::instrument(level = "debug", skip_all, fields(collection = self.name(), k = params.k,
+        encode_ms = Empty, candidates_ms = Empty, rerank_ms = Empty, total_ms = Empty))]
     pub fn search(&self, text: &str, params: &SearchParams) -> Result<SearchOutcome> {
         search::validate(params)?;
         let judge = self.judge()?;
@@ -176,6 +179,7 @@ impl Collection<'_> {
         let mut out = search::outcome(scored, &judge, (text, &query), params, stages_start);
         out.timings.encode_ms = encode_ms;
         out.timings.total_ms = search::ms(start);
+        record_timings(&out.timings);
         Ok(out)
     }
 
@@ -192,7 +196,8 @@ impl Collection<'_> {
     /// Is `text` a duplicate of stored questions? A hybrid search scores the whole candidate
     /// pool (`rerank_depth`), whose `k` most probable matches are judged against `threshold`
     /// (default: the judge's).
-    #[tracing::instrument(level = "debug", skip_all, fields(collection = self.name(), k = params.k))]
+    #[tracing::instrument(level = "debug", skip_all, fields(collection = self.name(), k = params.k,
+        encode_ms = Empty, candidates_ms = Empty, rerank_ms = Empty, total_ms = Empty))]
     pub fn duplicates(
         &self,
         text: &str,
@@ -223,6 +228,7 @@ impl Collection<'_> {
         );
         out.timings.encode_ms = encode_ms;
         out.timings.total_ms = search::ms(start);
+        record_timings(&out.timings);
         Ok(out)
     }
 
@@ -294,4 +300,13 @@ impl Collection<'_> {
         };
         search::score(&self.view, judge, (text, query), params, &stages, start)
     }
+}
+
+/// Puts a request's stage timings (the ones /metrics aggregates) on its span.
+fn record_timings(t: &crate::search::Timings) {
+    let span = tracing::Span::current();
+    span.record("encode_ms", t.encode_ms);
+    span.record("candidates_ms", t.candidates_ms);
+    span.record("rerank_ms", t.rerank_ms);
+    span.record("total_ms", t.total_ms);
 }
