@@ -241,7 +241,11 @@ impl Collection<'_> {
                 name: "id",
                 reason: format!("no document {id:?} in {}", self.name()),
             })?;
-        Ok(search::explain_doc(text, query, &doc))
+        Ok(search::explain_doc(
+            text,
+            query,
+            &search::Explainable::of(doc),
+        ))
     }
 
     /// Encodes and upserts documents: all of them, or (on any error) none. Bad documents are

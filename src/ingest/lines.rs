@@ -33,11 +33,6 @@ impl LineSplitter {
         }
     }
 
-    /// The bound.
-    pub fn max(&self) -> usize {
-        self.max
-    }
-
     /// Takes `bytes`; appends every line they complete to `out`.
     pub fn push(&mut self, mut bytes: &[u8], out: &mut Vec<Line>) {
         while !bytes.is_empty() {

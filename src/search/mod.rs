@@ -25,10 +25,11 @@ use crate::db::View;
 use crate::error::{Result, UserError};
 use crate::score::explain::{explain, Explanation, Sentence};
 pub use crate::score::features::PairFeatures;
+use crate::score::quant::I8Tokens;
 use crate::score::rerank::Reranker;
 use crate::score::{dot, w2, Tokens, Weights};
 use crate::store::StoredDoc;
-use crate::types::Encoded;
+use crate::types::{Encoded, Token};
 
 pub use crate::score::calibration::Calibrator;
 pub use crate::score::features;
@@ -37,7 +38,7 @@ pub use hits::{
     Stages, Timings,
 };
 pub use judge::{Judge, SIAMESE_THRESHOLD};
-pub use params::{Depths, FusionWeights, Mode, Rerank, SearchParams, MAX_DEPTH};
+pub use params::{validate, Depths, FusionWeights, Mode, Rerank, SearchParams, MAX_DEPTH};
 
 /// The first stages' candidate lists: internal ids, best first.
 #[derive(Debug, Default)]
@@ -48,11 +49,6 @@ pub struct FirstStages {
     pub w2: Vec<u64>,
     /// BM25.
     pub lexical: Vec<u64>,
-}
-
-/// Checks `params` before any work (bad requests cost no encoder time).
-pub fn validate(params: &SearchParams) -> Result<()> {
-    params::validate(params)
 }
 
 /// The lexical first stage: it needs only the text, so the engine runs it while the query is
@@ -95,8 +91,8 @@ fn ids(hits: Vec<(u64, f32)>) -> Vec<u64> {
 /// second load), in the pipeline's final order.
 #[derive(Debug)]
 pub struct Scored {
-    /// (hit, its record), best first.
-    pub hits: Vec<(Hit, StoredDoc)>,
+    /// (hit, what explaining it needs), best first.
+    pub hits: Vec<(Hit, Explainable)>,
     /// Milliseconds spent on first stages, fusion, filter and loading.
     pub candidates_ms: f64,
 }
@@ -130,15 +126,22 @@ pub fn score(
     let lexical = view.lexical_similarities(text, &internals);
     let query_tokens = Tokens::new(&query.token_vectors, query.dim());
     let mut reranker = Reranker::new();
-    let mut hits: Vec<(Hit, StoredDoc)> = candidates
+    let mut hits: Vec<(Hit, Explainable)> = candidates
         .into_iter()
         .zip(lexical)
         .map(|(c, lexical)| {
             let doc = c.doc;
-            let (forward, backward) = reranker.directions_i8(query_tokens, &doc.token_vectors());
-            let intent = doc.intent();
+            let (intent, cosine, metadata) = (
+                doc.intent(),
+                dot(&query.sentence, &doc.sentence),
+                doc.metadata(),
+            );
+            let (id, internal) = (doc.id.clone(), doc.internal);
+            // The record's token codes move into the explainable form once, not cloned.
+            let explainable = Explainable::of(doc);
+            let (forward, backward) = reranker.directions_i8(query_tokens, &explainable.vectors);
             let features = PairFeatures {
-                cosine: dot(&query.sentence, &doc.sentence),
+                cosine,
                 w2: w2(&query.intent, &intent),
                 rcmd_forward: forward,
                 rcmd_backward: backward,
@@ -148,7 +151,7 @@ pub fn score(
             let rcmd = features.rcmd();
             let stage = |ranks: &HashMap<u64, usize>, score: f32| Stage {
                 score,
-                rank: ranks.get(&doc.internal).copied(),
+                rank: ranks.get(&internal).copied(),
             };
             let hit = Hit {
                 probability: judge.probability(&features),
@@ -171,12 +174,12 @@ pub fn score(
                         rank: 0,
                     },
                 },
-                metadata: doc.metadata(),
+                metadata,
                 explanation: None,
-                id: doc.id.clone(),
-                text: doc.text.clone(),
+                id,
+                text: explainable.text.clone(),
             };
-            (hit, doc)
+            (hit, explainable)
         })
         .collect();
     order(&mut hits, params.rerank);
@@ -260,7 +263,7 @@ fn load(
 }
 
 /// Sets each hit's RCMD rank, then orders them (stable: ties keep the fused order).
-fn order(hits: &mut [(Hit, StoredDoc)], rerank: Rerank) {
+fn order(hits: &mut [(Hit, Explainable)], rerank: Rerank) {
     let mut by_rcmd: Vec<usize> = (0..hits.len()).collect();
     by_rcmd.sort_by(|&a, &b| {
         hits[b]
@@ -383,13 +386,36 @@ pub fn validate_threshold(threshold: Option<f32>) -> Result<()> {
     }
 }
 
+/// What explaining a match needs of a stored document: its text, wordpieces and int8 token
+/// vectors, moved out of the record.
+#[derive(Debug)]
+pub struct Explainable {
+    text: String,
+    tokens: Vec<Token>,
+    vectors: I8Tokens,
+}
+
+impl Explainable {
+    /// Takes what explaining needs from `doc`.
+    pub fn of(doc: StoredDoc) -> Self {
+        let dim = doc.sentence.len();
+        let vectors = I8Tokens::from_parts(doc.token_codes, doc.token_scales, dim)
+            .expect("records are written consistent");
+        Explainable {
+            text: doc.text,
+            tokens: doc.tokens,
+            vectors,
+        }
+    }
+}
+
 /// The RCMD explanation of (query, a stored document).
-pub fn explain_doc(text: &str, query: &Encoded, doc: &StoredDoc) -> Explanation {
-    let vectors = doc.token_vectors().decode();
+pub fn explain_doc(text: &str, query: &Encoded, doc: &Explainable) -> Explanation {
+    let vectors = doc.vectors.decode();
     let b = Sentence {
         text: &doc.text,
         tokens: &doc.tokens,
-        vectors: Tokens::new(&vectors, doc.sentence.len()),
+        vectors: Tokens::new(&vectors, doc.vectors.dim()),
     };
     explain(Sentence::of(text, query), b, Weights::Uniform)
 }

@@ -156,7 +156,8 @@ impl Default for SearchParams {
 /// Largest k, per-stage depth and rerank depth a search accepts.
 pub const MAX_DEPTH: usize = 1000;
 
-pub(crate) fn validate(p: &SearchParams) -> Result<()> {
+/// Checks `p` before any work (bad requests cost no encoder time).
+pub fn validate(p: &SearchParams) -> Result<()> {
     let bad = |name: &'static str, reason: String| -> Result<()> {
         Err(UserError::InvalidArgument { name, reason }.into())
     };
