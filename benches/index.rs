@@ -106,12 +106,12 @@ fn run(
     };
     let t = Instant::now();
     for q in &queries {
-        std::hint::black_box(resolve(view.cosine(&q.sentence, 10).expect("search")));
+        std::hint::black_box(resolve(view.cosine(&q.sentence, 10, None).expect("search")));
     }
     let qps = QUERIES as f64 / t.elapsed().as_secs_f64();
     let t = Instant::now();
     for q in &queries {
-        std::hint::black_box(resolve(view.w2(&q.intent, 10).expect("search")));
+        std::hint::black_box(resolve(view.w2(&q.intent, 10, None).expect("search")));
     }
     let qps_w2 = QUERIES as f64 / t.elapsed().as_secs_f64();
 
@@ -131,7 +131,7 @@ fn run(
             })
             .collect();
         exact.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let got: Vec<String> = resolve(view.cosine(&q.sentence, 10).expect("search"))
+        let got: Vec<String> = resolve(view.cosine(&q.sentence, 10, None).expect("search"))
             .into_iter()
             .map(|d| d.id)
             .collect();

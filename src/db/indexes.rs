@@ -1,12 +1,14 @@
-//! One collection's in-memory state: its two vector graphs, its lexical index, its settings
-//! and its cached calibrator, and the one routine that applies a batch of stored changes to
-//! them (used by writes, deletes and a reindex's catch-up alike).
+//! One collection's in-memory state: its two vector graphs, its lexical and metadata indexes,
+//! its settings and its cached calibrator, and the one routine that applies a batch of stored
+//! changes to them (used by writes, deletes and a reindex's catch-up alike).
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::error::Result;
 use crate::index::hnsw::{Metric, VectorIndex};
-use crate::index::LexicalIndex;
+use crate::index::{LexicalIndex, MetadataIndex};
 use crate::score::calibration::Calibrator;
 use crate::score::wasserstein::embed;
 use crate::store::CollectionSettings;
@@ -18,6 +20,8 @@ pub(crate) struct Entry<'a> {
     pub text: &'a str,
     pub sentence: &'a [f32],
     pub intent: &'a Gaussian,
+    /// Its metadata object.
+    pub metadata: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A collection's indexes (one store generation's).
@@ -25,6 +29,7 @@ pub(crate) struct Indexes {
     pub cosine: RwLock<VectorIndex>,
     pub w2: RwLock<VectorIndex>,
     pub lexical: LexicalIndex,
+    pub metadata: MetadataIndex,
     pub settings: CollectionSettings,
     /// The generation's physical name (its index directory).
     pub physical: String,
@@ -37,6 +42,8 @@ pub(crate) struct Indexes {
     pub saved_seq: Mutex<Option<u64>>,
     /// The collection's calibrator, decoded from the store on first use.
     pub calibrator: Mutex<Option<Arc<Calibrator>>>,
+    /// Set while a background compaction runs.
+    compacting: AtomicBool,
 }
 
 impl Indexes {
@@ -44,67 +51,129 @@ impl Indexes {
     pub fn new(
         settings: CollectionSettings,
         physical: String,
-        (cosine, w2, lexical): (VectorIndex, VectorIndex, LexicalIndex),
+        (cosine, w2, lexical, metadata): (VectorIndex, VectorIndex, LexicalIndex, MetadataIndex),
         saved_seq: Option<u64>,
     ) -> Self {
         Indexes {
             cosine: RwLock::new(cosine),
             w2: RwLock::new(w2),
             lexical,
+            metadata,
             settings,
             physical,
             writer: Mutex::new(()),
             retired: AtomicBool::new(false),
             saved_seq: Mutex::new(saved_seq),
             calibrator: Mutex::new(None),
+            compacting: AtomicBool::new(false),
         }
     }
 
     /// Empty indexes for a collection with `settings`.
     pub fn empty(settings: CollectionSettings, physical: String) -> Self {
-        let graphs = graphs(&settings, &[], &[]);
+        let (d, k, p) = (
+            settings.model.dim,
+            settings.model.intent_dim(),
+            settings.hnsw,
+        );
+        let graphs = (
+            VectorIndex::new(Metric::Cosine, d, p),
+            VectorIndex::new(Metric::L2, 2 * k, p),
+        );
         Self::new(
             settings,
             physical,
-            (graphs.0, graphs.1, LexicalIndex::new()),
+            (
+                graphs.0,
+                graphs.1,
+                LexicalIndex::new(),
+                MetadataIndex::new(),
+            ),
             None,
         )
     }
 
-    /// Removes `removed` (internal ids of replaced or deleted documents) and adds `added`.
-    /// Returns whether the graphs now hold enough tombstones to be rebuilt.
-    pub fn apply(&self, removed: &[u64], added: &[Entry<'_>]) -> bool {
-        let (cosine, w2) = (
-            self.cosine.read().expect("lock"),
-            self.w2.read().expect("lock"),
-        );
-        for &old in removed {
-            cosine.remove(old as usize);
-            w2.remove(old as usize);
-            self.lexical.remove(old);
+    /// Removes `removed` (internal ids of replaced or deleted documents) and adds `added`
+    /// (whose vectors the caller checked); starts a background compaction when the graphs
+    /// hold enough tombstones.
+    pub fn apply(self: &Arc<Self>, removed: &[u64], added: &[Entry<'_>]) -> Result<()> {
+        let compact = {
+            let (cosine, w2) = (
+                self.cosine.read().expect("lock"),
+                self.w2.read().expect("lock"),
+            );
+            for &old in removed {
+                cosine.remove(old);
+                w2.remove(old);
+                self.lexical.remove(old);
+                self.metadata.remove(old);
+            }
+            let intents: Vec<Vec<f32>> = added.iter().map(|e| embed(e.intent)).collect();
+            let sentences: Vec<(u64, &[f32])> =
+                added.iter().map(|e| (e.internal, e.sentence)).collect();
+            let intent_points: Vec<(u64, &[f32])> = added
+                .iter()
+                .zip(&intents)
+                .map(|(e, i)| (e.internal, i.as_slice()))
+                .collect();
+            cosine.insert_many(&sentences)?;
+            w2.insert_many(&intent_points)?;
+            for e in added {
+                self.lexical.upsert(e.internal, e.text);
+                self.metadata.upsert(e.internal, &e.metadata);
+            }
+            cosine.needs_compaction()
+        };
+        if compact {
+            self.compact_in_background();
         }
-        let intents: Vec<Vec<f32>> = added.iter().map(|e| embed(e.intent)).collect();
-        let sentences: Vec<(usize, &[f32])> = added
-            .iter()
-            .map(|e| (e.internal as usize, e.sentence))
-            .collect();
-        let intent_points: Vec<(usize, &[f32])> = added
-            .iter()
-            .zip(&intents)
-            .map(|(e, i)| (e.internal as usize, i.as_slice()))
-            .collect();
-        cosine.insert_many(&sentences);
-        w2.insert_many(&intent_points);
-        for e in added {
-            self.lexical.upsert(e.internal, e.text);
-        }
-        cosine.needs_compaction()
+        Ok(())
     }
 
-    /// Replaces both graphs (after a compaction).
-    pub fn replace_graphs(&self, (cosine, w2): (VectorIndex, VectorIndex)) {
-        *self.cosine.write().expect("lock") = cosine;
-        *self.w2.write().expect("lock") = w2;
+    /// Rebuilds both graphs without their tombstones on a background thread, unless one is
+    /// under way: searches and writes go on against the current graphs; writes made meanwhile
+    /// are caught up, and the new graphs swapped in, under the writer lock.
+    pub fn compact_in_background(self: &Arc<Self>) {
+        if self.compacting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let ix = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("kindred-compact".into())
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                match ix.compact() {
+                    Ok(()) => tracing::info!(
+                        seconds = started.elapsed().as_secs_f64(),
+                        "compacted the vector indexes"
+                    ),
+                    Err(e) => tracing::warn!(error = %e, "compaction failed; will retry"),
+                }
+                ix.compacting.store(false, Ordering::Release);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "could not start a compaction");
+            self.compacting.store(false, Ordering::Release);
+        }
+    }
+
+    fn compact(&self) -> Result<()> {
+        let fresh = (
+            self.cosine.read().expect("lock").compacted(),
+            self.w2.read().expect("lock").compacted(),
+        );
+        // Most of the catching up happens before writers are stopped.
+        catch_up(&self.cosine.read().expect("lock"), &fresh.0)?;
+        catch_up(&self.w2.read().expect("lock"), &fresh.1)?;
+        let _writer = self.writer.lock().expect("lock");
+        if self.is_retired() {
+            return Ok(());
+        }
+        catch_up(&self.cosine.read().expect("lock"), &fresh.0)?;
+        catch_up(&self.w2.read().expect("lock"), &fresh.1)?;
+        *self.cosine.write().expect("lock") = fresh.0;
+        *self.w2.write().expect("lock") = fresh.1;
+        Ok(())
     }
 
     /// True once a reindex replaced these indexes.
@@ -113,19 +182,40 @@ impl Indexes {
     }
 }
 
+/// Makes `new` hold exactly `old`'s live points: removes what `old` no longer has, inserts
+/// what it gained.
+fn catch_up(old: &VectorIndex, new: &VectorIndex) -> Result<()> {
+    let live: HashSet<u64> = old.ids().into_iter().collect();
+    let mut have = HashSet::with_capacity(live.len());
+    for id in new.ids() {
+        if live.contains(&id) {
+            have.insert(id);
+        } else {
+            new.remove(id);
+        }
+    }
+    let missing: Vec<(u64, Vec<f32>)> = live
+        .iter()
+        .filter(|id| !have.contains(id))
+        .filter_map(|&id| old.vector(id).map(|v| (id, v)))
+        .collect();
+    let refs: Vec<(u64, &[f32])> = missing.iter().map(|(id, v)| (*id, v.as_slice())).collect();
+    new.insert_many(&refs)
+}
+
 /// The cosine and W2 graphs of `settings` over `sentences` and embedded `intents`.
 pub(crate) fn graphs(
     settings: &CollectionSettings,
-    sentences: &[(usize, Vec<f32>)],
-    intents: &[(usize, Vec<f32>)],
-) -> (VectorIndex, VectorIndex) {
+    sentences: &[(u64, Vec<f32>)],
+    intents: &[(u64, Vec<f32>)],
+) -> Result<(VectorIndex, VectorIndex)> {
     let (d, k, p) = (
         settings.model.dim,
         settings.model.intent_dim(),
         settings.hnsw,
     );
-    (
-        VectorIndex::build(Metric::Cosine, d, p, sentences),
-        VectorIndex::build(Metric::L2, 2 * k, p, intents),
-    )
+    Ok((
+        VectorIndex::build(Metric::Cosine, d, p, sentences)?,
+        VectorIndex::build(Metric::L2, 2 * k, p, intents)?,
+    ))
 }

@@ -3,8 +3,9 @@
 //! Writes go to the store first — atomically, and acknowledged only once durable — then to the
 //! in-memory indexes. Indexes are saved with the store checkpoint (`seq`) they reflect; opening
 //! a collection loads them when they match the store and rebuilds them from it otherwise (after
-//! a crash, say). Replaced and deleted documents are tombstoned in the vector indexes and a
-//! graph is rebuilt when its tombstones pass [`index::hnsw::COMPACTION_RATIO`].
+//! a crash, say, or a damaged index file). Replaced and deleted documents are tombstoned in the
+//! vector indexes, and both graphs are rebuilt in the background when their tombstones pass
+//! [`crate::index::hnsw::COMPACTION_RATIO`].
 //!
 //! Reads go through a [`View`], taken once per request: the collection's settings, indexes and
 //! cached calibrator, with documents loaded by internal id. Reindexing ([`Database::reindex`],
@@ -22,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, UserError};
 use crate::index::hnsw::{Metric, VectorIndex};
-use crate::index::LexicalIndex;
+use crate::index::{Filter, LexicalIndex, MetadataIndex};
 use crate::model::ModelIdentity;
 use crate::score::calibration::Calibrator;
 use crate::score::wasserstein::embed;
@@ -208,7 +209,8 @@ impl Database {
         docs: Vec<(NewDocument, Encoded)>,
     ) -> Result<Vec<Upserted>> {
         self.check_model(name, model)?;
-        docs.iter().try_for_each(|(d, _)| validate(d))?;
+        docs.iter()
+            .try_for_each(|(d, e)| validate(d).and(sound_vectors(d, e, model)))?;
         let records: Vec<StoredDoc> = docs
             .iter()
             .map(|(d, e)| {
@@ -231,11 +233,13 @@ impl Database {
                     text: &d.text,
                     sentence: &e.sentence,
                     intent: &e.intent,
+                    metadata: match &d.metadata {
+                        serde_json::Value::Object(m) => m.clone(),
+                        _ => Default::default(),
+                    },
                 })
                 .collect();
-            if ix.apply(&removed, &added) {
-                self.compact(name, ix)?;
-            }
+            ix.apply(&removed, &added)?;
             Ok(out)
         })
     }
@@ -259,9 +263,7 @@ impl Database {
             let Some(internal) = self.store.delete(name, id)? else {
                 return Ok(false);
             };
-            if ix.apply(&[internal], &[]) {
-                self.compact(name, ix)?;
-            }
+            ix.apply(&[internal], &[])?;
             Ok(true)
         })
     }
@@ -377,49 +379,51 @@ impl Database {
             settings.hnsw,
         );
         let loaded = (
-            VectorIndex::load(&dir, "cosine", Metric::Cosine, d, p, seq)?,
-            VectorIndex::load(&dir, "w2", Metric::L2, 2 * k, p, seq)?,
+            VectorIndex::load(&dir, "cosine", Metric::Cosine, d, p, seq),
+            VectorIndex::load(&dir, "w2", Metric::L2, 2 * k, p, seq),
         );
-        let lexical = LexicalIndex::new();
+        let text = (LexicalIndex::new(), MetadataIndex::new());
         let (graphs, saved_seq) = match loaded {
             (Some(c), Some(w)) => {
                 tracing::info!(collection = name, seq, "vector indexes loaded");
                 for doc in self.store.iter(name)? {
                     let doc = doc?;
-                    lexical.upsert(doc.internal, &doc.text);
+                    text.0.upsert(doc.internal, &doc.text);
+                    text.1.upsert(doc.internal, &doc.metadata());
                 }
                 ((c, w), Some(seq))
             }
             _ => {
                 tracing::info!(collection = name, seq, "rebuilding indexes from the store");
-                (self.rebuild(name, &settings, Some(&lexical))?, None)
+                (self.rebuild(name, &settings, Some(&text))?, None)
             }
         };
         Ok(Indexes::new(
             settings,
             physical,
-            (graphs.0, graphs.1, lexical),
+            (graphs.0, graphs.1, text.0, text.1),
             saved_seq,
         ))
     }
 
-    /// Both graphs of collection `name` built from the store (and its lexical index filled,
-    /// when given).
+    /// Both graphs of collection `name` built from the store (and its lexical and metadata
+    /// indexes filled, when given).
     fn rebuild(
         &self,
         name: &str,
         settings: &CollectionSettings,
-        lexical: Option<&LexicalIndex>,
+        text: Option<&(LexicalIndex, MetadataIndex)>,
     ) -> Result<(VectorIndex, VectorIndex)> {
         let total = self.store.count(name)?;
         let (mut sentences, mut intents) = (Vec::new(), Vec::new());
         for (n, doc) in self.store.iter(name)?.enumerate() {
             let doc = doc?;
-            if let Some(lexical) = lexical {
+            if let Some((lexical, metadata)) = text {
                 lexical.upsert(doc.internal, &doc.text);
+                metadata.upsert(doc.internal, &doc.metadata());
             }
-            sentences.push((doc.internal as usize, doc.sentence.clone()));
-            intents.push((doc.internal as usize, embed(&doc.intent())));
+            sentences.push((doc.internal, doc.sentence.clone()));
+            intents.push((doc.internal, embed(&doc.intent())));
             if let Some(p) = &self.progress {
                 if n % 1024 == 0 {
                     p("reading store", n as u64, total);
@@ -429,22 +433,11 @@ impl Database {
         if let Some(p) = &self.progress {
             p("building indexes", 0, total);
         }
-        let built = indexes::graphs(settings, &sentences, &intents);
+        let built = indexes::graphs(settings, &sentences, &intents)?;
         if let Some(p) = &self.progress {
             p("building indexes", total, total);
         }
         Ok(built)
-    }
-
-    #[tracing::instrument(level = "info", skip(self, ix))]
-    fn compact(&self, name: &str, ix: &Indexes) -> Result<()> {
-        let started = std::time::Instant::now();
-        ix.replace_graphs(self.rebuild(name, &ix.settings, None)?);
-        tracing::info!(
-            seconds = started.elapsed().as_secs_f64(),
-            "compacted the vector indexes"
-        );
-        Ok(())
     }
 }
 
@@ -487,24 +480,64 @@ impl View<'_> {
         self.ix.is_retired()
     }
 
-    /// The k nearest documents by cosine of sentence vectors: (internal id, cosine), best first.
-    pub fn cosine(&self, sentence: &[f32], k: usize) -> Result<Vec<(u64, f32)>> {
+    /// The k nearest documents by cosine of sentence vectors: (internal id, cosine), best
+    /// first; only among `among` (ascending internal ids) when given.
+    pub fn cosine(
+        &self,
+        sentence: &[f32],
+        k: usize,
+        among: Option<&[u64]>,
+    ) -> Result<Vec<(u64, f32)>> {
         self.same_dim("sentence", self.ix.settings.model.dim, sentence.len())?;
-        let hits = self.ix.cosine.read().expect("lock").search(sentence, k);
-        Ok(hits.into_iter().map(|(i, d)| (i as u64, 1.0 - d)).collect())
+        let hits = self
+            .ix
+            .cosine
+            .read()
+            .expect("lock")
+            .search(sentence, k, among);
+        Ok(hits.into_iter().map(|(i, d)| (i, 1.0 - d)).collect())
     }
 
-    /// The k nearest documents by W2 of intents: (internal id, W2), nearest first.
-    pub fn w2(&self, intent: &Gaussian, k: usize) -> Result<Vec<(u64, f32)>> {
+    /// The k nearest documents by W2 of intents: (internal id, W2), nearest first; only among
+    /// `among` when given.
+    pub fn w2(
+        &self,
+        intent: &Gaussian,
+        k: usize,
+        among: Option<&[u64]>,
+    ) -> Result<Vec<(u64, f32)>> {
         let dim = self.ix.settings.model.intent_dim();
         self.same_dim("intent", dim, intent.mu.len())?;
-        let hits = self.ix.w2.read().expect("lock").search(&embed(intent), k);
-        Ok(hits.into_iter().map(|(i, d)| (i as u64, d)).collect())
+        let hits = self
+            .ix
+            .w2
+            .read()
+            .expect("lock")
+            .search(&embed(intent), k, among);
+        Ok(hits)
     }
 
-    /// The k best documents by lexical BM25: (internal id, score), best first.
-    pub fn lexical(&self, text: &str, k: usize) -> Vec<(u64, f32)> {
-        self.ix.lexical.search(text, k)
+    /// The k best documents by lexical BM25: (internal id, score), best first; only among
+    /// `among` when given.
+    pub fn lexical(&self, text: &str, k: usize, among: Option<&[u64]>) -> Vec<(u64, f32)> {
+        match among {
+            Some(ids) => self
+                .ix
+                .lexical
+                .search_where(text, k, &|id| ids.binary_search(&id).is_ok()),
+            None => self.ix.lexical.search(text, k),
+        }
+    }
+
+    /// The live documents `filter` admits: internal ids, ascending.
+    pub fn admitted(&self, filter: &Filter) -> Vec<u64> {
+        self.ix.metadata.matching(filter)
+    }
+
+    /// Whether a vector search among `n` admitted documents scores each of them (exact)
+    /// rather than searching the graph.
+    pub fn scans_exactly(&self, n: usize) -> bool {
+        n <= crate::index::hnsw::EXACT_SCAN_MAX
     }
 
     /// TF-IDF cosine of `text` with each of `docs` (internal ids; 0 for one not indexed).
@@ -585,6 +618,36 @@ fn check_model(name: &str, settings: &CollectionSettings, model: &ModelIdentity)
         .into());
     }
     Ok(())
+}
+
+/// Refuses vectors the indexes cannot hold: of another size than `model`'s, or not finite.
+fn sound_vectors(d: &NewDocument, e: &Encoded, model: &ModelIdentity) -> Result<()> {
+    let sizes = e.sentence.len() == model.dim
+        && e.intent.mu.len() == model.intent_dim()
+        && e.intent.sigma.len() == model.intent_dim();
+    let finite = e
+        .sentence
+        .iter()
+        .chain(&e.intent.mu)
+        .chain(&e.intent.sigma)
+        .all(|x| x.is_finite());
+    if sizes && finite {
+        return Ok(());
+    }
+    Err(UserError::InvalidDocument {
+        id: d.id.chars().take(40).collect(),
+        reason: format!(
+            "its vectors are {}; encode it with {} ({}-dimensional)",
+            if sizes {
+                "not finite"
+            } else {
+                "of the wrong size"
+            },
+            model.id,
+            model.dim
+        ),
+    }
+    .into())
 }
 
 /// Checks a document as an upsert would: id length, non-empty text, object metadata.

@@ -62,7 +62,7 @@ impl Database {
             model_path: model_path.map(|p| p.display().to_string()),
             ..settings
         };
-        let shadow = Indexes::empty(new_settings.clone(), generation.physical());
+        let shadow = Arc::new(Indexes::empty(new_settings.clone(), generation.physical()));
         let total = self.store.count(name)?;
         let mut encoded = 0u64;
         let mut count = |n: u64| {
@@ -90,7 +90,7 @@ impl Database {
             old.retired.store(true, Ordering::Release);
             let slot = self.open.read().expect("lock").get(name).cloned();
             if let Some(slot) = slot {
-                *slot.lock().expect("lock") = Some(Arc::new(shadow));
+                *slot.lock().expect("lock") = Some(shadow);
             }
             let old_dir = self.index_dir.join(&old.physical);
             if old_dir.exists() {
@@ -123,7 +123,7 @@ impl Database {
         &self,
         name: &str,
         generation: &Generation,
-        shadow: &Indexes,
+        shadow: &Arc<Indexes>,
         encode: EncodeFn<'_>,
         count: &mut dyn FnMut(u64),
     ) -> Result<u64> {
@@ -139,7 +139,7 @@ impl Database {
                 gone.push(internal);
             }
         }
-        shadow.apply(&gone, &[]);
+        shadow.apply(&gone, &[])?;
         let mut changed = have.difference(&live).count() as u64;
         let missing: Vec<u64> = live.difference(&have).copied().collect();
         for chunk in missing.chunks(REINDEX_BATCH) {
@@ -174,9 +174,10 @@ impl Database {
                     text: &r.text,
                     sentence: &e.sentence,
                     intent: &e.intent,
+                    metadata: r.metadata(),
                 })
                 .collect();
-            shadow.apply(&replaced, &added);
+            shadow.apply(&replaced, &added)?;
             changed += chunk.len() as u64;
             count(chunk.len() as u64);
         }

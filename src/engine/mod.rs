@@ -18,7 +18,7 @@ use crate::encoder::{Encoder, Encoders};
 use crate::error::{Result, UserError};
 use crate::score::explain::Explanation;
 use crate::search::{
-    self, DuplicateVerdict, FirstStages, Judge, PairExplanation, SearchOutcome, SearchParams,
+    self, DuplicateVerdict, FirstStages, Judge, PairExplanation, Scope, SearchOutcome, SearchParams,
 };
 use crate::store::Upserted;
 use crate::types::Encoded;
@@ -172,10 +172,18 @@ impl Collection<'_> {
         search::validate(params)?;
         let judge = self.judge()?;
         let start = Instant::now();
-        let (query, encode_ms, lexical) = self.encode_beside_lexical(text, params, start);
+        let scope = search::scope(&self.view, params)?;
+        let (query, encode_ms, lexical) = self.encode_beside_lexical(text, params, &scope, start);
         let query = query?;
         let stages_start = Instant::now();
-        let scored = self.scored(&judge, text, &query, params, lexical, stages_start)?;
+        let scored = self.scored(
+            &judge,
+            text,
+            &query,
+            (params, &scope),
+            lexical,
+            stages_start,
+        )?;
         let mut out = search::outcome(scored, &judge, (text, &query), params, stages_start);
         out.timings.encode_ms = encode_ms;
         out.timings.total_ms = search::ms(start);
@@ -214,10 +222,11 @@ impl Collection<'_> {
             ..params.clone()
         };
         let start = Instant::now();
-        let (query, encode_ms, lexical) = self.encode_beside_lexical(text, &pool, start);
+        let scope = search::scope(&self.view, &pool)?;
+        let (query, encode_ms, lexical) = self.encode_beside_lexical(text, &pool, &scope, start);
         let query = query?;
         let stages_start = Instant::now();
-        let scored = self.scored(&judge, text, &query, &pool, lexical, stages_start)?;
+        let scored = self.scored(&judge, text, &query, (&pool, &scope), lexical, stages_start)?;
         let mut out = search::verdict(
             scored,
             &judge,
@@ -276,10 +285,11 @@ impl Collection<'_> {
         &self,
         text: &str,
         params: &SearchParams,
+        scope: &Scope,
         start: Instant,
     ) -> (Result<Encoded>, f64, Vec<u64>) {
         std::thread::scope(|s| {
-            let lexical = s.spawn(|| search::lexical_stage(&self.view, text, params));
+            let lexical = s.spawn(|| search::lexical_stage(&self.view, text, params, scope));
             let query = self.encoder.encode_one(text);
             let encode_ms = search::ms(start);
             (query, encode_ms, lexical.join().expect("lexical stage"))
@@ -292,17 +302,24 @@ impl Collection<'_> {
         judge: &Judge<'_>,
         text: &str,
         query: &Encoded,
-        params: &SearchParams,
+        (params, scope): (&SearchParams, &Scope),
         lexical: Vec<u64>,
         start: Instant,
     ) -> Result<search::Scored> {
-        let (cosine, w2) = search::vector_stages(&self.view, query, params)?;
+        let (cosine, w2) = search::vector_stages(&self.view, query, params, scope)?;
         let stages = FirstStages {
             cosine,
             w2,
             lexical,
         };
-        search::score(&self.view, judge, (text, query), params, &stages, start)
+        search::score(
+            &self.view,
+            judge,
+            (text, query),
+            (params, scope),
+            &stages,
+            start,
+        )
     }
 }
 

@@ -1,41 +1,38 @@
-//! Approximate nearest neighbours with hnsw_rs: cosine over unit sentence vectors (`DistDot`,
-//! distance 1 − cos) and L2 over intents [μ; σ] (`DistL2`, which is exactly W2; design.md §3).
+//! A collection's vector index: cosine over unit sentence vectors (distance 1 − cos) or L2 over
+//! intents [μ; σ] (exactly W2; design.md §3), on kindred's own HNSW graph ([`super::graph`]).
 //!
-//! hnsw_rs has no deletion: deleted and replaced documents become tombstones, filtered out of
-//! each query's results (they still route the graph search); [`VectorIndex::needs_compaction`]
-//! tells the owner when to rebuild. Saved with `file_dump` plus a small JSON file recording the
-//! store checkpoint (`seq`) the dump reflects and the tombstones.
+//! This layer owns the search *plan* and the files. A search restricted to a set of documents
+//! (a metadata filter's) scores each of them exactly when there are at most
+//! [`EXACT_SCAN_MAX`], and otherwise walks the graph admitting only them, widening the beam
+//! until k are found; a collection of at most [`SMALL_EXACT_MAX`] live points is always searched
+//! exactly. Deleted and replaced documents are tombstones the graph still routes through;
+//! [`VectorIndex::needs_compaction`] tells the owner when a rebuild pays off.
+//!
+//! Saved as `dir/BASENAME-SEQ.graph` (the graph's own checksummed format) plus a small
+//! `dir/BASENAME.meta.json`, replaced atomically last, recording the store checkpoint (`seq`)
+//! the graph reflects. A missing, stale or damaged file is reported and the index rebuilt from
+//! the store, and the next checkpoint overwrites it.
 
-use std::collections::HashSet;
+use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
-use std::sync::RwLock;
 
-use hnsw_rs::api::AnnT;
-use hnsw_rs::hnswio::HnswIo;
-use hnsw_rs::prelude::{DistDot, DistL2, Hnsw};
 use serde::{Deserialize, Serialize};
 
+pub use super::graph::Metric;
+use super::graph::{Graph, GraphError, Params};
 use crate::error::{io_err, InternalError, Result};
 use crate::types::HnswParams;
 
 /// Tombstones over live points beyond which a rebuild pays off.
 pub const COMPACTION_RATIO: f64 = 0.2;
-const MAX_LAYERS: usize = 16;
 
-/// Which distance an index answers with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Metric {
-    /// 1 − dot on unit vectors (cosine distance).
-    Cosine,
-    /// Euclidean distance (W2 on [μ; σ]).
-    L2,
-}
+/// Most admitted documents a restricted search scores one by one instead of searching the
+/// graph (measured: BENCHMARKS.md, "Filtered search").
+pub const EXACT_SCAN_MAX: usize = 20_000;
 
-enum Graph {
-    Cosine(Hnsw<'static, f32, DistDot>),
-    L2(Hnsw<'static, f32, DistL2>),
-}
+/// Most live points a collection has for every search to be exact (a scan this size is as
+/// fast as a graph search at the default ef).
+pub const SMALL_EXACT_MAX: usize = 2_000;
 
 #[derive(Serialize, Deserialize)]
 struct Meta {
@@ -43,208 +40,175 @@ struct Meta {
     seq: u64,
     params: HnswParams,
     dim: usize,
-    tombstones: Vec<usize>,
     points: usize,
-    /// Folder of this save, under the index directory.
-    folder: String,
-    /// Basename hnsw_rs dumped under.
-    dump: String,
+    /// The graph file, under the index directory.
+    file: String,
 }
 
 fn read_meta(path: &Path) -> Option<Meta> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
-/// One HNSW graph with tombstones.
+/// One HNSW graph and its search plan.
 pub struct VectorIndex {
     graph: Graph,
-    metric: Metric,
     params: HnswParams,
-    dim: usize,
-    tombstones: RwLock<HashSet<usize>>,
 }
 
 impl std::fmt::Debug for VectorIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VectorIndex")
-            .field("metric", &self.metric)
+            .field("metric", &self.metric())
             .field("points", &self.points())
             .finish()
     }
 }
 
+fn graph_params(p: HnswParams) -> Params {
+    Params {
+        m: p.m,
+        ef_construction: p.ef_construction,
+    }
+}
+
+fn refused(e: GraphError) -> crate::Error {
+    InternalError::Store(format!("vector index: {e}")).into()
+}
+
 impl VectorIndex {
-    /// An empty index sized for about `capacity` points.
-    pub fn new(metric: Metric, dim: usize, params: HnswParams, capacity: usize) -> Self {
-        let cap = capacity.max(1024);
-        let graph = match metric {
-            Metric::Cosine => Graph::Cosine(Hnsw::new(
-                params.m,
-                cap,
-                MAX_LAYERS,
-                params.ef_construction,
-                DistDot {},
-            )),
-            Metric::L2 => Graph::L2(Hnsw::new(
-                params.m,
-                cap,
-                MAX_LAYERS,
-                params.ef_construction,
-                DistL2 {},
-            )),
-        };
+    /// An empty index.
+    pub fn new(metric: Metric, dim: usize, params: HnswParams) -> Self {
         VectorIndex {
-            graph,
-            metric,
+            graph: Graph::new(metric, dim, graph_params(params)),
             params,
-            dim,
-            tombstones: RwLock::new(HashSet::new()),
         }
     }
 
-    /// Builds an index over `points` (id, vector) in parallel.
+    /// An index over `points` (internal id, vector), built in parallel.
     pub fn build(
         metric: Metric,
         dim: usize,
         params: HnswParams,
-        points: &[(usize, Vec<f32>)],
-    ) -> Self {
-        let index = Self::new(metric, dim, params, points.len());
-        let refs: Vec<(&Vec<f32>, usize)> = points.iter().map(|(id, v)| (v, *id)).collect();
-        match &index.graph {
-            Graph::Cosine(h) => h.parallel_insert(&refs),
-            Graph::L2(h) => h.parallel_insert(&refs),
-        }
-        index
+        points: &[(u64, Vec<f32>)],
+    ) -> Result<Self> {
+        let index = Self::new(metric, dim, params);
+        let refs: Vec<(u64, &[f32])> = points.iter().map(|(id, v)| (*id, v.as_slice())).collect();
+        index.insert_many(&refs)?;
+        Ok(index)
     }
 
     /// The metric.
     pub fn metric(&self) -> Metric {
-        self.metric
+        self.graph.metric()
     }
 
     /// Points in the graph, tombstoned ones included.
     pub fn points(&self) -> usize {
-        match &self.graph {
-            Graph::Cosine(h) => h.get_nb_point(),
-            Graph::L2(h) => h.get_nb_point(),
-        }
+        self.graph.len()
     }
 
     /// Tombstoned points.
     pub fn tombstones(&self) -> usize {
-        self.tombstones.read().expect("lock").len()
+        self.graph.deleted()
     }
 
     /// True when tombstones exceed [`COMPACTION_RATIO`] of the live points.
     pub fn needs_compaction(&self) -> bool {
         let dead = self.tombstones();
-        dead > 0 && dead as f64 > COMPACTION_RATIO * (self.points() - dead).max(1) as f64
+        dead > 0 && dead as f64 > COMPACTION_RATIO * self.graph.live().max(1) as f64
     }
 
-    /// Inserts many points, in parallel.
-    pub fn insert_many(&self, points: &[(usize, &[f32])]) {
-        let refs: Vec<(&[f32], usize)> = points.iter().map(|&(id, v)| (v, id)).collect();
-        match &self.graph {
-            Graph::Cosine(h) => h.parallel_insert_slice(&refs),
-            Graph::L2(h) => h.parallel_insert_slice(&refs),
-        }
+    /// Inserts many points, in parallel (all or, on a bad vector, none).
+    pub fn insert_many(&self, points: &[(u64, &[f32])]) -> Result<()> {
+        self.graph.insert_many(points).map_err(refused)
     }
 
     /// Marks a point deleted.
-    pub fn remove(&self, id: usize) {
-        self.tombstones.write().expect("lock").insert(id);
+    pub fn remove(&self, id: u64) {
+        self.graph.remove(id);
     }
 
-    /// The k nearest live points: (id, distance), nearest first.
-    ///
-    /// Tombstones are filtered here, after an unfiltered graph search asked for enough extra
-    /// neighbours to cover the dead share (twice the expected count, plus 8; doubled until k
-    /// live ones are found or the graph is exhausted). hnsw_rs's own filtered search never takes
-    /// its early exit and walks much of the graph: with a few thousand replaced documents in a
-    /// 58k collection it doubled the candidate stage of a search (BENCHMARKS.md).
-    pub fn search(&self, q: &[f32], k: usize) -> Vec<(usize, f32)> {
-        let points = self.points();
-        if k == 0 || points == 0 {
-            return Vec::new();
-        }
-        let dead = self.tombstones.read().expect("lock");
-        let live = points.saturating_sub(dead.len()).max(1);
-        let mut ask = k + (2 * k * dead.len()).div_ceil(live) + if dead.is_empty() { 0 } else { 8 };
-        loop {
-            let ask_now = ask.min(points);
-            let ef = self.params.ef_search.max(ask_now);
-            let found = match &self.graph {
-                Graph::Cosine(h) => h.search(q, ask_now, ef),
-                Graph::L2(h) => h.search(q, ask_now, ef),
-            };
-            let hits: Vec<(usize, f32)> = found
-                .into_iter()
-                .filter(|n| !dead.contains(&n.d_id))
-                .take(k)
-                .map(|n| (n.d_id, n.distance))
-                .collect();
-            if hits.len() == k || ask_now == points {
-                return hits;
-            }
-            ask = ask_now * 2;
+    /// The k nearest live points, (id, distance), nearest first: among `among` (ascending
+    /// ids) only, when given.
+    pub fn search(&self, q: &[f32], k: usize, among: Option<&[u64]>) -> Vec<(u64, f32)> {
+        let ef = self.params.ef_search.max(k);
+        match among {
+            Some(ids) if ids.len() <= EXACT_SCAN_MAX => self.graph.exact(q, k, ids),
+            Some(ids) => self
+                .graph
+                .search_filtered(q, k, ef, &|id| ids.binary_search(&id).is_ok()),
+            None if self.graph.live() <= SMALL_EXACT_MAX => self.graph.exact_all(q, k),
+            None => self.graph.search(q, k, ef),
         }
     }
 
-    /// Saves the graph, recording the store checkpoint `seq` it reflects. Each save dumps into
-    /// its own folder `dir/basename-SEQ/`; the small `dir/basename.meta.json`, replaced
-    /// atomically last, names the folder to load. A crash mid-save leaves the previous save in
-    /// force; older folders are removed after the switch.
+    /// The graph alone, searched approximately (for measuring it against the exact paths).
+    pub fn search_graph(&self, q: &[f32], k: usize) -> Vec<(u64, f32)> {
+        self.graph.search(q, k, self.params.ef_search.max(k))
+    }
+
+    /// A copy holding only the live points (a compaction), built while this one serves.
+    pub fn compacted(&self) -> Self {
+        VectorIndex {
+            graph: self.graph.compacted(),
+            params: self.params,
+        }
+    }
+
+    /// Live ids.
+    pub fn ids(&self) -> Vec<u64> {
+        self.graph.ids()
+    }
+
+    /// A live point's vector.
+    pub fn vector(&self, id: u64) -> Option<Vec<f32>> {
+        self.graph.vector(id)
+    }
+
+    /// Saves the graph, recording the store checkpoint `seq` it reflects: the graph file
+    /// first (synced), then the meta file naming it, replaced atomically. A crash mid-save
+    /// leaves the previous save in force; older graph files are removed after the switch.
     pub fn save(&self, dir: &Path, basename: &str, seq: u64) -> Result<()> {
-        let folder = format!("{basename}-{seq}");
+        let file = format!("{basename}-{seq}.graph");
         let meta_path = dir.join(format!("{basename}.meta.json"));
-        if let Some(meta) = read_meta(&meta_path) {
-            if meta.seq == seq && meta.folder == folder && meta.points == self.points() {
-                return Ok(()); // already saved at this checkpoint
-            }
-        }
-        let target = dir.join(&folder);
-        if target.exists() {
-            std::fs::remove_dir_all(&target)
-                .map_err(io_err(format!("clearing {}", target.display())))?;
-        }
-        std::fs::create_dir_all(&target)
-            .map_err(io_err(format!("creating {}", target.display())))?;
-        let dumped = match &self.graph {
-            Graph::Cosine(h) => h.file_dump(&target, basename),
-            Graph::L2(h) => h.file_dump(&target, basename),
-        }
-        .map_err(|e| InternalError::Store(format!("saving index {basename}: {e}")))?;
+        std::fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
+        let target = dir.join(&file);
+        let tmp = dir.join(format!("{file}.tmp"));
+        let written = (|| {
+            let mut w = BufWriter::new(std::fs::File::create(&tmp)?);
+            self.graph.write_to(&mut w)?;
+            w.flush()?;
+            w.into_inner().map_err(|e| e.into_error())?.sync_all()
+        })();
+        written.map_err(io_err(format!("writing {}", tmp.display())))?;
+        std::fs::rename(&tmp, &target).map_err(io_err("installing the index file"))?;
         let meta = Meta {
-            metric: self.metric,
+            metric: self.metric(),
             seq,
             params: self.params,
-            dim: self.dim,
-            tombstones: self
-                .tombstones
-                .read()
-                .expect("lock")
-                .iter()
-                .copied()
-                .collect(),
+            dim: self.graph.dim(),
             points: self.points(),
-            folder: folder.clone(),
-            dump: dumped,
+            file: file.clone(),
         };
-        let tmp = dir.join(format!("{basename}.meta.json.tmp"));
-        std::fs::write(&tmp, serde_json::to_vec(&meta).expect("json"))
+        let meta_tmp = dir.join(format!("{basename}.meta.json.tmp"));
+        std::fs::write(&meta_tmp, serde_json::to_vec(&meta).expect("json"))
             .map_err(io_err("writing index meta"))?;
-        std::fs::File::open(&tmp)
+        std::fs::File::open(&meta_tmp)
             .and_then(|f| f.sync_all())
             .map_err(io_err("syncing index meta"))?;
-        std::fs::rename(&tmp, &meta_path).map_err(io_err("installing index meta"))?;
-        // Remove superseded saves.
+        std::fs::rename(&meta_tmp, &meta_path).map_err(io_err("installing index meta"))?;
+        // Remove superseded saves (older graph files, and hnsw_rs dump folders of format 1).
         let prefix = format!("{basename}-");
         if let Ok(entries) = std::fs::read_dir(dir) {
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with(&prefix) && name != folder {
-                    let _ = std::fs::remove_dir_all(e.path());
+                if name.starts_with(&prefix) && name != file {
+                    let path = e.path();
+                    let _ = if path.is_dir() {
+                        std::fs::remove_dir_all(path)
+                    } else {
+                        std::fs::remove_file(path)
+                    };
                 }
             }
         }
@@ -252,7 +216,8 @@ impl VectorIndex {
     }
 
     /// Loads a saved graph if it reflects store checkpoint `seq` with these parameters;
-    /// `Ok(None)` when it is missing or stale (the caller rebuilds).
+    /// `None` when it is missing, stale or damaged (the caller rebuilds; a damaged file is
+    /// logged).
     pub fn load(
         dir: &Path,
         basename: &str,
@@ -260,32 +225,33 @@ impl VectorIndex {
         dim: usize,
         params: HnswParams,
         seq: u64,
-    ) -> Result<Option<Self>> {
-        let Some(meta) = read_meta(&dir.join(format!("{basename}.meta.json"))) else {
-            return Ok(None);
-        };
+    ) -> Option<Self> {
+        let meta = read_meta(&dir.join(format!("{basename}.meta.json")))?;
         if meta.seq != seq || meta.metric != metric || meta.params != params || meta.dim != dim {
-            return Ok(None);
+            return None;
         }
-        // hnsw_rs ties a loaded graph's lifetime to its HnswIo; the loader is small and lives
-        // as long as the process keeps the collection open, so it is leaked deliberately.
-        let io: &'static mut HnswIo =
-            Box::leak(Box::new(HnswIo::new(&dir.join(&meta.folder), &meta.dump)));
-        let graph = match metric {
-            Metric::Cosine => io.load_hnsw::<f32, DistDot>().map(Graph::Cosine),
-            Metric::L2 => io.load_hnsw::<f32, DistL2>().map(Graph::L2),
+        let path = dir.join(&meta.file);
+        let read = std::fs::File::open(&path)
+            .map_err(GraphError::from)
+            .and_then(|f| Graph::read_from(&mut BufReader::new(f)));
+        let graph = match read {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::warn!(file = %path.display(), error = %e,
+                    "index file unreadable; rebuilding it from the store");
+                return None;
+            }
         };
-        let Ok(graph) = graph else {
-            return Ok(None);
-        };
-        let index = VectorIndex {
-            graph,
-            metric,
-            params,
-            dim,
-            tombstones: RwLock::new(meta.tombstones.into_iter().collect()),
-        };
-        Ok((index.points() == meta.points).then_some(index))
+        let sound = graph.metric() == metric
+            && graph.dim() == dim
+            && graph.params() == graph_params(params)
+            && graph.len() == meta.points;
+        if !sound {
+            tracing::warn!(file = %path.display(),
+                "index file disagrees with its meta; rebuilding it from the store");
+            return None;
+        }
+        Some(VectorIndex { graph, params })
     }
 }
 
@@ -294,76 +260,90 @@ mod tests {
     use super::*;
     use crate::score::stats::SplitMix64;
 
-    fn unit_points(n: usize, d: usize, seed: u64) -> Vec<Vec<f32>> {
+    fn unit_points(n: usize, d: usize, seed: u64) -> Vec<(u64, Vec<f32>)> {
         let mut rng = SplitMix64(seed);
-        (0..n)
-            .map(|_| {
+        (0..n as u64)
+            .map(|i| {
                 let mut v: Vec<f32> = (0..d).map(|_| rng.next_f64() as f32 - 0.5).collect();
                 let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
                 v.iter_mut().for_each(|x| *x /= norm);
-                v
+                (i, v)
             })
             .collect()
     }
 
-    fn index_of(metric: Metric, points: &[Vec<f32>]) -> VectorIndex {
-        let ix = VectorIndex::new(metric, points[0].len(), HnswParams::default(), points.len());
-        let refs: Vec<(usize, &[f32])> = points
+    fn exact(
+        points: &[(u64, Vec<f32>)],
+        q: &[f32],
+        k: usize,
+        keep: impl Fn(u64) -> bool,
+    ) -> Vec<u64> {
+        let mut all: Vec<(u64, f32)> = points
             .iter()
-            .enumerate()
-            .map(|(i, v)| (i, v.as_slice()))
+            .filter(|(id, _)| keep(*id))
+            .map(|(id, v)| (*id, 1.0 - v.iter().zip(q).map(|(a, b)| a * b).sum::<f32>()))
             .collect();
-        ix.insert_many(&refs);
-        ix
+        all.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        all.into_iter().take(k).map(|(id, _)| id).collect()
     }
 
     #[test]
-    fn search_skips_tombstones_and_still_returns_k_live_points() {
-        let (n, k) = (2000, 10);
-        let points = unit_points(n, 16, 3);
-        let ix = index_of(Metric::Cosine, &points);
-        let q = &points[0];
-        // Every id, nearest to the query first (exact cosine distance).
-        let by_distance: Vec<usize> = {
-            let mut all: Vec<(usize, f32)> = points
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (i, 1.0 - v.iter().zip(q).map(|(a, b)| a * b).sum::<f32>()))
-                .collect();
-            all.sort_by(|a, b| a.1.total_cmp(&b.1));
-            all.into_iter().map(|(i, _)| i).collect()
-        };
-        // Tombstone the query's 40 exact nearest neighbours (the worst case for a post-filter)
-        // and every 7th point elsewhere.
-        let mut dead: HashSet<usize> = by_distance[..40].iter().copied().collect();
-        dead.extend((0..n).step_by(7));
-        for &id in &dead {
-            ix.remove(id);
-        }
-        let hits = ix.search(q, k);
-        assert_eq!(hits.len(), k);
-        assert!(hits.iter().all(|(id, _)| !dead.contains(id)), "{hits:?}");
-        let found: HashSet<usize> = hits.iter().map(|h| h.0).collect();
-        let truth = by_distance.iter().filter(|i| !dead.contains(i)).take(k);
-        let recall = truth.filter(|i| found.contains(i)).count();
-        assert!(recall >= 9, "recall {recall}/10 of the live nearest");
-        assert!(hits.windows(2).all(|w| w[0].1 <= w[1].1), "nearest first");
-    }
-
-    #[test]
-    fn search_with_every_point_dead_but_a_few_returns_those_few() {
-        let n = 300;
-        let points = unit_points(n, 8, 5);
-        let ix = index_of(Metric::L2, &points);
-        for id in 3..n {
-            ix.remove(id);
-        }
-        let mut ids: Vec<usize> = ix
-            .search(&points[100], 10)
+    fn a_restricted_search_plans_exact_or_graph_and_finds_the_k_best_admitted() {
+        let points = unit_points(30_000, 16, 11);
+        let ix = VectorIndex::build(Metric::Cosine, 16, HnswParams::default(), &points).unwrap();
+        let q = &points[5].1;
+        // Selective: 300 admitted ids, scanned exactly.
+        let few: Vec<u64> = (0..30_000).step_by(100).collect();
+        let got: Vec<u64> = ix
+            .search(q, 10, Some(&few))
             .into_iter()
             .map(|h| h.0)
             .collect();
-        ids.sort_unstable();
-        assert_eq!(ids, vec![0, 1, 2]);
+        assert_eq!(got, exact(&points, q, 10, |id| id % 100 == 0));
+        // Broad: 25,000 admitted, searched in the graph.
+        let many: Vec<u64> = (0..30_000).filter(|i| i % 6 != 0).collect();
+        assert!(many.len() > EXACT_SCAN_MAX);
+        let got: Vec<u64> = ix
+            .search(q, 10, Some(&many))
+            .into_iter()
+            .map(|h| h.0)
+            .collect();
+        assert_eq!(got.len(), 10);
+        assert!(got.iter().all(|id| id % 6 != 0), "{got:?}");
+        let truth = exact(&points, q, 10, |id| id % 6 != 0);
+        let recall = truth.iter().filter(|id| got.contains(id)).count();
+        assert!(recall >= 9, "recall {recall}/10");
+    }
+
+    #[test]
+    fn saves_reload_and_a_damaged_file_means_rebuild_not_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let points = unit_points(500, 8, 3);
+        let p = HnswParams::default();
+        let ix = VectorIndex::build(Metric::L2, 8, p, &points).unwrap();
+        ix.remove(7);
+        ix.save(dir.path(), "w2", 42).unwrap();
+        let back = VectorIndex::load(dir.path(), "w2", Metric::L2, 8, p, 42).unwrap();
+        assert_eq!(back.tombstones(), 1);
+        assert_eq!(
+            back.search(&points[9].1, 5, None),
+            ix.search(&points[9].1, 5, None)
+        );
+        // Another checkpoint, another dimension: stale.
+        assert!(VectorIndex::load(dir.path(), "w2", Metric::L2, 8, p, 43).is_none());
+        assert!(VectorIndex::load(dir.path(), "w2", Metric::L2, 9, p, 42).is_none());
+        // A flipped byte in the graph file: refused, so the caller rebuilds.
+        let file = dir.path().join("w2-42.graph");
+        let mut bytes = std::fs::read(&file).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x40;
+        std::fs::write(&file, &bytes).unwrap();
+        assert!(VectorIndex::load(dir.path(), "w2", Metric::L2, 8, p, 42).is_none());
+        // Saving again heals it (even at the same checkpoint); a later save drops older files.
+        ix.save(dir.path(), "w2", 42).unwrap();
+        assert!(VectorIndex::load(dir.path(), "w2", Metric::L2, 8, p, 42).is_some());
+        ix.save(dir.path(), "w2", 44).unwrap();
+        assert!(VectorIndex::load(dir.path(), "w2", Metric::L2, 8, p, 44).is_some());
+        assert!(!file.exists());
     }
 }

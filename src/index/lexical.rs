@@ -158,6 +158,16 @@ impl LexicalIndex {
     /// Top-k documents by BM25 over the query's terms: (id, score), best first; documents
     /// sharing no term with the query are never returned.
     pub fn search(&self, text: &str, k: usize) -> Vec<(u64, f32)> {
+        self.search_where(text, k, &|_| true)
+    }
+
+    /// [`Self::search`] over only the documents `allow` admits (checked before the cut to k).
+    pub fn search_where(
+        &self,
+        text: &str,
+        k: usize,
+        allow: &dyn Fn(u64) -> bool,
+    ) -> Vec<(u64, f32)> {
         let q_terms = terms(text);
         if q_terms.is_empty() || k == 0 {
             return Vec::new();
@@ -194,7 +204,7 @@ impl LexicalIndex {
         let mut hits: Vec<(u32, f32)> = scores
             .iter()
             .enumerate()
-            .filter(|(_, &s)| s > 0.0)
+            .filter(|&(i, &s)| s > 0.0 && allow(inner.docs[i].id))
             .map(|(i, &s)| (i as u32, s))
             .collect();
         let by_score = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
@@ -290,6 +300,19 @@ mod tests {
         assert!(idx.search("learn rust", 5).is_empty());
         assert_eq!(idx.len(), 2);
         assert_eq!(idx.idf("rust"), (3f32 / 1.0).ln() + 1.0);
+    }
+
+    #[test]
+    fn a_filtered_search_cuts_to_k_after_filtering() {
+        let idx = LexicalIndex::new();
+        for i in 0..50 {
+            idx.upsert(i, "learn rust fast and well");
+        }
+        idx.upsert(100, "should I learn rust or go");
+        // Fifty better matches do not crowd the one admitted document out of a depth of 5.
+        let hits = idx.search_where("learn rust fast", 5, &|id| id >= 100);
+        assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), vec![100]);
+        assert!(!idx.search("learn rust fast", 5).iter().any(|h| h.0 == 100));
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! Indexes over what the store holds: ids and vectors in, ids and distances out. Knows no text
 //! beyond the lexical index's terms, no sled, no burn. Every index can be rebuilt from the store.
 
+pub mod graph;
 pub mod hnsw;
 pub mod lexical;
+pub mod metadata;
 
 pub use hnsw::{Metric, VectorIndex};
 pub use lexical::LexicalIndex;
+pub use metadata::{Filter, MetadataIndex};

@@ -2,8 +2,9 @@
 //! (design.md §2):
 //!
 //! ```text
-//! first stages (cosine HNSW, W2 HNSW, BM25; each its own depth; internal ids)
-//!   ─► fuse (reciprocal rank) ─► load each candidate once, filter by metadata
+//! scope (the metadata filter's documents, exactly, from the metadata index)
+//!   ─► first stages within it (cosine HNSW, W2 HNSW, BM25; each its own depth; internal ids)
+//!   ─► fuse (reciprocal rank) ─► load each candidate once
 //!   ─► score (every stage's exact score, RCMD both directions, the judge's P(duplicate))
 //!   ─► order ─► top k, explained from the records already loaded
 //! ```
@@ -23,6 +24,7 @@ use std::time::Instant;
 
 use crate::db::View;
 use crate::error::{Result, UserError};
+use crate::index::Filter;
 use crate::score::explain::{explain, Explanation, Sentence};
 pub use crate::score::features::PairFeatures;
 use crate::score::quant::I8Tokens;
@@ -34,8 +36,8 @@ use crate::types::{Encoded, Token};
 pub use crate::score::calibration::Calibrator;
 pub use crate::score::features;
 pub use hits::{
-    DuplicateMatch, DuplicateVerdict, Hit, PairExplanation, RcmdStage, SearchOutcome, Stage,
-    Stages, Timings,
+    DuplicateMatch, DuplicateVerdict, Filtered, Hit, PairExplanation, RcmdStage, SearchOutcome,
+    Stage, Stages, Timings,
 };
 pub use judge::{Judge, SIAMESE_THRESHOLD};
 pub use params::{validate, Depths, FusionWeights, Mode, Rerank, SearchParams, MAX_DEPTH};
@@ -51,27 +53,66 @@ pub struct FirstStages {
     pub lexical: Vec<u64>,
 }
 
+/// The documents a search may return: all, or exactly those its metadata filter admits.
+#[derive(Debug, Default)]
+pub struct Scope {
+    filter: Filter,
+    /// The admitted internal ids, ascending (None without a filter).
+    admitted: Option<Vec<u64>>,
+}
+
+impl Scope {
+    /// The admitted ids (None: every document).
+    pub fn admitted(&self) -> Option<&[u64]> {
+        self.admitted.as_deref()
+    }
+
+    /// What the response says about the filter.
+    fn report(&self, view: &View<'_>) -> Option<Filtered> {
+        self.admitted.as_ref().map(|ids| Filtered {
+            matching: ids.len(),
+            exact: view.scans_exactly(ids.len()),
+        })
+    }
+}
+
+/// The scope of a search: its filter parsed, and the documents it admits looked up in the
+/// metadata index — before any first stage, so no stage's depth cut can drop a match.
+pub fn scope(view: &View<'_>, params: &SearchParams) -> Result<Scope> {
+    let filter = Filter::parse(&params.filter)?;
+    let admitted = (!filter.is_empty()).then(|| view.admitted(&filter));
+    Ok(Scope { filter, admitted })
+}
+
 /// The lexical first stage: it needs only the text, so the engine runs it while the query is
 /// encoded.
-pub fn lexical_stage(view: &View<'_>, text: &str, params: &SearchParams) -> Vec<u64> {
+pub fn lexical_stage(
+    view: &View<'_>,
+    text: &str,
+    params: &SearchParams,
+    scope: &Scope,
+) -> Vec<u64> {
     if matches!(params.mode, Mode::Lexical | Mode::Hybrid) {
-        ids(view.lexical(text, params.depths.lexical))
+        ids(view.lexical(text, params.depths.lexical, scope.admitted()))
     } else {
         Vec::new()
     }
 }
 
-/// The cosine and W2 first stages, side by side.
+/// The cosine and W2 first stages, side by side, within `scope`.
 pub fn vector_stages(
     view: &View<'_>,
     query: &Encoded,
     params: &SearchParams,
+    scope: &Scope,
 ) -> Result<(Vec<u64>, Vec<u64>)> {
     let uses = |m: Mode| params.mode == m || params.mode == Mode::Hybrid;
+    let among = scope.admitted();
     std::thread::scope(|s| {
-        let w2 = uses(Mode::W2).then(|| s.spawn(|| view.w2(&query.intent, params.depths.w2)));
+        let w2 =
+            uses(Mode::W2).then(|| s.spawn(|| view.w2(&query.intent, params.depths.w2, among)));
         let cosine = if uses(Mode::Cosine) {
-            ids(view.cosine(&query.sentence, params.depths.cosine)?)
+            ids(view.cosine(&query.sentence, params.depths.cosine, among)?)
         } else {
             Vec::new()
         };
@@ -95,6 +136,8 @@ pub struct Scored {
     pub hits: Vec<(Hit, Explainable)>,
     /// Milliseconds spent on first stages, fusion, filter and loading.
     pub candidates_ms: f64,
+    /// What the filter admitted.
+    pub filtered: Option<Filtered>,
 }
 
 /// Fuses the first stages, loads candidates down the fused list (filtering) until enough are
@@ -106,12 +149,12 @@ pub fn score(
     view: &View<'_>,
     judge: &Judge<'_>,
     (text, query): (&str, &Encoded),
-    params: &SearchParams,
+    (params, scope): (&SearchParams, &Scope),
     stages: &FirstStages,
     start: Instant,
 ) -> Result<Scored> {
     let fused = fuse(stages, params);
-    let candidates = load(view, query, &fused, params)?;
+    let candidates = load(view, query, &fused, (params, scope))?;
     let candidates_ms = ms(start);
 
     let rank_in = |ids: &[u64]| -> HashMap<u64, usize> {
@@ -186,6 +229,7 @@ pub fn score(
     Ok(Scored {
         hits,
         candidates_ms,
+        filtered: scope.report(view),
     })
 }
 
@@ -227,14 +271,14 @@ struct Candidate {
     doc: StoredDoc,
 }
 
-/// Loads records down the fused list, each once, keeping those the filter admits, until
-/// enough are found. A record gone since the first stages, or written by another model than
-/// the query's (a reindex switching meanwhile), is skipped.
+/// Loads records down the fused list, each once, until enough are found. A record gone since
+/// the first stages, replaced by one the filter refuses, or written by another model than the
+/// query's (a reindex switching meanwhile), is skipped.
 fn load(
     view: &View<'_>,
     query: &Encoded,
     fused: &[(u64, f32)],
-    params: &SearchParams,
+    (params, scope): (&SearchParams, &Scope),
 ) -> Result<Vec<Candidate>> {
     let wanted = match params.rerank {
         Rerank::Rcmd => params.rerank_depth.max(params.k),
@@ -249,7 +293,7 @@ fn load(
             continue;
         };
         if doc.sentence.len() != query.sentence.len()
-            || !params::matches_filter(&doc, &params.filter)
+            || !(scope.filter.is_empty() || scope.filter.matches(&doc.metadata()))
         {
             continue;
         }
@@ -307,6 +351,7 @@ pub fn outcome(
         candidates,
         calibration: judge.name(),
         threshold: judge.threshold(),
+        filtered: scored.filtered,
         timings: Timings {
             encode_ms: 0.0,
             candidates_ms: scored.candidates_ms,
@@ -359,9 +404,10 @@ pub fn search_encoded(
 ) -> Result<SearchOutcome> {
     validate(params)?;
     let start = Instant::now();
+    let scope = scope(view, params)?;
     let (lexical, vectors) = std::thread::scope(|s| {
-        let lexical = s.spawn(|| lexical_stage(view, text, params));
-        let vectors = vector_stages(view, query, params);
+        let lexical = s.spawn(|| lexical_stage(view, text, params, &scope));
+        let vectors = vector_stages(view, query, params, &scope);
         (lexical.join().expect("lexical stage"), vectors)
     });
     let (cosine, w2) = vectors?;
@@ -370,7 +416,7 @@ pub fn search_encoded(
         w2,
         lexical,
     };
-    let scored = score(view, judge, (text, query), params, &stages, start)?;
+    let scored = score(view, judge, (text, query), (params, &scope), &stages, start)?;
     Ok(outcome(scored, judge, (text, query), params, start))
 }
 

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fusion;
 use crate::error::{Result, UserError};
-use crate::store::StoredDoc;
+use crate::index::Filter;
 
 /// Where candidates come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -80,9 +80,9 @@ pub struct Depths {
 }
 
 impl Default for Depths {
-    /// The dense stages stop at the HNSW search width (ef 64): deeper asks widen every graph
-    /// search and cost latency without improving the reranked list (EVALUATION.md, "First-stage
-    /// depth"); the lexical stage runs while the query is encoded, so its depth is free.
+    /// The dense stages stop at 64: deeper asks cost loading and scoring without improving the
+    /// reranked list (EVALUATION.md, "First-stage depth"); the lexical stage runs while the
+    /// query is encoded, so its depth is free.
     fn default() -> Self {
         Depths {
             cosine: 64,
@@ -134,7 +134,8 @@ pub struct SearchParams {
     pub rerank_depth: usize,
     /// Attach an RCMD explanation to each hit.
     pub explain: bool,
-    /// Keep only documents whose metadata has these top-level key/value pairs.
+    /// Keep only documents whose metadata meets these conditions, one per top-level key
+    /// (equality, `{"in": [..]}`, numeric ranges; see [`Filter`]).
     pub filter: serde_json::Map<String, serde_json::Value>,
 }
 
@@ -185,19 +186,8 @@ pub fn validate(p: &SearchParams) -> Result<()> {
             "weights and k0 must be finite and non-negative".into(),
         );
     }
+    Filter::parse(&p.filter)?;
     Ok(())
-}
-
-/// Whether a document's metadata has every top-level key/value pair of `filter`.
-pub(crate) fn matches_filter(
-    doc: &StoredDoc,
-    filter: &serde_json::Map<String, serde_json::Value>,
-) -> bool {
-    if filter.is_empty() {
-        return true;
-    }
-    let meta = doc.metadata();
-    filter.iter().all(|(k, v)| meta.get(k) == Some(v))
 }
 
 #[cfg(test)]

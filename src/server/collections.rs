@@ -62,7 +62,7 @@ pub async fn list_collections(
 pub struct CreateCollection {
     /// 1-64 ASCII letters, digits, `_` or `-`.
     pub name: String,
-    /// HNSW parameters (default m 16, ef_construction 200, ef_search 64).
+    /// HNSW parameters (default m 16, ef_construction 200, ef_search 128).
     pub hnsw: Option<HnswParams>,
     /// Encoder arithmetic of the collection's vectors: `fp32` or `int8` (default: the
     /// server's `precision` setting). Fixed at creation; `reindex` moves a collection.

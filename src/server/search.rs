@@ -33,7 +33,10 @@ pub struct SearchRequest {
     pub rerank: Option<Rerank>,
     /// Attach an RCMD explanation to each hit (default false).
     pub explain: Option<bool>,
-    /// Keep only documents whose metadata has these top-level key/value pairs.
+    /// Keep only documents whose metadata meets these conditions, one per top-level key:
+    /// a value (`{"site": "faq"}`; a metadata list matches if any element does), any of a
+    /// list (`{"lang": {"in": ["en", "de"]}}`) or a numeric range (`{"year": {"gte": 2020,
+    /// "lt": 2024}}`; gt, gte, lt, lte). Applied exactly, before every first stage.
     #[schema(value_type = Option<Object>)]
     pub filter: Option<serde_json::Map<String, serde_json::Value>>,
     /// Per-stage candidate depths.

@@ -442,6 +442,7 @@ impl Store {
     /// Creates a collection.
     pub fn create_collection(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
         validate_name(name)?;
+        settings.hnsw.validate()?;
         let bytes = serde_json::to_vec(settings).expect("settings serialise");
         match self
             .collections

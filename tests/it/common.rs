@@ -169,7 +169,7 @@ pub fn search(
 /// The k nearest documents by cosine: (document, cosine), best first.
 pub fn cosine_hits(db: &Database, name: &str, v: &[f32], k: usize) -> Vec<(StoredDoc, f32)> {
     let view = db.view(name).expect("collection");
-    let hits = view.cosine(v, k).expect("search");
+    let hits = view.cosine(v, k, None).expect("search");
     resolve(&view, hits)
 }
 
@@ -181,14 +181,14 @@ pub fn w2_hits(
     k: usize,
 ) -> Vec<(StoredDoc, f32)> {
     let view = db.view(name).expect("collection");
-    let hits = view.w2(g, k).expect("search");
+    let hits = view.w2(g, k, None).expect("search");
     resolve(&view, hits)
 }
 
 /// The k best documents by BM25: (document, score), best first.
 pub fn lexical_hits(db: &Database, name: &str, text: &str, k: usize) -> Vec<(StoredDoc, f32)> {
     let view = db.view(name).expect("collection");
-    let hits = view.lexical(text, k);
+    let hits = view.lexical(text, k, None);
     resolve(&view, hits)
 }
 

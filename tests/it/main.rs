@@ -8,6 +8,7 @@ mod common;
 mod crash;
 mod encoder;
 mod eval;
+mod filter;
 mod golden;
 mod ingest;
 mod layers;

@@ -158,6 +158,10 @@ mod tests {
             candidates: 42,
             calibration: "logistic".into(),
             threshold: 0.5,
+            filtered: Some(search::Filtered {
+                matching: 7,
+                exact: true,
+            }),
             timings: timings(),
         });
         same_json::<_, super::SearchOutcome>(search::SearchOutcome {
@@ -165,6 +169,7 @@ mod tests {
             candidates: 0,
             calibration: "default".into(),
             threshold: 0.5,
+            filtered: None,
             timings: search::Timings::default(),
         });
         same_json::<_, super::PairExplanation>(search::PairExplanation {

@@ -298,6 +298,9 @@ pub struct SearchOutcome {
     pub calibration: String,
     /// The P(duplicate) threshold (a hit at or above it is a duplicate).
     pub threshold: f32,
+    /// What the metadata filter admitted (absent without a filter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filtered: Option<Filtered>,
     /// Stage timings.
     pub timings: Timings,
 }
@@ -309,7 +312,27 @@ impl From<search::SearchOutcome> for SearchOutcome {
             candidates: o.candidates,
             calibration: o.calibration,
             threshold: o.threshold,
+            filtered: o.filtered.map(Into::into),
             timings: o.timings.into(),
+        }
+    }
+}
+
+/// How a filtered search found its candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Filtered {
+    /// Documents the filter admits (exact, from the metadata index).
+    pub matching: usize,
+    /// True when the vector stages scored every admitted document (exact); false when they
+    /// searched the graphs for admitted ones (approximate, like an unfiltered search).
+    pub exact: bool,
+}
+
+impl From<search::Filtered> for Filtered {
+    fn from(f: search::Filtered) -> Self {
+        Filtered {
+            matching: f.matching,
+            exact: f.exact,
         }
     }
 }

@@ -1,0 +1,267 @@
+//! kindred's HNSW graph (`src/index/graph.rs`) against hnswlib, on the same real question
+//! vectors, in one run (custom harness; prints a markdown table):
+//!
+//! - data: up to 51,000 distinct QQP questions (qqp_bimpm + qqp_deep1994 dev and test), encoded
+//!   once with the default model and cached in `target/ann-data/` (raw little-endian f32); the
+//!   first 50,000 are indexed, the last 1,000 are the queries. Cosine graph over the 384-d
+//!   sentence vectors; L2 graph over the 768-d intents [μ; σ] (W2).
+//! - build: vectors/s with 2 threads, M 16, ef_construction 200, for both libraries;
+//! - search: one thread, k 10, queries/s and recall@10 against brute force at ef 16-128.
+//!
+//! hnswlib runs from `benches/ann_peers.py` in the venv `scripts/ann-peers.sh` makes (PyPI
+//! hnswlib 0.8.0); without it only kindred's rows print.
+//!
+//! Run: `scripts/ann-peers.sh && cargo bench --bench ann` (≈ 10 minutes on 2 cores, a third of
+//! it encoding on the first run).
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use kindred::index::graph::{Graph, Metric, Params};
+use kindred::model;
+use kindred::score::wasserstein::embed;
+use kindred::{Encoder, EncoderOptions};
+
+const N: usize = 50_000;
+const QUERIES: usize = 1_000;
+const K: usize = 10;
+const EFS: [usize; 4] = [16, 32, 64, 128];
+const THREADS: usize = 2;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn distinct_questions() -> Vec<String> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for rel in [
+        "qqp_bimpm/dev.tsv",
+        "qqp_bimpm/test.tsv",
+        "qqp_deep1994_split/dev.tsv",
+        "qqp_deep1994_split/test.tsv",
+    ] {
+        let path = root().join("../shared/data").join(rel);
+        let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for line in String::from_utf8_lossy(&raw).lines() {
+            for q in line.split('\t').skip(1).take(2).map(str::trim) {
+                if !q.is_empty() && seen.insert(q.to_string()) {
+                    out.push(q.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn write_f32(path: &Path, rows: &[Vec<f32>]) {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("creates"));
+    for r in rows {
+        for x in r {
+            f.write_all(&x.to_le_bytes()).expect("writes");
+        }
+    }
+}
+
+fn read_f32(path: &Path, dim: usize) -> Option<Vec<Vec<f32>>> {
+    let bytes = std::fs::read(path).ok()?;
+    let floats: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    Some(floats.chunks_exact(dim).map(<[f32]>::to_vec).collect())
+}
+
+/// (sentence vectors, intents) of N + QUERIES questions, encoded once and cached.
+fn data(dir: &Path) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    let (cos, l2) = (dir.join("cosine.f32"), dir.join("l2.f32"));
+    if let (Some(c), Some(l)) = (read_f32(&cos, 384), read_f32(&l2, 768)) {
+        if c.len() == l.len() && c.len() > QUERIES {
+            return (c, l);
+        }
+    }
+    let explicit = std::env::var_os("KINDRED_MODEL").map(PathBuf::from);
+    let home = std::env::var_os("KINDRED_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(model::default_home);
+    let model_dir = model::resolve(explicit.as_deref(), &home, true).expect("model");
+    let encoder = Encoder::load(&model_dir, EncoderOptions::default()).expect("model loads");
+    let mut texts = distinct_questions();
+    texts.truncate(N + QUERIES);
+    let t = Instant::now();
+    let encoded = encoder.encode(&texts).expect("encodes");
+    eprintln!(
+        "encoded {} questions in {:.0}s",
+        texts.len(),
+        t.elapsed().as_secs_f64()
+    );
+    let c: Vec<Vec<f32>> = encoded.iter().map(|e| e.sentence.clone()).collect();
+    let l: Vec<Vec<f32>> = encoded.iter().map(|e| embed(&e.intent)).collect();
+    std::fs::create_dir_all(dir).expect("data dir");
+    write_f32(&cos, &c);
+    write_f32(&l2, &l);
+    (c, l)
+}
+
+fn distance(metric: Metric, a: &[f32], b: &[f32]) -> f32 {
+    match metric {
+        Metric::Cosine => 1.0 - a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>(),
+        Metric::L2 => a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f32>(),
+    }
+}
+
+fn truth(metric: Metric, base: &[Vec<f32>], queries: &[Vec<f32>]) -> Vec<Vec<u64>> {
+    use rayon::prelude::*;
+    queries
+        .par_iter()
+        .map(|q| {
+            let mut d: Vec<(f32, u64)> = base
+                .iter()
+                .zip(0..)
+                .map(|(v, i)| (distance(metric, q, v), i))
+                .collect();
+            d.select_nth_unstable_by(K, |a, b| a.0.total_cmp(&b.0));
+            d.truncate(K);
+            d.into_iter().map(|(_, i)| i).collect()
+        })
+        .collect()
+}
+
+/// One row per (library, metric, ef): build vectors/s, QPS, recall@10.
+struct Row {
+    library: String,
+    metric: String,
+    build: f64,
+    ef: usize,
+    qps: f64,
+    recall: f64,
+}
+
+fn kindred_rows(metric: Metric, name: &str, base: &[Vec<f32>], queries: &[Vec<f32>]) -> Vec<Row> {
+    let dim = base[0].len();
+    let graph = Graph::new(
+        metric,
+        dim,
+        Params {
+            m: 16,
+            ef_construction: 200,
+        },
+    );
+    let refs: Vec<(u64, &[f32])> = base
+        .iter()
+        .zip(0..)
+        .map(|(v, i)| (i, v.as_slice()))
+        .collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(THREADS)
+        .build()
+        .expect("pool");
+    let t = Instant::now();
+    pool.install(|| graph.insert_many(&refs)).expect("builds");
+    let build = base.len() as f64 / t.elapsed().as_secs_f64();
+    let truth = truth(metric, base, queries);
+    EFS.iter()
+        .map(|&ef| {
+            let t = Instant::now();
+            let found: Vec<Vec<u64>> = queries
+                .iter()
+                .map(|q| graph.search(q, K, ef).into_iter().map(|h| h.0).collect())
+                .collect();
+            let qps = queries.len() as f64 / t.elapsed().as_secs_f64();
+            Row {
+                library: "kindred".into(),
+                metric: name.into(),
+                build,
+                ef,
+                qps,
+                recall: recall(&found, &truth),
+            }
+        })
+        .collect()
+}
+
+fn recall(found: &[Vec<u64>], truth: &[Vec<u64>]) -> f64 {
+    let hits: usize = found
+        .iter()
+        .zip(truth)
+        .map(|(f, t)| f.iter().filter(|id| t.contains(id)).count())
+        .sum();
+    hits as f64 / (truth.len() * K) as f64
+}
+
+/// hnswlib's rows, from `benches/ann_peers.py` (one JSON object per line).
+fn hnswlib_rows(dir: &Path) -> Vec<Row> {
+    let python = root().join("target/ann-venv/bin/python");
+    if !python.exists() {
+        eprintln!(
+            "no {} (run scripts/ann-peers.sh): kindred only",
+            python.display()
+        );
+        return Vec::new();
+    }
+    let out = Command::new(&python)
+        .arg(root().join("benches/ann_peers.py"))
+        .arg(dir)
+        .args([N.to_string(), QUERIES.to_string(), THREADS.to_string()])
+        .output()
+        .expect("runs the hnswlib bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| Row {
+            library: "hnswlib 0.8".into(),
+            metric: v["metric"].as_str().unwrap_or("?").into(),
+            build: v["build"].as_f64().unwrap_or(0.0),
+            ef: v["ef"].as_u64().unwrap_or(0) as usize,
+            qps: v["qps"].as_f64().unwrap_or(0.0),
+            recall: v["recall"].as_f64().unwrap_or(0.0),
+        })
+        .collect()
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list" || a == "--no-run") {
+        return;
+    }
+    let dir = root().join("target/ann-data");
+    let (cos, l2) = data(&dir);
+    let n = N.min(cos.len() - QUERIES);
+    let split = |v: &[Vec<f32>]| (v[..n].to_vec(), v[v.len() - QUERIES..].to_vec());
+    let (cos_base, cos_q) = split(&cos);
+    let (l2_base, l2_q) = split(&l2);
+    drop((cos, l2));
+    let mut rows = kindred_rows(Metric::Cosine, "cosine (384-d)", &cos_base, &cos_q);
+    rows.extend(kindred_rows(
+        Metric::L2,
+        "L2 (768-d [μ;σ])",
+        &l2_base,
+        &l2_q,
+    ));
+    rows.extend(hnswlib_rows(&dir));
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    println!("{n} vectors, {QUERIES} queries, k {K}, M 16, ef_construction 200, build on {THREADS} threads, search on 1; CPU: {cpu}\n");
+    println!("| metric | library | build vectors/s | ef | search QPS | recall@10 |");
+    println!("|---|---|---:|---:|---:|---:|");
+    rows.sort_by(|a, b| (&a.metric, a.ef, &a.library).cmp(&(&b.metric, b.ef, &b.library)));
+    for r in &rows {
+        println!(
+            "| {} | {} | {:.0} | {} | {:.0} | {:.4} |",
+            r.metric, r.library, r.build, r.ef, r.qps, r.recall
+        );
+    }
+}

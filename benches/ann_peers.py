@@ -1,0 +1,51 @@
+"""hnswlib's side of `cargo bench --bench ann`: the same vectors (target/ann-data/*.f32, raw
+little-endian f32 written by the Rust bench), the same split, M, ef_construction, threads and
+ef values. Prints one JSON object per (metric, ef): build vectors/s, search QPS (one thread),
+recall@10 against brute force.
+
+Usage: ann_peers.py DATA_DIR N QUERIES THREADS
+"""
+import json
+import sys
+import time
+
+import hnswlib
+import numpy as np
+
+K = 10
+EFS = [16, 32, 64, 128]
+
+
+def run(path, dim, space, name, n, queries, threads):
+    data = np.fromfile(path, dtype="<f4").reshape(-1, dim)
+    n = min(n, len(data) - queries)
+    base, qs = data[:n], data[len(data) - queries:]
+    if space == "ip":
+        truth = np.argsort(-(qs @ base.T), axis=1)[:, :K]
+    else:
+        d = (qs * qs).sum(1)[:, None] - 2 * qs @ base.T + (base * base).sum(1)[None, :]
+        truth = np.argsort(d, axis=1)[:, :K]
+    index = hnswlib.Index(space=space, dim=dim)
+    index.init_index(max_elements=n, M=16, ef_construction=200, random_seed=100)
+    index.set_num_threads(threads)
+    t = time.perf_counter()
+    index.add_items(base, np.arange(n), num_threads=threads)
+    build = n / (time.perf_counter() - t)
+    index.set_num_threads(1)
+    for ef in EFS:
+        index.set_ef(ef)
+        t = time.perf_counter()
+        found = [index.knn_query(q, k=K)[0][0] for q in qs]  # one query per call, like kindred
+        qps = queries / (time.perf_counter() - t)
+        recall = np.mean([len(set(f) & set(t_)) / K for f, t_ in zip(found, truth)])
+        print(json.dumps({"metric": name, "build": build, "ef": ef, "qps": qps, "recall": recall}))
+
+
+def main():
+    data_dir, n, queries, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    run(f"{data_dir}/cosine.f32", 384, "ip", "cosine (384-d)", n, queries, threads)
+    run(f"{data_dir}/l2.f32", 768, "l2", "L2 (768-d [μ;σ])", n, queries, threads)
+
+
+if __name__ == "__main__":
+    main()
