@@ -27,11 +27,11 @@ use crate::types::HnswParams;
 pub const COMPACTION_RATIO: f64 = 0.2;
 
 /// Most admitted documents a restricted search scores one by one instead of searching the
-/// graph (measured: BENCHMARKS.md, "Filtered search").
+/// graph (a first choice, not yet measured: BENCHMARKS.md, "Filtered search").
 pub const EXACT_SCAN_MAX: usize = 20_000;
 
-/// Most live points a collection has for every search to be exact (a scan this size is as
-/// fast as a graph search at the default ef).
+/// Most live points a collection has for every search to be exact (a first choice, not yet
+/// measured against the graph's latency).
 pub const SMALL_EXACT_MAX: usize = 2_000;
 
 #[derive(Serialize, Deserialize)]

@@ -27,9 +27,19 @@ type Json = serde_json::Value;
 type JsonMap = serde_json::Map<String, Json>;
 
 /// A total order on f64 for the numeric map (NaN never occurs: JSON has none; -0 is 0).
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+#[derive(Debug, Clone, Copy)]
 struct Num(f64);
+impl PartialEq for Num {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
 impl Eq for Num {}
+impl PartialOrd for Num {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 impl Ord for Num {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.0.total_cmp(&other.0)
