@@ -147,3 +147,46 @@ impl Default for HnswParams {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hnsw_params_out_of_range_are_refused_by_name() {
+        assert!(HnswParams::default().validate().is_ok());
+        for (bad, name) in [
+            (
+                HnswParams {
+                    m: 0,
+                    ..Default::default()
+                },
+                "hnsw.m",
+            ),
+            (
+                HnswParams {
+                    m: 1000,
+                    ..Default::default()
+                },
+                "hnsw.m",
+            ),
+            (
+                HnswParams {
+                    ef_construction: 0,
+                    ..Default::default()
+                },
+                "hnsw.ef_construction",
+            ),
+            (
+                HnswParams {
+                    ef_search: 1 << 20,
+                    ..Default::default()
+                },
+                "hnsw.ef_search",
+            ),
+        ] {
+            let e = bad.validate().unwrap_err().to_string();
+            assert!(e.contains(name) && e.contains("use "), "{e}");
+        }
+    }
+}

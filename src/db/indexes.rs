@@ -93,9 +93,17 @@ impl Indexes {
         )
     }
 
+    /// [`Self::apply`] taking the writer lock itself (for indexes no writer serialises yet:
+    /// a reindex's shadow).
+    pub fn locked_apply(self: &Arc<Self>, removed: &[u64], added: &[Entry<'_>]) -> Result<()> {
+        let _writer = self.writer.lock().expect("lock");
+        self.apply(removed, added)
+    }
+
     /// Removes `removed` (internal ids of replaced or deleted documents) and adds `added`
     /// (whose vectors the caller checked); starts a background compaction when the graphs
-    /// hold enough tombstones.
+    /// hold enough tombstones. The caller holds the writer lock: a background compaction
+    /// swaps its graphs under it and must see every change.
     pub fn apply(self: &Arc<Self>, removed: &[u64], added: &[Entry<'_>]) -> Result<()> {
         let compact = {
             let (cosine, w2) = (

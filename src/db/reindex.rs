@@ -139,7 +139,9 @@ impl Database {
                 gone.push(internal);
             }
         }
-        shadow.apply(&gone, &[])?;
+        // Under the shadow's own writer lock, like every apply: a background compaction of the
+        // shadow swaps its graphs under that lock and must not miss these changes.
+        shadow.locked_apply(&gone, &[])?;
         let mut changed = have.difference(&live).count() as u64;
         let missing: Vec<u64> = live.difference(&have).copied().collect();
         for chunk in missing.chunks(REINDEX_BATCH) {
@@ -177,7 +179,7 @@ impl Database {
                     metadata: r.metadata(),
                 })
                 .collect();
-            shadow.apply(&replaced, &added)?;
+            shadow.locked_apply(&replaced, &added)?;
             changed += chunk.len() as u64;
             count(chunk.len() as u64);
         }
