@@ -115,23 +115,6 @@ const INITIAL_CAP: usize = 1024;
 
 type DistFn = unsafe fn(&[f32], &[f32]) -> f32;
 
-fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for ((s, x), y) in acc.iter_mut().zip(x).zip(y) {
-            *s += x * y;
-        }
-    }
-    acc.iter().sum::<f32>() + tail
-}
-
 fn l2sq_portable(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -149,8 +132,9 @@ fn l2sq_portable(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// The portable dot product is the project's one kernel, [`crate::score::dot`].
 fn cos_portable(a: &[f32], b: &[f32]) -> f32 {
-    1.0 - dot_portable(a, b)
+    1.0 - crate::score::dot(a, b)
 }
 
 #[cfg(target_arch = "x86_64")]
