@@ -173,6 +173,20 @@ pub enum InternalError {
 }
 
 impl InternalError {
+    /// True for an I/O failure because the disk (or the quota) is full.
+    pub fn is_disk_full(&self) -> bool {
+        const ENOSPC: i32 = 28;
+        const EDQUOT: i32 = 122;
+        match self {
+            InternalError::Io { source, .. } => {
+                source.kind() == std::io::ErrorKind::StorageFull
+                    || matches!(source.raw_os_error(), Some(ENOSPC | EDQUOT))
+            }
+            InternalError::Store(message) => message.contains("No space left on device"),
+            _ => false,
+        }
+    }
+
     /// Wraps an I/O error with what kindred was doing.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         InternalError::Io {

@@ -18,6 +18,7 @@ use crate::search::{self, Hit, SearchParams};
 
 /// One question of a pair: a stored document (with its id) or a submitted text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PairSide {
     /// The stored document's id; absent for a question that was only submitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -76,7 +77,7 @@ pub fn pair_key(a: &PairSide, b: &PairSide) -> String {
         .collect()
 }
 
-fn check_side(name: &'static str, s: &PairSide) -> Result<()> {
+fn check_side(db: &Database, collection: &str, name: &'static str, s: &PairSide) -> Result<()> {
     if s.text.trim().is_empty() {
         return Err(UserError::InvalidArgument {
             name,
@@ -84,13 +85,34 @@ fn check_side(name: &'static str, s: &PairSide) -> Result<()> {
         }
         .into());
     }
+    if let Some(id) = &s.id {
+        if db.get(collection, id)?.is_none() {
+            return Err(UserError::InvalidArgument {
+                name,
+                reason: format!(
+                    "no document {:?} in collection {collection:?}; give the id of a stored document, or leave id out for a submitted question",
+                    id.chars().take(80).collect::<String>()
+                ),
+            }
+            .into());
+        }
+    }
     Ok(())
 }
 
 /// Stores a verdict durably in the collection (replacing an earlier one on the same pair).
 pub fn record(db: &Database, collection: &str, verdict: Verdict) -> Result<StoredVerdict> {
-    check_side("a", &verdict.a)?;
-    check_side("b", &verdict.b)?;
+    check_side(db, collection, "a", &verdict.a)?;
+    check_side(db, collection, "b", &verdict.b)?;
+    if let Some(p) = verdict.probability {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(UserError::InvalidArgument {
+                name: "probability",
+                reason: format!("{p}; the P(duplicate) shown is between 0 and 1 (or absent)"),
+            }
+            .into());
+        }
+    }
     if verdict.a.identity() == verdict.b.identity() {
         return Err(UserError::InvalidArgument {
             name: "b",
@@ -176,6 +198,10 @@ pub struct ReviewPage {
     /// Pass as `before` to look at older documents; absent when there are none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_before: Option<u64>,
+    /// Items left without the explanation asked for: explaining them would pass
+    /// `explain_cells` (the newest items are the ones explained; absent when 0).
+    #[serde(default, skip_serializing_if = "search::is_zero")]
+    pub unexplained: usize,
 }
 
 /// What to look at for the review queue.
@@ -189,6 +215,8 @@ pub struct ReviewQuery {
     pub scan: usize,
     /// Attach the RCMD explanation to each item.
     pub explain: bool,
+    /// Most cells the page's explanations may hold (see [`SearchParams::explain_cells`]).
+    pub explain_cells: usize,
 }
 
 /// Most documents one review page may scan.
@@ -232,15 +260,15 @@ pub fn queue(col: &Collection<'_>, q: &ReviewQuery) -> Result<ReviewPage> {
         },
         ..SearchParams::default()
     };
-    let found: Vec<Option<ReviewItem>> = recent
+    let found: Vec<Option<(ReviewItem, crate::Encoded)>> = recent
         .par_iter()
-        .map(|(_, id)| -> Result<Option<ReviewItem>> {
+        .map(|(_, id)| -> Result<Option<(ReviewItem, crate::Encoded)>> {
             let Some(doc) = col.view().get(id)? else {
                 return Ok(None); // deleted since
             };
             let query = doc.encoded();
             let out = col.search_encoded(&doc.text, &query, &params)?;
-            let Some(mut best) = out.hits.into_iter().find(|h| h.id != doc.id) else {
+            let Some(best) = out.hits.into_iter().find(|h| h.id != doc.id) else {
                 return Ok(None);
             };
             let document = PairSide {
@@ -260,25 +288,34 @@ pub fn queue(col: &Collection<'_>, q: &ReviewQuery) -> Result<ReviewPage> {
             {
                 return Ok(None);
             }
-            if q.explain {
-                best.explanation = Some(col.explain(&doc.text, &query, &best.id)?);
-            }
-            Ok(Some(ReviewItem {
-                document,
-                matched: best,
-                key,
-            }))
+            Ok(Some((
+                ReviewItem {
+                    document,
+                    matched: best,
+                    key,
+                },
+                query,
+            )))
         })
         .collect::<Result<_>>()?;
     let mut seen = std::collections::HashSet::new();
-    let items = found
-        .into_iter()
-        .flatten()
-        .filter(|i| seen.insert(i.key.clone()))
-        .collect();
+    let mut budget = search::ExplainBudget::new(q.explain_cells);
+    let mut items = Vec::new();
+    for (mut item, query) in found.into_iter().flatten() {
+        if !seen.insert(item.key.clone()) {
+            continue;
+        }
+        if q.explain {
+            let doc = &item.document.text;
+            let explained = col.explain(doc, &query, &item.matched.id)?;
+            item.matched.explanation = budget.admit(|| explained);
+        }
+        items.push(item);
+    }
     Ok(ReviewPage {
         items,
         threshold,
+        unexplained: budget.refused,
         scanned: recent.len(),
         next_before: if more {
             recent.last().map(|(internal, _)| *internal)

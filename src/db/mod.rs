@@ -36,6 +36,7 @@ pub use reindex::EncodeFn;
 
 /// A document as a user gives it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NewDocument {
     /// External id (1–512 bytes).
     pub id: String,
@@ -308,26 +309,45 @@ impl Database {
                 .filter_map(|(k, slot)| slot.lock().expect("lock").clone().map(|ix| (k, ix)))
                 .collect()
         };
+        // One collection's failure (a full disk, a bad folder) must not keep the others
+        // from being saved: each is tried, the first error is returned after all of them.
         let mut saved = 0;
+        let mut first_error = None;
         for (name, ix) in open {
-            let _writer = ix.writer.lock().expect("lock");
-            let seq = match self.store.seq(&name) {
-                Ok(seq) => seq,
-                // Dropped since we listed it.
-                Err(crate::Error::User(UserError::UnknownCollection { .. })) => continue,
-                Err(e) => return Err(e),
-            };
-            let mut saved_seq = ix.saved_seq.lock().expect("lock");
-            if *saved_seq == Some(seq) || ix.is_retired() {
-                continue;
+            match self.checkpoint_one(&name, &ix) {
+                Ok(true) => saved += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(collection = %name, error = %e, "saving the indexes failed; they are rebuilt from the store if the process stops before a later save");
+                    first_error.get_or_insert(e);
+                }
             }
-            let dir = self.index_dir.join(&ix.physical);
-            ix.cosine.read().expect("lock").save(&dir, "cosine", seq)?;
-            ix.w2.read().expect("lock").save(&dir, "w2", seq)?;
-            *saved_seq = Some(seq);
-            saved += 1;
         }
-        Ok(saved)
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(saved),
+        }
+    }
+
+    /// Saves one collection's graphs unless they are saved at the store's current position;
+    /// true when it wrote them.
+    fn checkpoint_one(&self, name: &str, ix: &Indexes) -> Result<bool> {
+        let _writer = ix.writer.lock().expect("lock");
+        let seq = match self.store.seq(name) {
+            Ok(seq) => seq,
+            // Dropped since we listed it.
+            Err(crate::Error::User(UserError::UnknownCollection { .. })) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let mut saved_seq = ix.saved_seq.lock().expect("lock");
+        if *saved_seq == Some(seq) || ix.is_retired() {
+            return Ok(false);
+        }
+        let dir = self.index_dir.join(&ix.physical);
+        ix.cosine.read().expect("lock").save(&dir, "cosine", seq)?;
+        ix.w2.read().expect("lock").save(&dir, "w2", seq)?;
+        *saved_seq = Some(seq);
+        Ok(true)
     }
 
     /// Loads (or rebuilds) every collection's indexes now rather than on first use.

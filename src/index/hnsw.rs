@@ -166,7 +166,8 @@ impl VectorIndex {
     }
 
     /// Saves the graph, recording the store checkpoint `seq` it reflects: the graph file
-    /// first (synced), then the meta file naming it, replaced atomically. A crash mid-save
+    /// first (synced), then the meta file naming it, replaced atomically, then the folder
+    /// (synced, so a power cut cannot undo the renames). A crash mid-save
     /// leaves the previous save in force; older graph files are removed after the switch.
     pub fn save(&self, dir: &Path, basename: &str, seq: u64) -> Result<()> {
         let file = format!("{basename}-{seq}.graph");
@@ -197,6 +198,8 @@ impl VectorIndex {
             .and_then(|f| f.sync_all())
             .map_err(io_err("syncing index meta"))?;
         std::fs::rename(&meta_tmp, &meta_path).map_err(io_err("installing index meta"))?;
+        // The renames are durable only once the folder's entries are.
+        sync_dir(dir)?;
         // Remove superseded saves (older graph files, and hnsw_rs dump folders of format 1).
         let prefix = format!("{basename}-");
         if let Ok(entries) = std::fs::read_dir(dir) {
@@ -253,6 +256,18 @@ impl VectorIndex {
         }
         Some(VectorIndex { graph, params })
     }
+}
+
+/// Syncs a folder's entries (new and renamed files) to disk (a no-op where folders cannot be
+/// opened, as on Windows).
+fn sync_dir(dir: &Path) -> Result<()> {
+    #[cfg(unix)]
+    std::fs::File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(io_err(format!("syncing the folder {}", dir.display())))?;
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -123,6 +123,16 @@ pub struct Explanation {
     pub chunk_alignments: Vec<ChunkLink>,
 }
 
+impl Explanation {
+    /// The numbers in its matrices: what its size in an answer grows with (about ten bytes of
+    /// JSON each), so callers can bound a response before sending it.
+    pub fn cells(&self) -> usize {
+        self.token_contributions.values.len()
+            + self.word_contributions.values.len()
+            + self.word_cosines.values.len()
+    }
+}
+
 /// Each side's chunks as word-index ranges.
 pub type Chunks<'a> = (&'a [Range<usize>], &'a [Range<usize>]);
 

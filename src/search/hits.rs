@@ -91,8 +91,17 @@ pub struct SearchOutcome {
     /// What the metadata filter admitted (absent without a filter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filtered: Option<Filtered>,
+    /// Hits left without the explanation asked for, because explaining them would pass the
+    /// bound on an answer's explanations (`explain_cells`; absent when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unexplained: usize,
     /// Stage timings.
     pub timings: Timings,
+}
+
+/// For `skip_serializing_if`.
+pub fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// How a filtered search found its candidates.
@@ -118,6 +127,9 @@ pub struct DuplicateVerdict {
     pub matches: Vec<DuplicateMatch>,
     /// Where the probabilities come from.
     pub calibration: String,
+    /// Matches left without the explanation asked for (see [`SearchOutcome::unexplained`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unexplained: usize,
     /// Stage timings.
     pub timings: Timings,
 }

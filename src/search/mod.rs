@@ -36,11 +36,13 @@ use crate::types::{Encoded, Token};
 pub use crate::score::calibration::Calibrator;
 pub use crate::score::features;
 pub use hits::{
-    DuplicateMatch, DuplicateVerdict, Filtered, Hit, PairExplanation, RcmdStage, SearchOutcome,
-    Stage, Stages, Timings,
+    is_zero, DuplicateMatch, DuplicateVerdict, Filtered, Hit, PairExplanation, RcmdStage,
+    SearchOutcome, Stage, Stages, Timings,
 };
 pub use judge::{Judge, SIAMESE_THRESHOLD};
-pub use params::{validate, Depths, FusionWeights, Mode, Rerank, SearchParams, MAX_DEPTH};
+pub use params::{
+    validate, Depths, FusionWeights, Mode, Rerank, SearchParams, DEFAULT_EXPLAIN_CELLS, MAX_DEPTH,
+};
 
 /// The first stages' candidate lists: internal ids, best first.
 #[derive(Debug, Default)]
@@ -334,13 +336,14 @@ pub fn outcome(
     start: Instant,
 ) -> SearchOutcome {
     let candidates = scored.hits.len();
-    let hits = scored
+    let mut budget = ExplainBudget::new(params.explain_cells);
+    let hits: Vec<Hit> = scored
         .hits
         .into_iter()
         .take(params.k)
         .map(|(mut hit, doc)| {
             if params.explain {
-                hit.explanation = Some(explain_doc(text, query, &doc));
+                hit.explanation = budget.admit(|| explain_doc(text, query, &doc));
             }
             hit
         })
@@ -352,6 +355,7 @@ pub fn outcome(
         calibration: judge.name(),
         threshold: judge.threshold(),
         filtered: scored.filtered,
+        unexplained: budget.refused,
         timings: Timings {
             encode_ms: 0.0,
             candidates_ms: scored.candidates_ms,
@@ -391,7 +395,40 @@ pub fn verdict(
         threshold,
         matches,
         calibration: out.calibration,
+        unexplained: out.unexplained,
         timings: out.timings,
+    }
+}
+
+/// Explanations admitted best first while their cells fit a bound: once one does not fit,
+/// it and every later one are refused (so the explained hits are always the top ones).
+#[derive(Debug)]
+pub struct ExplainBudget {
+    left: usize,
+    /// Explanations refused.
+    pub refused: usize,
+}
+
+impl ExplainBudget {
+    /// A budget of `cells`.
+    pub fn new(cells: usize) -> Self {
+        ExplainBudget {
+            left: cells,
+            refused: 0,
+        }
+    }
+
+    /// The explanation `make` builds, if it fits what is left (and nothing was refused yet).
+    pub fn admit(&mut self, make: impl FnOnce() -> Explanation) -> Option<Explanation> {
+        if self.refused == 0 {
+            let e = make();
+            if e.cells() <= self.left {
+                self.left -= e.cells();
+                return Some(e);
+            }
+        }
+        self.refused += 1;
+        None
     }
 }
 

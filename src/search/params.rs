@@ -134,6 +134,11 @@ pub struct SearchParams {
     pub rerank_depth: usize,
     /// Attach an RCMD explanation to each hit.
     pub explain: bool,
+    /// Most matrix cells ([`Explanation::cells`](crate::score::explain::Explanation::cells))
+    /// the explanations of one answer may hold: hits are explained best first until the next
+    /// would pass it; the rest are counted as `unexplained`. Bounds the answer's size.
+    #[serde(default = "default_explain_cells")]
+    pub explain_cells: usize,
     /// Keep only documents whose metadata meets these conditions, one per top-level key
     /// (equality, `{"in": [..]}`, numeric ranges; see [`Filter`]).
     pub filter: serde_json::Map<String, serde_json::Value>,
@@ -149,9 +154,18 @@ impl Default for SearchParams {
             fusion: FusionWeights::default(),
             rerank_depth: 100,
             explain: false,
+            explain_cells: DEFAULT_EXPLAIN_CELLS,
             filter: Default::default(),
         }
     }
+}
+
+/// Default bound on the cells of one answer's explanations (about 10 MB of JSON); the
+/// largest single explanation (512 x 512 wordpieces) fits.
+pub const DEFAULT_EXPLAIN_CELLS: usize = 1_000_000;
+
+fn default_explain_cells() -> usize {
+    DEFAULT_EXPLAIN_CELLS
 }
 
 /// Largest k, per-stage depth and rerank depth a search accepts.

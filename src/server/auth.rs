@@ -90,14 +90,23 @@ impl Keys {
     }
 }
 
+/// The key a request presents: `Authorization: Bearer KEY` (the scheme in any case), else
+/// `X-API-Key: KEY`. Another scheme (`Basic`, added by a proxy or a browser) does not hide an
+/// `X-API-Key`.
 fn presented(headers: &HeaderMap) -> Option<&str> {
-    if let Some(v) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
-        return v.strip_prefix("Bearer ").map(str::trim);
-    }
-    headers
-        .get("x-api-key")
+    let bearer = headers
+        .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .map(str::trim)
+        .and_then(|v| {
+            let (scheme, key) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| key.trim())
+        });
+    bearer.or_else(|| {
+        headers
+            .get("x-api-key")
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    })
 }
 
 #[cfg(test)]
@@ -136,5 +145,18 @@ mod tests {
         assert_eq!(keys.check(&none, Role::Admin).unwrap_err().status, 401);
         // No keys: everything open.
         assert!(Keys::new(None, None).check(&none, Role::Admin).is_ok());
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive_and_basic_does_not_hide_x_api_key() {
+        let admin = "a".repeat(20);
+        let keys = Keys::new(Some(&admin), None);
+        for scheme in ["bearer", "BEARER", "Bearer"] {
+            let h = with("authorization", &format!("{scheme} {admin}"));
+            assert!(keys.check(&h, Role::Admin).is_ok(), "{scheme}");
+        }
+        let mut h = with("authorization", "Basic dXNlcjpwYXNz");
+        h.insert("x-api-key", admin.parse().unwrap());
+        assert!(keys.check(&h, Role::Admin).is_ok());
     }
 }

@@ -29,6 +29,17 @@ pub struct Limits {
     pub request_timeout_ms: u64,
     /// Largest file uploaded to `POST /v1/collections/{c}/ingest`, in bytes (413 beyond).
     pub max_upload_bytes: u64,
+    /// Most matrix cells the explanations of one answer (search, duplicates, review page) may
+    /// hold, about 10 bytes of JSON each: hits are explained best first until the next would
+    /// pass it, the rest are counted in the answer's `unexplained`.
+    pub max_explain_cells: usize,
+    /// Most open connections; more wait in the listen backlog until one closes.
+    pub max_connections: usize,
+    /// Milliseconds a client has to send a request's headers (and an idle keep-alive
+    /// connection to start its next request) before the connection is closed.
+    pub header_timeout_ms: u64,
+    /// Most upload jobs loading at once (429 beyond).
+    pub max_jobs: usize,
 }
 
 impl Default for Limits {
@@ -40,6 +51,10 @@ impl Default for Limits {
             max_text_chars: 2000,
             request_timeout_ms: 30_000,
             max_upload_bytes: 1 << 30,
+            max_explain_cells: crate::search::DEFAULT_EXPLAIN_CELLS,
+            max_connections: 1024,
+            header_timeout_ms: 10_000,
+            max_jobs: 4,
         }
     }
 }
@@ -100,6 +115,10 @@ pub struct ServeConfig {
     /// Niceness (0-19) of the write threads, so the scheduler runs searches first when both
     /// want a core (Linux; 0 leaves the priority alone).
     pub ingest_nice: i32,
+    /// Host names, besides the loopback ones, that a server listening on loopback answers
+    /// (a reverse proxy that keeps the client's Host header); every other Host is refused as
+    /// a DNS-rebinding guard.
+    pub allowed_hosts: Vec<String>,
     /// Request limits.
     pub limits: Limits,
     /// Search defaults.
@@ -122,6 +141,7 @@ impl Default for ServeConfig {
             checkpoint_interval_secs: 60,
             ingest_threads: 0,
             ingest_nice: 10,
+            allowed_hosts: Vec::new(),
             limits: Limits::default(),
             search: SearchDefaults::default(),
         }
@@ -243,9 +263,28 @@ impl ServeConfig {
             .into())
         };
         for (name, key) in [("admin_key", &self.admin_key), ("read_key", &self.read_key)] {
-            if key.as_deref().is_some_and(|k| k.len() < 16) {
+            let Some(key) = key.as_deref() else { continue };
+            if key.len() < 16 {
                 return bad(name, "shorter than 16 characters; use a long random key (e.g. `openssl rand -hex 24`)");
             }
+            if key.trim() != key || key.chars().any(char::is_control) {
+                return bad(
+                    name,
+                    "has leading or trailing whitespace or control characters, which no client could send back; remove them",
+                );
+            }
+        }
+        if self.read_key.is_some() && self.admin_key.is_none() {
+            return bad(
+                "read_key",
+                "set without admin_key: reads would need a key while writes stayed open to anyone; set KINDRED_ADMIN_KEY too",
+            );
+        }
+        if self.read_key.is_some() && self.read_key == self.admin_key {
+            return bad(
+                "read_key",
+                "the same as admin_key, so every reader could write; use two different keys",
+            );
         }
         if self.admin_key.is_none() && !self.listen.ip().is_loopback() {
             return bad(
@@ -268,6 +307,10 @@ impl ServeConfig {
             || l.max_k == 0
             || l.max_text_chars == 0
             || l.max_upload_bytes == 0
+            || l.max_explain_cells == 0
+            || l.max_connections == 0
+            || l.header_timeout_ms == 0
+            || l.max_jobs == 0
         {
             return bad("limits", "every limit must be at least 1");
         }
@@ -321,6 +364,20 @@ mod tests {
         };
         let e = ServeConfig::load(None, o).unwrap_err().to_string();
         assert!(e.contains("16 characters"), "{e}");
+        let long = "k".repeat(20);
+        for (admin, read, want) in [
+            (None, Some(long.clone()), "KINDRED_ADMIN_KEY too"),
+            (Some(long.clone()), Some(long.clone()), "two different keys"),
+            (Some(format!(" {long} ")), None, "whitespace"),
+        ] {
+            let o = Overrides {
+                admin_key: admin,
+                read_key: read,
+                ..Default::default()
+            };
+            let e = ServeConfig::load(None, o).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
         let o = Overrides {
             ingest_nice: Some(20),
             ..Default::default()

@@ -94,9 +94,16 @@ async fn write_batch(
         )?;
     }
     // One writer at a time: a large ingest leaves the other core to searches.
-    let _permit = state.writers.acquire().await.expect("semaphore open");
+    let permit = state
+        .writers
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("semaphore open");
     let (c, s) = (collection.to_string(), state.clone());
     let out = blocking(move || {
+        // Held until the write ends, even if the request is answered `timeout` first.
+        let _permit = permit;
         s.engine
             .write_with(&c, |col| s.write_pool.install(|| col.upsert(docs.clone())))
     })

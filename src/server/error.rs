@@ -96,6 +96,14 @@ impl From<Error> for ApiError {
                     );
                 }
             },
+            Error::Internal(i) if i.is_disk_full() => {
+                tracing::error!(error = %e, "the disk is full");
+                return ApiError::new(
+                    StatusCode::INSUFFICIENT_STORAGE,
+                    "insufficient_storage",
+                    "the server's disk is full: this write was not acknowledged; free space on the server and retry (reads go on)",
+                );
+            }
             Error::Internal(_) => {
                 return hidden(StatusCode::INTERNAL_SERVER_ERROR, "internal", &e);
             }
@@ -119,6 +127,80 @@ fn hidden(status: StatusCode, code: &'static str, e: &Error) -> ApiError {
         code,
         format!("{what} (reference {reference}); its log has the detail under that reference"),
     )
+}
+
+/// Gives every error response the API's JSON shape. Handlers answer [`ApiError`]s already;
+/// this catches what axum answers by itself before a handler runs (a path segment that does not
+/// decode, a method the route does not take: plain text or an empty body).
+pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let method = req.method().clone();
+    let response = next.run(req).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 4096)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let (code, message) = match status {
+        StatusCode::METHOD_NOT_ALLOWED => {
+            let allow = parts
+                .headers
+                .get(axum::http::header::ALLOW)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            (
+                "method_not_allowed",
+                format!("{method} is not allowed on this route (allowed: {allow}); see GET /openapi.json"),
+            )
+        }
+        StatusCode::NOT_FOUND => ("not_found", or(text, "no such resource")),
+        StatusCode::PAYLOAD_TOO_LARGE => ("body_too_large", or(text, "the request is too large")),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => (
+            "unsupported_media_type",
+            or(text, "send Content-Type: application/json"),
+        ),
+        s if s.is_client_error() => ("bad_request", or(text, "the request is malformed")),
+        _ => return hidden_text(status, &text),
+    };
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    let body = ErrorBody {
+        error: ErrorDetail {
+            code: code.into(),
+            message,
+        },
+    };
+    (parts, Json(body)).into_response()
+}
+
+fn or(text: String, fallback: &str) -> String {
+    if text.is_empty() {
+        fallback.to_string()
+    } else {
+        text
+    }
+}
+
+/// A non-JSON server error from below the handlers: logged, answered in the API's shape.
+fn hidden_text(status: StatusCode, text: &str) -> Response {
+    tracing::error!(
+        status = status.as_u16(),
+        detail = text,
+        "error response from below the handlers"
+    );
+    ApiError::new(
+        status,
+        "internal",
+        "the server failed to answer; its log has the detail",
+    )
+    .into_response()
 }
 
 /// Handler result.

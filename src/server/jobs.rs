@@ -1,7 +1,8 @@
 //! File ingest over HTTP: an uploaded file is saved under `<data>/uploads/`, then loaded by
 //! the same pipeline as `kindred ingest` ([`crate::ingest`]) on a background thread; its
 //! progress is polled at `GET /v1/jobs/{id}`. Jobs live in memory: a restart forgets them
-//! (what they committed stays committed; re-uploading the same file re-writes it as replaces).
+//! (what they committed stays committed; re-uploading the same file re-writes it as replaces),
+//! and [`sweep`] removes the files a killed server's jobs left behind.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -75,6 +76,9 @@ pub struct Jobs {
 /// Rejected rows a job keeps to show.
 const SHOWN_REJECTS: usize = 100;
 
+/// Finished jobs kept to show (the oldest are forgotten first).
+const KEPT_FINISHED: usize = 1000;
+
 /// What an upload asks for.
 pub struct JobSpec {
     /// Target collection.
@@ -103,6 +107,29 @@ impl Jobs {
         jobs.values().rev().map(|j| snapshot(j)).collect()
     }
 
+    /// Jobs still loading.
+    pub fn running(&self) -> usize {
+        let jobs = self.jobs.lock().expect("lock");
+        jobs.values()
+            .filter(|j| j.lock().expect("lock").0.state == JobState::Running)
+            .count()
+    }
+
+    /// Forgets the oldest finished jobs beyond [`KEPT_FINISHED`].
+    fn prune(jobs: &mut BTreeMap<u64, Job>) {
+        let finished: Vec<u64> = jobs
+            .iter()
+            .filter(|(_, j)| j.lock().expect("lock").0.state != JobState::Running)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in finished
+            .iter()
+            .take(finished.len().saturating_sub(KEPT_FINISHED))
+        {
+            jobs.remove(id);
+        }
+    }
+
     /// One job's status.
     pub fn get(&self, id: u64) -> Option<JobStatus> {
         let jobs = self.jobs.lock().expect("lock");
@@ -129,7 +156,11 @@ impl Jobs {
             summary: None,
         };
         let job = Arc::new(Mutex::new((status.clone(), Instant::now())));
-        self.jobs.lock().expect("lock").insert(id, job.clone());
+        {
+            let mut jobs = self.jobs.lock().expect("lock");
+            Self::prune(&mut jobs);
+            jobs.insert(id, job.clone());
+        }
         std::thread::Builder::new()
             .name(format!("kindred-ingest-{id}"))
             .spawn(move || run(spec, state, job))
@@ -157,6 +188,7 @@ fn run(spec: JobSpec, state: Arc<super::AppState>, job: Job) {
         strict: false,
         restart: true,
         threads: Some(state.write_pool.clone()),
+        max_text_chars: state.config.limits.max_text_chars,
     };
     let result = state.engine.collection(&spec.collection).and_then(|col| {
         let encoder = col.encoder().clone();
@@ -210,4 +242,70 @@ fn run(spec: JobSpec, state: Arc<super::AppState>, job: Job) {
     drop(j);
     // The file is consumed; what it held is in the store now.
     let _ = std::fs::remove_file(&spec.path);
+}
+
+/// Removes what jobs of an earlier server process left: their saved uploads
+/// (`<data>/uploads/job-*`, which no job of this process will read) and the temporary files
+/// of interrupted progress writes (`<data>/ingest/<collection>/*.tmp`). Returns how many.
+pub fn sweep(data: &std::path::Path) -> usize {
+    let mut removed = 0;
+    let mine = format!("-{}", std::process::id());
+    let mut remove = |path: PathBuf| match std::fs::remove_file(&path) {
+        Ok(()) => removed += 1,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "could not remove a leftover file")
+        }
+    };
+    let files = |dir: PathBuf| {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .collect::<Vec<_>>()
+    };
+    for path in files(data.join("uploads")) {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with("job-") && !name.ends_with(&mine) {
+            remove(path);
+        }
+    }
+    for dir in files(data.join("ingest")) {
+        for path in files(dir) {
+            if path.extension().is_some_and(|e| e == "tmp") {
+                remove(path);
+            }
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_removes_what_dead_jobs_left_and_keeps_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("uploads")).unwrap();
+        std::fs::create_dir_all(d.join("ingest/faq")).unwrap();
+        let own = format!("job-1-{}", std::process::id());
+        for f in [
+            "uploads/job-3-999999",
+            "ingest/faq/abc.json.tmp",
+            "ingest/faq/abc.json",
+        ] {
+            std::fs::write(d.join(f), b"x").unwrap();
+        }
+        std::fs::write(d.join("uploads").join(&own), b"x").unwrap();
+        assert_eq!(sweep(d), 2);
+        assert!(d.join("ingest/faq/abc.json").exists(), "progress is kept");
+        assert!(
+            d.join("uploads").join(&own).exists(),
+            "this process's job is kept"
+        );
+        assert!(!d.join("uploads/job-3-999999").exists());
+        assert_eq!(sweep(&d.join("missing")), 0);
+    }
 }

@@ -12,7 +12,9 @@ pub mod config;
 pub mod documents;
 pub mod error;
 pub mod extract;
+pub mod guard;
 pub mod jobs;
+pub mod listen;
 pub mod metrics;
 pub mod openapi;
 pub mod reindex;
@@ -55,8 +57,9 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Set once every collection's indexes are loaded.
     pub ready: AtomicBool,
-    /// One encoding writer at a time.
-    pub writers: Semaphore,
+    /// One encoding writer at a time (a write's permit lives as long as its blocking work,
+    /// even when the request that started it has timed out).
+    pub writers: Arc<Semaphore>,
     /// The threads writes run on (`ingest_threads`), so searches keep the other cores.
     pub write_pool: Arc<rayon::ThreadPool>,
     /// File ingest jobs.
@@ -106,6 +109,8 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/v1/collections/{collection}/verdicts",
             get(review::list_verdicts),
         )
+        // Metrics name collections and their sizes: with a read key, scrapers send it.
+        .route("/metrics", get(routes::metrics))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_read));
     let admin = Router::new()
         .route("/v1/collections", post(collections::create_collection))
@@ -140,7 +145,6 @@ pub fn router(state: Arc<AppState>) -> Router {
     let open = Router::new()
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
-        .route("/metrics", get(routes::metrics))
         .route("/openapi.json", get(openapi::serve))
         .route("/", get(ui::redirect))
         .route("/ui", get(ui::redirect))
@@ -150,6 +154,8 @@ pub fn router(state: Arc<AppState>) -> Router {
     open.merge(read)
         .merge(admin)
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), browser_guard))
+        .layer(middleware::from_fn(error::json_errors))
         .layer(middleware::from_fn_with_state(state.clone(), timeout))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .layer(axum::extract::DefaultBodyLimit::max(limit))
@@ -162,6 +168,21 @@ async fn not_found() -> ApiError {
         "route_not_found",
         "no such route; see GET /openapi.json for the API",
     )
+}
+
+/// Refuses what a hostile web page could make a browser send (see [`guard`]).
+async fn browser_guard(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let authority = req.uri().authority().map(|a| a.as_str().to_string());
+    match guard::check(
+        req.method(),
+        req.headers(),
+        authority.as_deref(),
+        s.config.listen.ip().is_loopback(),
+        &s.config.allowed_hosts,
+    ) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
 }
 
 async fn require_read(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
@@ -179,10 +200,15 @@ async fn require_admin(State(s): State<Arc<AppState>>, req: Request, next: Next)
 }
 
 /// Answers 503 `timeout` when a request takes longer than `limits.request_timeout_ms`.
-/// NDJSON streams and file uploads are exempt: they are as long as the file. Work already handed to the
-/// blocking pool finishes; a timed-out write may still commit (check with GET).
+/// NDJSON document streams and file uploads are exempt: they are as long as the file (and
+/// only there: an NDJSON content type on another route gets no pass). Work already handed to
+/// the blocking pool finishes, still holding the writer's permit; a timed-out write may still
+/// commit (check with GET).
 async fn timeout(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let streaming = extract::is_ndjson(req.headers()) || req.uri().path().ends_with("/ingest");
+    let path = req.uri().path();
+    let streaming = req.method() == axum::http::Method::POST
+        && ((extract::is_ndjson(req.headers()) && path.ends_with("/documents"))
+            || path.ends_with("/ingest"));
     let ms = s.config.limits.request_timeout_ms;
     if streaming || ms == 0 {
         return next.run(req).await;
@@ -201,7 +227,14 @@ async fn timeout(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Re
 /// Counts and times every request by matched route; logs it.
 async fn observe(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let start = Instant::now();
-    let method = req.method().to_string();
+    // Only the methods HTTP defines become labels: an invented method must not grow the
+    // metrics (each distinct label set is kept for the life of the process).
+    let method = match req.method().as_str() {
+        m @ ("GET" | "POST" | "PUT" | "DELETE" | "HEAD" | "OPTIONS" | "PATCH" | "CONNECT"
+        | "TRACE") => m,
+        _ => "other",
+    }
+    .to_string();
     let route = req
         .extensions()
         .get::<MatchedPath>()
@@ -242,12 +275,19 @@ pub async fn serve(
         );
     }
     let db = engine.db().clone();
+    let swept = jobs::sweep(db.dir());
+    if swept > 0 {
+        tracing::info!(
+            files = swept,
+            "removed files left by an earlier server's upload jobs"
+        );
+    }
     let state = Arc::new(AppState {
         keys: Keys::new(config.admin_key.as_deref(), config.read_key.as_deref()),
         engine,
         metrics: Metrics::new(),
         ready: AtomicBool::new(false),
-        writers: Semaphore::new(1),
+        writers: Arc::new(Semaphore::new(1)),
         write_pool: Arc::new(
             rayon::ThreadPoolBuilder::new()
                 .num_threads(config.writer_threads())
@@ -297,16 +337,11 @@ pub async fn serve(
     }
     on_listening(&Running { addr });
     tracing::info!(%addr, "listening");
-    // Small JSON answers must not wait on Nagle's algorithm.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(crate::error::io_err("serving"))?;
+    let limits = listen::ConnectionLimits {
+        max_connections: state.config.limits.max_connections,
+        header_timeout: Duration::from_millis(state.config.limits.header_timeout_ms),
+    };
+    listen::serve(listener, router(state), limits, shutdown_signal()).await;
     tracing::info!("shutting down: saving indexes");
     let saved = tokio::task::spawn_blocking(move || db.checkpoint())
         .await

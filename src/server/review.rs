@@ -14,7 +14,7 @@ use utoipa::IntoParams;
 
 use super::api::{ReviewPage, StoredVerdict, Verdict};
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::{blocking, check_collection, parse, query};
+use super::extract::{blocking, check_collection, check_text, parse, query};
 use super::AppState;
 use crate::review::{self, ReviewQuery};
 
@@ -50,6 +50,7 @@ pub async fn review_queue(
         before: p.before,
         scan: p.scan.unwrap_or(100),
         explain: p.explain.unwrap_or(false),
+        explain_cells: state.config.limits.max_explain_cells,
     };
     Ok(Json(
         blocking(move || {
@@ -124,6 +125,8 @@ pub async fn put_verdict(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<StoredVerdict>)> {
     let v: Verdict = parse(body)?;
+    check_text(&state, "a.text", &v.a.text)?;
+    check_text(&state, "b.text", &v.b.text)?;
     check_collection(&state, &collection).await?;
     let db = state.db().clone();
     let stored = blocking(move || review::record(&db, &collection, v.into())).await?;

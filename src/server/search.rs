@@ -63,6 +63,7 @@ impl SearchRequest {
                 fusion: self.fusion.map_or(d.fusion, Into::into),
                 rerank_depth: self.rerank_depth.unwrap_or(d.rerank_depth),
                 explain: self.explain.unwrap_or(false),
+                explain_cells: state.config.limits.max_explain_cells,
                 filter: self.filter.unwrap_or_default(),
             },
         ))

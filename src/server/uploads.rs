@@ -81,6 +81,14 @@ pub async fn upload(
             .unwrap_or_default(),
     };
     check_collection(&state, &collection).await?;
+    let max_jobs = state.config.limits.max_jobs;
+    if state.jobs.running() >= max_jobs {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_jobs",
+            format!("{max_jobs} upload jobs are loading (limits.max_jobs); wait for one to finish (GET /v1/jobs) and upload again"),
+        ));
+    }
 
     let id = state.jobs.next_id();
     let dir = state.db().dir().join("uploads");
@@ -107,12 +115,13 @@ async fn save(
     dir: &std::path::Path,
     path: &std::path::Path,
 ) -> ApiResult<()> {
+    // The detail names server paths: it goes to the log, the client gets a reference (and
+    // 507 when the disk is full).
     let io = |what: &str, e: std::io::Error| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "io",
-            format!("{what} {}: {e}", path.display()),
-        )
+        ApiError::from(crate::Error::from(crate::InternalError::io(
+            format!("{what} {}", path.display()),
+            e,
+        )))
     };
     tokio::fs::create_dir_all(dir)
         .await

@@ -10,6 +10,7 @@ mod encoder;
 mod eval;
 mod filter;
 mod golden;
+mod hostile;
 mod ingest;
 mod layers;
 mod model;

@@ -326,7 +326,10 @@ fn api_lifecycle_over_a_real_socket_with_restart() {
     // Operations.
     let (st, _) = call("GET", &s.url("/healthz"), None, None);
     assert_eq!(st, 200);
+    // With a read key, metrics (which name collections) need it too.
+    assert_eq!(call("GET", &s.url("/metrics"), None, None).0, 401);
     let metrics = ureq::get(&s.url("/metrics"))
+        .set("Authorization", &format!("Bearer {READ}"))
         .call()
         .expect("metrics")
         .into_string()

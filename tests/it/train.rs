@@ -697,6 +697,7 @@ fn a_model_with_a_classifier_judges_duplicates_with_it() {
         before: None,
         scan: 10,
         explain: false,
+        explain_cells: kindred::search::DEFAULT_EXPLAIN_CELLS,
     };
     let page = queue(&col, &review(None)).expect("queue");
     assert_eq!(page.threshold, SIAMESE_THRESHOLD);

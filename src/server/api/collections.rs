@@ -8,6 +8,7 @@ use crate::{db, model, store, types};
 
 /// A document as a user gives it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct NewDocument {
     /// External id (1–512 bytes).
     pub id: String,

@@ -162,6 +162,7 @@ mod tests {
                 matching: 7,
                 exact: true,
             }),
+            unexplained: 3,
             timings: timings(),
         });
         same_json::<_, super::SearchOutcome>(search::SearchOutcome {
@@ -170,6 +171,7 @@ mod tests {
             calibration: "default".into(),
             threshold: 0.5,
             filtered: None,
+            unexplained: 0,
             timings: search::Timings::default(),
         });
         same_json::<_, super::PairExplanation>(search::PairExplanation {
@@ -196,6 +198,7 @@ mod tests {
                 },
             ],
             calibration: "siamese".into(),
+            unexplained: 1,
             timings: timings(),
         });
     }
@@ -278,6 +281,7 @@ mod tests {
                 ],
                 threshold: 0.5,
                 scanned: 100,
+                unexplained: next_before.map_or(0, |_| 2),
                 next_before,
             });
         }

@@ -8,6 +8,7 @@ use crate::review;
 
 /// One question of a pair: a stored document (with its id) or a submitted text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PairSide {
     /// The stored document's id; absent for a question that was only submitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -36,6 +37,7 @@ impl From<PairSide> for review::PairSide {
 
 /// An admin's verdict on a pair of questions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Verdict {
     /// The new (or submitted) question.
     pub a: PairSide,
@@ -126,6 +128,9 @@ pub struct ReviewPage {
     /// Pass as `before` to look at older documents; absent when there are none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_before: Option<u64>,
+    /// Items left without the explanation asked for (`limits.max_explain_cells`; absent when 0).
+    #[serde(default, skip_serializing_if = "crate::search::is_zero")]
+    pub unexplained: usize,
 }
 
 impl From<review::ReviewPage> for ReviewPage {
@@ -135,6 +140,7 @@ impl From<review::ReviewPage> for ReviewPage {
             threshold: p.threshold,
             scanned: p.scanned,
             next_before: p.next_before,
+            unexplained: p.unexplained,
         }
     }
 }

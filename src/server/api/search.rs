@@ -301,6 +301,10 @@ pub struct SearchOutcome {
     /// What the metadata filter admitted (absent without a filter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filtered: Option<Filtered>,
+    /// Hits left without the explanation asked for, because explaining them would pass
+    /// `limits.max_explain_cells` (the best hits are the ones explained; absent when 0).
+    #[serde(default, skip_serializing_if = "search::is_zero")]
+    pub unexplained: usize,
     /// Stage timings.
     pub timings: Timings,
 }
@@ -313,6 +317,7 @@ impl From<search::SearchOutcome> for SearchOutcome {
             calibration: o.calibration,
             threshold: o.threshold,
             filtered: o.filtered.map(Into::into),
+            unexplained: o.unexplained,
             timings: o.timings.into(),
         }
     }
@@ -350,6 +355,9 @@ pub struct DuplicateVerdict {
     pub matches: Vec<DuplicateMatch>,
     /// Where the probabilities come from.
     pub calibration: String,
+    /// Matches left without the explanation asked for (see `SearchOutcome.unexplained`).
+    #[serde(default, skip_serializing_if = "search::is_zero")]
+    pub unexplained: usize,
     /// Stage timings.
     pub timings: Timings,
 }
@@ -362,6 +370,7 @@ impl From<search::DuplicateVerdict> for DuplicateVerdict {
             threshold: v.threshold,
             matches: v.matches.into_iter().map(DuplicateMatch::from).collect(),
             calibration: v.calibration,
+            unexplained: v.unexplained,
             timings: v.timings.into(),
         }
     }

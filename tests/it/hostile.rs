@@ -1,0 +1,342 @@
+//! Hostile input and bad luck over a real socket (the hardening issue's reproductions): each
+//! case failed before its fix. Raw TCP where a client library would tidy the request up.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::server::{call, call_raw, Server};
+
+fn addr(s: &Server) -> String {
+    s.base.trim_start_matches("http://").to_string()
+}
+
+/// Sends raw bytes on a fresh connection; the whole answer (the server closes after it).
+fn raw(s: &Server, request: &str) -> String {
+    let mut tcp = TcpStream::connect(addr(s)).expect("connects");
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    tcp.write_all(request.as_bytes()).expect("sends");
+    let mut out = Vec::new();
+    let _ = tcp.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn status_and_json(answer: &str) -> (u16, Value) {
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("");
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or("")
+}
+
+fn collection(s: &Server, name: &str, docs: &[(&str, &str)]) {
+    let (st, e) = call(
+        "POST",
+        &s.url("/v1/collections"),
+        None,
+        Some(&json!({ "name": name })),
+    );
+    assert_eq!(st, 201, "{e}");
+    if docs.is_empty() {
+        return;
+    }
+    let docs: Vec<Value> = docs
+        .iter()
+        .map(|(id, text)| json!({ "id": id, "text": text }))
+        .collect();
+    let (st, e) = call(
+        "POST",
+        &s.url(&format!("/v1/collections/{name}/documents")),
+        None,
+        Some(&json!(docs)),
+    );
+    assert_eq!(st, 200, "{e}");
+}
+
+#[test]
+fn hostile_requests_get_clear_errors_and_the_server_stays_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("kindred.toml");
+    std::fs::write(
+        &config,
+        "[limits]\nmax_explain_cells = 3000\nheader_timeout_ms = 700\nmax_connections = 8\n",
+    )
+    .unwrap();
+    let s = Server::start(dir.path(), &["--config", config.to_str().unwrap()], &[]);
+    collection(
+        &s,
+        "faq",
+        &[
+            ("pw", "How do I reset my password?"),
+            ("pw2", "I forgot my password, what now?"),
+            ("ship", "How long does shipping take?"),
+            ("refund", "Can I get a refund for my order?"),
+        ],
+    );
+
+    // HNSW parameters that would crash or silently break a graph are refused (item 1).
+    for hnsw in [
+        json!({ "m": 257 }),
+        json!({ "m": 0 }),
+        json!({ "ef_construction": 0 }),
+    ] {
+        let (st, e) = call(
+            "POST",
+            &s.url("/v1/collections"),
+            None,
+            Some(&json!({ "name": "bad", "hnsw": hnsw })),
+        );
+        assert_eq!((st, code(&e)), (422, "invalid_request"), "{hnsw}: {e}");
+    }
+
+    // A web page cannot write to a key-less server on loopback (item 6).
+    let search = s.url("/v1/collections/faq/search");
+    let (st, e) = call_raw(&search, None, "text/plain", b"{\"text\": \"password\"}");
+    assert_eq!((st, code(&e)), (415, "unsupported_media_type"), "{e}");
+    let body = r#"{"id": "evil", "text": "written by a web page"}"#;
+    let (st, e) = status_and_json(&raw(
+        &s,
+        &format!(
+            "POST /v1/collections/faq/documents HTTP/1.1\r\nHost: {}\r\nOrigin: http://evil.example\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n[{body}]",
+            addr(&s),
+            body.len() + 2
+        ),
+    ));
+    assert_eq!((st, code(&e)), (403, "cross_origin"), "{e}");
+    let (st, e) = status_and_json(&raw(
+        &s,
+        "GET /v1/collections HTTP/1.1\r\nHost: rebound.evil.example:7700\r\nConnection: close\r\n\r\n",
+    ));
+    assert_eq!((st, code(&e)), (403, "unexpected_host"), "{e}");
+    let (st, _) = call(
+        "GET",
+        &s.url("/v1/collections/faq/documents/evil"),
+        None,
+        None,
+    );
+    assert_eq!(st, 404, "nothing was written");
+
+    // Unknown fields are errors, not silently dropped metadata (item 14).
+    let (st, e) = call(
+        "POST",
+        &s.url("/v1/collections/faq/documents"),
+        None,
+        Some(&json!([{ "id": "t", "text": "typo", "metdata": { "a": 1 } }])),
+    );
+    assert_eq!(st, 422, "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("metdata"),
+        "{e}"
+    );
+    // Verdicts: a probability, existing ids, bounded text.
+    let verdicts = s.url("/v1/collections/faq/verdicts");
+    for (v, want) in [
+        (
+            json!({ "a": { "id": "pw", "text": "x" }, "b": { "id": "pw2", "text": "y" }, "duplicate": true, "probability": 1.5 }),
+            "between 0 and 1",
+        ),
+        (
+            json!({ "a": { "id": "nope", "text": "x" }, "b": { "id": "pw2", "text": "y" }, "duplicate": true }),
+            "no document",
+        ),
+        (
+            json!({ "a": { "text": "x".repeat(2001) }, "b": { "id": "pw2", "text": "y" }, "duplicate": true }),
+            "limits.max_text_chars",
+        ),
+    ] {
+        let (st, e) = call("POST", &verdicts, None, Some(&v));
+        assert_eq!(st, 422, "{e}");
+        assert!(
+            e["error"]["message"].as_str().unwrap().contains(want),
+            "{e}"
+        );
+    }
+
+    // Errors axum answers by itself have the API's JSON shape (item 15).
+    let (st, e) = call("DELETE", &s.url("/v1/explain"), None, None);
+    assert_eq!((st, code(&e)), (405, "method_not_allowed"), "{e}");
+    let (st, e) = status_and_json(&raw(
+        &s,
+        "GET /v1/collections/%FF%FE/documents/x HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    ));
+    assert_eq!((st, code(&e)), (400, "bad_request"), "{e}");
+
+    // Invented methods do not become metrics labels (item 7).
+    for i in 0..50 {
+        raw(
+            &s,
+            &format!("BOGUS{i} /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"),
+        );
+    }
+    let metrics = ureq::get(&s.url("/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(
+        !metrics.contains("BOGUS"),
+        "an invented method became a label"
+    );
+    assert!(metrics.contains("method=\"other\""), "counted as other");
+
+    // Explanations are bounded (item 5): the best hits are explained, the rest counted.
+    let long =
+        "Why does my password reset email never arrive and what should I do next? ".repeat(6);
+    let (st, out) = call(
+        "POST",
+        &s.url("/v1/collections/faq/duplicates"),
+        None,
+        Some(&json!({ "text": long, "k": 4 })),
+    );
+    assert_eq!(st, 200, "{out}");
+    let matches = out["matches"].as_array().unwrap();
+    let explained = matches
+        .iter()
+        .filter(|m| !m["explanation"].is_null())
+        .count();
+    let unexplained = out["unexplained"].as_u64().unwrap_or(0) as usize;
+    assert!(
+        unexplained > 0,
+        "a 3,000-cell bound leaves some unexplained: {out}"
+    );
+    assert_eq!(explained + unexplained, matches.len());
+    assert!(
+        matches
+            .iter()
+            .take(explained)
+            .all(|m| !m["explanation"].is_null()),
+        "the explained ones are the best ones"
+    );
+
+    // Half-open and trickling connections are closed after header_timeout_ms; the connection
+    // cap (8) does not lock other clients out for longer than that (item 9).
+    let idle: Vec<TcpStream> = (0..8)
+        .map(|_| TcpStream::connect(addr(&s)).expect("connects"))
+        .collect();
+    let mut trickle = TcpStream::connect(addr(&s)).expect("connects");
+    trickle.write_all(b"GET /healthz HTTP/1.1\r\nHo").unwrap();
+    let start = Instant::now();
+    let (st, _) = call("GET", &s.url("/healthz"), None, None);
+    assert_eq!(st, 200);
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "waited {:?} behind idle connections",
+        start.elapsed()
+    );
+    for mut c in idle {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 64];
+        assert!(
+            matches!(c.read(&mut buf), Ok(_)),
+            "closed by the server, not left open"
+        );
+    }
+    trickle
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = trickle.read_to_end(&mut rest);
+
+    // Still serving.
+    let (st, out) = call(
+        "POST",
+        &search,
+        None,
+        Some(&json!({ "text": "reset password", "k": 2 })),
+    );
+    assert_eq!(
+        (st, out["hits"][0]["id"].as_str()),
+        (200, Some("pw")),
+        "{out}"
+    );
+    s.stop();
+}
+
+#[test]
+fn damaged_index_files_are_rebuilt_and_empty_collections_do_not_stop_checkpoints() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(dir.path(), &["--checkpoint-interval", "1"], &[]);
+    for e in ["e0", "e1"] {
+        collection(&s, e, &[]);
+    }
+    collection(
+        &s,
+        "f",
+        &[
+            ("pw", "How do I reset my password?"),
+            ("ship", "How long does shipping take?"),
+        ],
+    );
+    // Every collection is saved, the empty ones too (item 3).
+    let indexes = dir.path().join("indexes");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let graphs = || -> Vec<std::path::PathBuf> {
+        walk(&indexes)
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "graph"))
+            .collect()
+    };
+    while graphs().len() < 6 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        graphs().len(),
+        6,
+        "two graphs for each of 3 collections: {:?}",
+        graphs()
+    );
+    s.stop();
+
+    // Truncate one graph and flip a byte in another (item 2): the server starts, warns,
+    // rebuilds from the store and answers.
+    let files = graphs();
+    let big: Vec<_> = files
+        .iter()
+        .filter(|p| std::fs::metadata(p).unwrap().len() > 200)
+        .collect();
+    assert!(big.len() >= 2, "{files:?}");
+    let bytes = std::fs::read(big[0]).unwrap();
+    std::fs::write(big[0], &bytes[..bytes.len() / 2]).unwrap();
+    let mut bytes = std::fs::read(big[1]).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x5a;
+    std::fs::write(big[1], &bytes).unwrap();
+    let s = Server::start(dir.path(), &[], &[]);
+    for mode in ["cosine", "w2"] {
+        let (st, out) = call(
+            "POST",
+            &s.url("/v1/collections/f/search"),
+            None,
+            Some(&json!({ "text": "forgot my password", "mode": mode, "rerank": "none", "k": 1 })),
+        );
+        assert_eq!(
+            (st, out["hits"][0]["id"].as_str()),
+            (200, Some("pw")),
+            "{mode}: {out}"
+        );
+    }
+    let (st, _) = call("GET", &s.url("/readyz"), None, None);
+    assert_eq!(st, 200);
+    s.stop();
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
