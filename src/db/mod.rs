@@ -343,6 +343,10 @@ impl Database {
         if *saved_seq == Some(seq) || ix.is_retired() {
             return Ok(false);
         }
+        // Index files share the store's disk: a save must not fill it (about 6 KiB per point
+        // for both graphs of a 384-d model).
+        let points = ix.cosine.read().expect("lock").points() as u64;
+        self.store.ensure_room(points.saturating_mul(6 << 10))?;
         let dir = self.index_dir.join(&ix.physical);
         ix.cosine.read().expect("lock").save(&dir, "cosine", seq)?;
         ix.w2.read().expect("lock").save(&dir, "w2", seq)?;

@@ -40,6 +40,10 @@ pub struct Limits {
     pub header_timeout_ms: u64,
     /// Most upload jobs loading at once (429 beyond).
     pub max_jobs: usize,
+    /// Writes are refused (507 `insufficient_storage`) while the data disk has fewer bytes
+    /// free, so the store never meets a full disk: reads go on, writes resume once space is
+    /// freed.
+    pub min_free_disk_bytes: u64,
 }
 
 impl Default for Limits {
@@ -55,6 +59,7 @@ impl Default for Limits {
             max_connections: 1024,
             header_timeout_ms: 10_000,
             max_jobs: 4,
+            min_free_disk_bytes: crate::store::DEFAULT_MIN_FREE_BYTES,
         }
     }
 }

@@ -22,15 +22,29 @@ pub async fn healthz() -> Json<serde_json::Value> {
     (status = 503, description = "Still loading indexes", body = ErrorBody),
 ))]
 pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    if state.ready.load(std::sync::atomic::Ordering::Acquire) {
-        Json(serde_json::json!({ "status": "ready" })).into_response()
-    } else {
-        ApiError::new(
+    if !state.ready.load(std::sync::atomic::Ordering::Acquire) {
+        return ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "not_ready",
             "indexes are still loading; retry shortly",
         )
-        .into_response()
+        .into_response();
+    }
+    // The store answers reads (a storage engine that met an I/O error it cannot recover from
+    // fails them all until a restart: then this server is not ready, whatever else holds).
+    let s = state.clone();
+    match tokio::task::spawn_blocking(move || s.db().collections()).await {
+        Ok(Ok(_)) => Json(serde_json::json!({ "status": "ready" })).into_response(),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "the store fails reads; restart the server");
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_failed",
+                "the store fails reads after an I/O error; restart the server (acknowledged writes are on disk)",
+            )
+            .into_response()
+        }
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
 

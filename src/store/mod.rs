@@ -147,7 +147,12 @@ pub struct Store {
     collections: sled::Tree,
     /// Per collection name: its current generation's trees.
     open_trees: std::sync::RwLock<std::collections::HashMap<String, Trees>>,
+    /// Writes are refused while the disk has less free (see [`Store::ensure_room`]).
+    min_free: std::sync::atomic::AtomicU64,
 }
+
+/// Free disk space below which writes are refused by default: 64 MiB.
+pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 << 20;
 
 /// A collection's `docs`, `ids` and `state` trees.
 type Trees = (sled::Tree, sled::Tree, sled::Tree);
@@ -247,7 +252,42 @@ impl Store {
             durability,
             collections,
             open_trees: Default::default(),
+            min_free: std::sync::atomic::AtomicU64::new(DEFAULT_MIN_FREE_BYTES),
         })
+    }
+
+    /// Refuse writes while the disk holding the store has fewer than `bytes` free.
+    pub fn set_min_free_bytes(&self, bytes: u64) {
+        self.min_free
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Refuses a write of about `incoming` bytes (an I/O error of kind `StorageFull`, which
+    /// the API answers 507) when it would leave less than the configured free space. sled
+    /// cannot recover from a failed write without a restart (it then fails reads too), so
+    /// kindred never lets it reach a full disk: reads go on, and writes resume by themselves
+    /// once space is freed.
+    pub fn ensure_room(&self, incoming: u64) -> Result<()> {
+        let Some(free) = free_bytes(&self.path) else {
+            return Ok(());
+        };
+        let min = self.min_free.load(std::sync::atomic::Ordering::Relaxed);
+        // sled writes a record to its log and later to its pages: count it twice.
+        if free >= min.saturating_add(incoming.saturating_mul(2)) {
+            return Ok(());
+        }
+        Err(crate::InternalError::io(
+            format!("writing to the store in {}", self.path.display()),
+            std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                format!(
+                    "{} MiB free on its disk; kindred refuses writes below {} MiB (min_free_disk_bytes) so that reads never stop: free space and retry",
+                    free >> 20,
+                    min >> 20
+                ),
+            ),
+        )
+        .into())
     }
 
     /// The store directory.
@@ -335,6 +375,7 @@ impl Store {
     /// Starts the next generation of `name`: empty trees (left over ones of that number are
     /// dropped first).
     pub fn new_generation(&self, name: &str) -> Result<Generation> {
+        self.ensure_room(4096)?;
         let number = self.settings(name)?.generation.unwrap_or(0) + 1;
         let physical = physical_name(name, Some(number));
         self.drop_physical(&physical)?;
@@ -349,6 +390,7 @@ impl Store {
     /// (replacing a version of the same external id). Returns the internal ids of the
     /// versions replaced.
     pub fn generation_put(&self, generation: &Generation, docs: &[StoredDoc]) -> Result<Vec<u64>> {
+        self.ensure_room(docs.iter().map(|d| d.to_bytes().len() as u64).sum())?;
         let (docs_t, ids_t, _) = &generation.trees;
         let result = (docs_t, ids_t).transaction(|(dt, it)| {
             let mut replaced = Vec::new();
@@ -441,6 +483,7 @@ impl Store {
 
     /// Creates a collection.
     pub fn create_collection(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
+        self.ensure_room(4096)?;
         validate_name(name)?;
         settings.hnsw.validate()?;
         let bytes = serde_json::to_vec(settings).expect("settings serialise");
@@ -493,6 +536,7 @@ impl Store {
     /// Upserts documents atomically: all are stored, or none. `docs` carry no internal id yet
     /// (it is assigned here); ids repeated within the batch keep the last version.
     pub fn upsert(&self, name: &str, docs: Vec<StoredDoc>) -> Result<Vec<Upserted>> {
+        self.ensure_room(docs.iter().map(|d| d.to_bytes().len() as u64).sum())?;
         for d in &docs {
             validate_id(&d.id)?;
         }
@@ -532,6 +576,7 @@ impl Store {
 
     /// Deletes a document; returns its internal id, or `None` if it was not there.
     pub fn delete(&self, name: &str, id: &str) -> Result<Option<u64>> {
+        self.ensure_room(4096)?;
         let (docs_t, ids_t, state_t) = self.trees(name)?;
         let result = (&docs_t, &ids_t, &state_t).transaction(|(dt, it, st)| {
             let Some(old) = dt.remove(id.as_bytes())? else {
@@ -586,6 +631,7 @@ impl Store {
 
     /// Stores a collection-level value durably.
     pub fn set_meta(&self, name: &str, key: &str, value: &[u8]) -> Result<()> {
+        self.ensure_room(value.len() as u64 + 4096)?;
         self.trees(name)?;
         let t = self.db.open_tree(tree_name("meta", name))?;
         t.insert(key, value)?;
@@ -594,6 +640,7 @@ impl Store {
 
     /// Stores a labelled pair under `key` durably (replacing one with the same key).
     pub fn put_pair(&self, name: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        self.ensure_room(value.len() as u64 + 4096)?;
         self.trees(name)?;
         let t = self.db.open_tree(tree_name("pairs", name))?;
         t.insert(key, value)?;
@@ -602,6 +649,7 @@ impl Store {
 
     /// Removes a labelled pair; true if it was there.
     pub fn remove_pair(&self, name: &str, key: &[u8]) -> Result<bool> {
+        self.ensure_room(4096)?;
         self.trees(name)?;
         let t = self.db.open_tree(tree_name("pairs", name))?;
         let had = t.remove(key)?.is_some();
@@ -744,5 +792,28 @@ fn unwrap_tx<T>(r: std::result::Result<T, TransactionError<Error>>) -> Result<T>
         Ok(v) => Ok(v),
         Err(TransactionError::Abort(e)) => Err(e),
         Err(TransactionError::Storage(e)) => Err(e.into()),
+    }
+}
+
+/// Bytes free to an unprivileged writer on the disk holding `path` (`None` where unknown).
+fn free_bytes(path: &Path) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+        // SAFETY: `c` is a valid NUL-terminated path and `st` is written by statvfs on success.
+        let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
+        if rc != 0 {
+            return None;
+        }
+        // SAFETY: statvfs returned 0, so it filled `st`.
+        let st = unsafe { st.assume_init() };
+        Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = path;
+        None
     }
 }

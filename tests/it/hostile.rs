@@ -340,3 +340,119 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// A tmpfs mounted for one test, unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `mib` MiB; `None` (with the reason printed) where mounting is not
+    /// permitted, which CI (root) must never be.
+    fn mount(mib: u32) -> Option<(tempfile::TempDir, Tmpfs)> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => {
+                let path = dir.path().to_path_buf();
+                Some((dir, Tmpfs(path)))
+            }
+            other => {
+                // SAFETY: geteuid has no preconditions.
+                let root = unsafe { libc::geteuid() } == 0;
+                assert!(
+                    !(root && std::env::var("CI").as_deref() == Ok("true")),
+                    "CI runs as root and must be able to mount a tmpfs: {other:?}"
+                );
+                eprintln!("SKIPPED the disk-full test: mounting a tmpfs is not permitted here ({other:?}); run as root to test it");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_answers_507_reads_go_on_and_writes_resume_when_space_returns() {
+    let Some((_dir, fs)) = Tmpfs::mount(40) else {
+        return;
+    };
+    let data = fs.0.join("data");
+    let config = fs.0.join("kindred.toml");
+    std::fs::write(&config, "[limits]\nmin_free_disk_bytes = 8388608\n").unwrap();
+    let s = Server::start(
+        &data,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--checkpoint-interval",
+            "1",
+        ],
+        &[],
+    );
+    let docs = |from: usize, to: usize| -> Value {
+        json!((from..to)
+            .map(|i| json!({ "id": format!("d{i}"), "text": format!("How do I fix problem number {i} with my laptop?") }))
+            .collect::<Vec<_>>())
+    };
+    collection(&s, "c", &[]);
+    let url = s.url("/v1/collections/c/documents");
+    assert_eq!(call("POST", &url, None, Some(&docs(0, 40))).0, 200);
+    // Another process fills the disk.
+    let filler = fs.0.join("filler");
+    {
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let block = vec![0u8; 1 << 20];
+        while f.write_all(&block).is_ok() {}
+    }
+    let search = s.url("/v1/collections/c/search");
+    let q = json!({ "text": "laptop problem number 7", "k": 1 });
+    for round in 0..3 {
+        let (st, e) = call(
+            "POST",
+            &url,
+            None,
+            Some(&docs(100 + round * 10, 110 + round * 10)),
+        );
+        assert_eq!((st, code(&e)), (507, "insufficient_storage"), "{e}");
+        let (st, out) = call("POST", &search, None, Some(&q));
+        assert_eq!(
+            (st, out["hits"][0]["id"].as_str()),
+            (200, Some("d7")),
+            "reads go on: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(600)); // a checkpoint or two meanwhile
+    }
+    assert_eq!(call("GET", &s.url("/readyz"), None, None).0, 200);
+    assert_eq!(
+        call(
+            "GET",
+            &s.url("/v1/collections/c/documents/d100"),
+            None,
+            None
+        )
+        .0,
+        404
+    );
+    // Space returns: writes resume without a restart, and survive one.
+    std::fs::remove_file(&filler).unwrap();
+    assert_eq!(call("POST", &url, None, Some(&docs(200, 210))).0, 200);
+    s.stop();
+    let s = Server::start(&data, &[], &[]);
+    let (st, out) = call("GET", &s.url("/v1/collections/c"), None, None);
+    assert_eq!(
+        (st, out["stats"]["documents"].as_u64()),
+        (200, Some(50)),
+        "{out}"
+    );
+    s.stop();
+}
