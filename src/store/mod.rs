@@ -218,6 +218,10 @@ impl Store {
                     reason: "another kindred process has it open; stop it or use another --data directory".into(),
                 })
             }
+            sled::Error::Corruption { .. } => Error::User(UserError::IncompatibleStore {
+                path: path.to_path_buf(),
+                reason: format!("its files are damaged ({e}); restore the data directory from a backup (index files are rebuilt from the store, but the store itself cannot be rebuilt)"),
+            }),
             other => other.into(),
         })?;
         match db.get(VERSION_KEY)? {
