@@ -50,6 +50,10 @@ pub struct IngestArgs {
     /// Documents per committed batch.
     #[arg(long, default_value_t = 256)]
     pub batch: usize,
+    /// Longest text in characters; a longer one is a rejected row. The default is the
+    /// server's limits.max_text_chars default, so what loads here can also be sent to it.
+    #[arg(long, value_name = "N", default_value_t = kindred::server::config::Limits::default().max_text_chars)]
+    pub max_text_chars: usize,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -92,6 +96,7 @@ pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
         strict: args.strict,
         restart: args.restart,
         threads: None,
+        max_text_chars: args.max_text_chars,
     };
     let summary = ingest::ingest(
         &db,

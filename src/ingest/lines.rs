@@ -2,6 +2,10 @@
 //! line reader behind `kindred ingest`'s JSON Lines and QQP files and the API's NDJSON stream.
 //! A line over the bound is reported (and its bytes discarded up to the next newline) instead
 //! of growing a buffer without limit. Pure: bytes in, lines out.
+//!
+//! Also the chunk driver every ingest reader shares ([`read_split`]): a [`Split`]ter fed from a
+//! `BufRead` in its own buffer chunks, with a UTF-8 byte order mark at the very start of the
+//! stream dropped ([`SkipBom`]). Knows nothing of records, fields or UTF-8 beyond the mark.
 
 /// One line of input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,17 +89,89 @@ impl LineSplitter {
     }
 }
 
-/// The lines of a reader, each at most `max` bytes, read in the reader's own buffer chunks.
-pub fn read_lines<R: std::io::BufRead>(
+/// A pure splitter of a byte stream: bytes pushed in chunks, items out.
+pub trait Split {
+    /// What it splits the stream into.
+    type Item;
+    /// Takes `bytes`; appends every item they complete to `out`.
+    fn push(&mut self, bytes: &[u8], out: &mut Vec<Self::Item>);
+    /// Ends the input: appends what the last bytes complete.
+    fn finish(&mut self, out: &mut Vec<Self::Item>);
+}
+
+impl Split for LineSplitter {
+    type Item = Line;
+    fn push(&mut self, bytes: &[u8], out: &mut Vec<Line>) {
+        LineSplitter::push(self, bytes, out)
+    }
+    fn finish(&mut self, out: &mut Vec<Line>) {
+        LineSplitter::finish(self, out)
+    }
+}
+
+/// The UTF-8 byte order mark some editors (and Excel's "CSV UTF-8") put first in a file.
+pub const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// A [`Split`]ter with a [`BOM`] at the very start of the stream dropped, however the stream
+/// is chunked; the mark anywhere else is passed on as it is.
+#[derive(Debug)]
+pub struct SkipBom<S> {
+    inner: S,
+    /// The first bytes, held until they are known to be (or not be) the mark.
+    head: Option<Vec<u8>>,
+}
+
+impl<S> SkipBom<S> {
+    /// `inner`, fed everything but a leading mark.
+    pub fn new(inner: S) -> Self {
+        SkipBom {
+            inner,
+            head: Some(Vec::with_capacity(BOM.len())),
+        }
+    }
+}
+
+impl<S: Split> Split for SkipBom<S> {
+    type Item = S::Item;
+
+    fn push(&mut self, bytes: &[u8], out: &mut Vec<S::Item>) {
+        let Some(head) = &mut self.head else {
+            return self.inner.push(bytes, out);
+        };
+        let take = (BOM.len() - head.len()).min(bytes.len());
+        head.extend_from_slice(&bytes[..take]);
+        if head.len() < BOM.len() && BOM.starts_with(head) {
+            return; // all of `bytes` taken; still undecided
+        }
+        let head = self.head.take().expect("undecided until here");
+        if head != BOM {
+            self.inner.push(&head, out);
+        }
+        self.inner.push(&bytes[take..], out);
+    }
+
+    fn finish(&mut self, out: &mut Vec<S::Item>) {
+        if let Some(head) = self.head.take() {
+            if head != BOM {
+                self.inner.push(&head, out);
+            }
+        }
+        self.inner.finish(out);
+    }
+}
+
+/// The items `splitter` makes of a reader (a leading [`BOM`] dropped), read in the reader's
+/// own buffer chunks: memory is the reader's buffer plus what the splitter holds.
+pub fn read_split<R: std::io::BufRead, S: Split>(
     mut reader: R,
-    max: usize,
-) -> impl Iterator<Item = std::io::Result<Line>> {
-    let mut splitter = LineSplitter::new(max);
+    splitter: S,
+) -> impl Iterator<Item = std::io::Result<S::Item>> {
+    let mut splitter = SkipBom::new(splitter);
     let mut ready = std::collections::VecDeque::new();
     let mut done = false;
     std::iter::from_fn(move || loop {
-        if let Some(line) = ready.pop_front() {
-            return Some(Ok(line));
+        if let Some(item) = ready.pop_front() {
+            return Some(Ok(item));
         }
         if done {
             return None;
@@ -119,6 +195,15 @@ pub fn read_lines<R: std::io::BufRead>(
         }
         ready.extend(out);
     })
+}
+
+/// The lines of a reader (a leading [`BOM`] dropped), each at most `max` bytes, read in the
+/// reader's own buffer chunks.
+pub fn read_lines<R: std::io::BufRead>(
+    reader: R,
+    max: usize,
+) -> impl Iterator<Item = std::io::Result<Line>> {
+    read_split(reader, LineSplitter::new(max))
 }
 
 #[cfg(test)]
@@ -176,6 +261,27 @@ mod tests {
                 text(5, "d")
             ]
         );
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_dropped_only_at_the_very_start_however_chunked() {
+        let data = b"\xEF\xBB\xBFa\n\xEF\xBB\xBFb\n";
+        for cut in 1..data.len() {
+            let mut s = SkipBom::new(LineSplitter::new(10));
+            let mut out = Vec::new();
+            for c in data.chunks(cut) {
+                Split::push(&mut s, c, &mut out);
+            }
+            Split::finish(&mut s, &mut out);
+            assert_eq!(out, [text(1, "a"), text(2, "\u{feff}b")], "chunks of {cut}");
+        }
+        // A prefix of the mark, or a stream shorter than it, is kept.
+        let got: Vec<Line> = read_lines(&b"\xEF\xBBx\n"[..], 10)
+            .map(|l| l.unwrap())
+            .collect();
+        assert_eq!(got, [Line::Text(1, b"\xEF\xBBx".to_vec())]);
+        let got: Vec<Line> = read_lines(&b"\xEF"[..], 10).map(|l| l.unwrap()).collect();
+        assert_eq!(got, [Line::Text(1, b"\xEF".to_vec())]);
     }
 
     proptest! {

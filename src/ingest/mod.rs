@@ -9,6 +9,7 @@
 //! recorded when the process died is written again, which replaces each document by itself
 //! (ids are the dedup key), so nothing is ever duplicated.
 
+pub mod delimited;
 pub mod lines;
 pub mod source;
 
@@ -43,6 +44,10 @@ pub struct IngestOptions {
     pub restart: bool,
     /// Threads to encode on (the server's write pool); `None`: rayon's global pool.
     pub threads: Option<std::sync::Arc<rayon::ThreadPool>>,
+    /// Longest text, in characters (Unicode scalar values), a document may have; a longer
+    /// one is a rejected row. `kindred ingest --max-text-chars` (default 2000); the server
+    /// passes its `limits.max_text_chars`, so a file loads as its documents would one by one.
+    pub max_text_chars: usize,
 }
 
 /// Progress, reported after every committed batch.
@@ -131,13 +136,15 @@ struct Batch {
     last_line: u64,
 }
 
-/// Stage 1: reads records after line `skip`, validates and tokenizes documents, and sends
-/// them in batches of at least `batch_size` documents, cut only at line boundaries (a QQP
-/// line yields two). Stops at the first read error (sent on) or when the receiver is gone.
+/// Stage 1: reads records after line `skip`, validates documents (texts of at most
+/// `max_text_chars` characters) and tokenizes them, and sends them in batches of at least
+/// `batch_size` documents, cut only at line boundaries (a QQP line yields two). Stops at the
+/// first read error (sent on) or when the receiver is gone.
 fn read_batches(
     records: impl Iterator<Item = Result<Record>>,
     skip: u64,
     batch_size: usize,
+    max_text_chars: usize,
     tokenizer: &crate::text::TextTokenizer,
     to_encode: SyncSender<Result<Batch>>,
 ) {
@@ -171,6 +178,10 @@ fn read_batches(
         match rec {
             Record::Bad(r) => batch.rejected.push(r),
             Record::Doc(line, doc) => {
+                if let Some(reason) = text_too_long(&doc, max_text_chars) {
+                    batch.rejected.push(Rejected { line, reason });
+                    continue;
+                }
                 match check(&doc).and_then(|()| tokenizer.tokenize(&doc.text, 0)) {
                     Ok(t) => batch.docs.push((line, doc, t)),
                     Err(e) => batch.rejected.push(Rejected {
@@ -228,6 +239,13 @@ pub fn ingest(
         }
         .into());
     }
+    if opts.max_text_chars == 0 {
+        return Err(UserError::InvalidArgument {
+            name: "max_text_chars",
+            reason: "0; use at least 1".into(),
+        }
+        .into());
+    }
     let (state_file, canonical, size) = state_path(data_dir, collection, &opts.path)?;
     let saved: SavedState = match (opts.restart, std::fs::read(&state_file)) {
         (false, Ok(bytes)) => serde_json::from_slice(&bytes).unwrap_or_default(),
@@ -252,12 +270,14 @@ pub fn ingest(
         docs_per_sec: 0.0,
     };
     let tokenizer = encoder.tokenizer();
-    let (batch_size, strict) = (opts.batch, opts.strict);
+    let (batch_size, strict, max_chars) = (opts.batch, opts.strict, opts.max_text_chars);
 
     std::thread::scope(|scope| -> Result<()> {
         // Stage 1: read, parse, validate, tokenize. Stage 2: encode. Stage 3 (here): write.
         let (to_encode, encode_rx) = sync_channel::<Result<Batch>>(2);
-        scope.spawn(move || read_batches(records, skip, batch_size, tokenizer, to_encode));
+        scope.spawn(move || {
+            read_batches(records, skip, batch_size, max_chars, tokenizer, to_encode)
+        });
         let (to_write, write_rx) = sync_channel::<Result<(Batch, Vec<crate::Encoded>)>>(2);
         let threads = opts.threads.clone();
         scope.spawn(move || encode_batches(encoder, threads, encode_rx, to_write));
@@ -336,8 +356,28 @@ fn check(doc: &NewDocument) -> Result<()> {
     crate::db::validate(doc)
 }
 
+/// Why a document's text is too long for `max` characters (`None`: it is not).
+fn text_too_long(doc: &NewDocument, max: usize) -> Option<String> {
+    // A character is at least a byte: short texts need no counting.
+    if doc.text.len() <= max {
+        return None;
+    }
+    let n = doc.text.chars().count();
+    (n > max).then(|| {
+        format!(
+            "document {:?}: the text is {n} characters; the limit is {max} (--max-text-chars for kindred ingest, limits.max_text_chars for the server)",
+            shown_id(&doc.id)
+        )
+    })
+}
+
+/// An id as a reason shows it: its first 40 characters.
+fn shown_id(id: &str) -> String {
+    id.chars().take(40).collect()
+}
+
 fn reason_of(id: &str, e: &crate::Error) -> String {
-    let shown: String = id.chars().take(40).collect();
+    let shown = shown_id(id);
     match e {
         crate::Error::User(UserError::EmptyText { .. }) => {
             format!("document {shown:?}: the text is empty")
@@ -363,5 +403,32 @@ pub fn count_lines(path: &Path) -> Result<u64> {
             return Ok(n);
         }
         n += buf[..k].iter().filter(|&&b| b == b'\n').count() as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(text: &str) -> NewDocument {
+        NewDocument {
+            id: "q1".into(),
+            text: text.into(),
+            metadata: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn a_text_over_max_text_chars_is_rejected_naming_count_limit_and_fix() {
+        // Characters, not bytes: five two-byte characters are five.
+        assert_eq!(
+            text_too_long(&doc("\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}"), 5),
+            None
+        );
+        assert_eq!(text_too_long(&doc("abcde"), 5), None);
+        assert_eq!(
+            text_too_long(&doc("abcd\u{e9}f"), 5).expect("too long"),
+            "document \"q1\": the text is 6 characters; the limit is 5 (--max-text-chars for kindred ingest, limits.max_text_chars for the server)"
+        );
     }
 }

@@ -1,15 +1,20 @@
 //! Reading documents from files, one record at a time (memory stays flat in the file size):
 //! TSV and CSV with a header row, JSON Lines, and the Quora pair files (`label<TAB>q1<TAB>q2
 //! <TAB>id`, each distinct question once). A record that cannot become a document is a
-//! [`Rejected`] row with its line number and reason, never a failure of the whole read.
+//! [`Rejected`] row with its line number and reason, never a failure of the whole read: one
+//! over [`MAX_RECORD_BYTES`] (never held in memory), one with bytes that are not UTF-8 in a
+//! field it uses (never replaced), a malformed CSV record ([`super::delimited`]). A UTF-8 byte
+//! order mark at the very start of a file is skipped. Only an unusable TSV or CSV header row
+//! fails the read.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::str::FromStr;
 
 use sha2::{Digest, Sha256};
 
+use super::delimited::{self, RecordSplitter, Row};
 use super::lines::Line;
 use crate::db::NewDocument;
 use crate::error::{io_err, Result, UserError};
@@ -134,39 +139,58 @@ pub fn records(
     fields: &Fields,
 ) -> Result<Box<dyn Iterator<Item = Result<Record>> + Send>> {
     let file = std::fs::File::open(path).map_err(io_err(format!("opening {}", path.display())))?;
+    let reader = BufReader::with_capacity(1 << 16, file);
+    read_records(reader, path, format, fields, MAX_RECORD_BYTES)
+}
+
+/// Streams the records of `reader`, the content of the file `path` (named in messages; QQP's
+/// metadata `source`), each record at most `max` bytes. A UTF-8 byte order mark at the very
+/// start is skipped. Fails only when a TSV or CSV header row is unusable.
+pub fn read_records<R: BufRead + Send + 'static>(
+    reader: R,
+    path: &Path,
+    format: Format,
+    fields: &Fields,
+    max: usize,
+) -> Result<Box<dyn Iterator<Item = Result<Record>> + Send>> {
     let source = path
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let reader = BufReader::with_capacity(1 << 16, file);
     Ok(match format {
-        Format::Jsonl => Box::new(jsonl(reader, fields.clone())),
-        Format::Qqp => Box::new(qqp(reader, source)),
-        Format::Tsv => Box::new(delimited(reader, b'\t', false, fields.clone(), path)?),
-        Format::Csv => Box::new(delimited(reader, b',', true, fields.clone(), path)?),
+        Format::Jsonl => Box::new(jsonl(reader, max, fields.clone())),
+        Format::Qqp => Box::new(qqp(reader, max, source)),
+        Format::Tsv => Box::new(delimited(reader, delimited::TSV, max, fields, path)?),
+        Format::Csv => Box::new(delimited(reader, delimited::CSV, max, fields, path)?),
     })
 }
 
-/// Longest line the JSON Lines and QQP readers accept (a question with its metadata fits
-/// many times over); a longer line is a rejected row, and reading goes on after it.
-pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// Longest record (a line, or a CSV record over several) the readers accept: a question with
+/// its metadata fits many times over. A longer one is a rejected row, never held in memory,
+/// and reading goes on after it.
+pub const MAX_RECORD_BYTES: usize = 1 << 20;
 
-/// Lines as lossy UTF-8 with 1-based numbers; an over-long line is `Err` with its number.
+/// The numbered lines of a reader, as bytes; an over-long line is `Err` with its number.
 fn lines(
     reader: impl BufRead,
-) -> impl Iterator<Item = Result<std::result::Result<(u64, String), u64>>> {
-    super::lines::read_lines(reader, MAX_LINE_BYTES).map(|r| match r {
-        Ok(Line::Text(n, bytes)) => Ok(Ok((n, String::from_utf8_lossy(&bytes).into_owned()))),
+    max: usize,
+) -> impl Iterator<Item = Result<std::result::Result<(u64, Vec<u8>), u64>>> {
+    super::lines::read_lines(reader, max).map(|r| match r {
+        Ok(Line::Text(n, bytes)) => Ok(Ok((n, bytes))),
         Ok(Line::TooLong(n)) => Ok(Err(n)),
-        Err(e) => Err(crate::InternalError::io("reading the input file", e).into()),
+        Err(e) => Err(read_error(e)),
     })
+}
+
+fn read_error(e: std::io::Error) -> crate::Error {
+    crate::InternalError::io("reading the input file", e).into()
 }
 
 /// The bad row of an over-long line.
-fn too_long(n: u64) -> Record {
+fn too_long(n: u64, max: usize) -> Record {
     bad(
         n,
-        format!("the line is longer than {MAX_LINE_BYTES} bytes; is it one record?"),
+        format!("the line is longer than {max} bytes; is it one record?"),
     )
 }
 
@@ -177,17 +201,36 @@ fn bad(line: u64, reason: impl Into<String>) -> Record {
     })
 }
 
-fn jsonl(reader: impl BufRead, fields: Fields) -> impl Iterator<Item = Result<Record>> {
-    lines(reader).filter_map(move |r| {
-        let (n, line) = match r {
+/// Why bytes are refused: `what` (e.g. `column "text"`) is not UTF-8 from byte `offset` (0-based)
+/// of its line.
+fn not_utf8(what: &str, offset: usize) -> String {
+    let what = match what {
+        "" => String::new(),
+        w => format!("{w} is "),
+    };
+    format!("{what}not valid UTF-8 (byte offset {offset} of the line); convert the file, e.g. iconv -f latin1 -t utf-8")
+}
+
+/// Whether a line holds only whitespace.
+fn blank(line: &[u8]) -> bool {
+    std::str::from_utf8(line).is_ok_and(|s| s.trim().is_empty())
+}
+
+fn jsonl(reader: impl BufRead, max: usize, fields: Fields) -> impl Iterator<Item = Result<Record>> {
+    lines(reader, max).filter_map(move |r| {
+        let (n, bytes) = match r {
             Ok(Ok(x)) => x,
-            Ok(Err(n)) => return Some(Ok(too_long(n))),
+            Ok(Err(n)) => return Some(Ok(too_long(n, max))),
             Err(e) => return Some(Err(e)),
+        };
+        let line = match std::str::from_utf8(&bytes) {
+            Ok(line) => line,
+            Err(e) => return Some(Ok(bad(n, not_utf8("", e.valid_up_to())))),
         };
         if line.trim().is_empty() {
             return None;
         }
-        let value: serde_json::Value = match serde_json::from_str(&line) {
+        let value: serde_json::Value = match serde_json::from_str(line) {
             Ok(v) => v,
             Err(e) => return Some(Ok(bad(n, format!("not valid JSON: {e}")))),
         };
@@ -240,23 +283,34 @@ fn jsonl(reader: impl BufRead, fields: Fields) -> impl Iterator<Item = Result<Re
     })
 }
 
-fn qqp(reader: impl BufRead, source: String) -> impl Iterator<Item = Result<Record>> {
+fn qqp(reader: impl BufRead, max: usize, source: String) -> impl Iterator<Item = Result<Record>> {
     let mut seen: HashSet<[u8; 32]> = HashSet::new();
-    lines(reader).flat_map(move |r| {
+    lines(reader, max).flat_map(move |r| {
         let (n, line) = match r {
             Ok(Ok(x)) => x,
-            Ok(Err(n)) => return vec![Ok(too_long(n))],
+            Ok(Err(n)) => return vec![Ok(too_long(n, max))],
             Err(e) => return vec![Err(e)],
         };
-        if line.trim().is_empty() {
+        if blank(&line) {
             return vec![];
         }
-        let cols: Vec<&str> = line.split('\t').collect();
+        let cols: Vec<&[u8]> = line.split(|&b| b == b'\t').collect();
         if cols.len() < 3 {
             return vec![Ok(bad(n, "fewer than 3 tab-separated columns; QQP lines are label<TAB>question1<TAB>question2<TAB>id"))];
         }
+        let mut questions = Vec::with_capacity(2);
+        for (i, what) in [(1, "question 1"), (2, "question 2")] {
+            match std::str::from_utf8(cols[i]) {
+                Ok(q) => questions.push(q.trim()),
+                Err(e) => {
+                    // Each column before it, and its tab.
+                    let start: usize = cols[..i].iter().map(|c| c.len() + 1).sum();
+                    return vec![Ok(bad(n, not_utf8(what, start + e.valid_up_to())))];
+                }
+            }
+        }
         let mut out = Vec::new();
-        for q in [cols[1].trim(), cols[2].trim()] {
+        for q in questions {
             // Each distinct question once (a set of digests keeps memory small).
             if q.is_empty() || !seen.insert(Sha256::digest(q.as_bytes()).into()) {
                 continue;
@@ -274,42 +328,54 @@ fn qqp(reader: impl BufRead, source: String) -> impl Iterator<Item = Result<Reco
     })
 }
 
+/// The documents of a TSV or CSV file: a header row naming the columns, then records.
 fn delimited(
-    reader: impl Read + Send + 'static,
-    delimiter: u8,
-    quoting: bool,
-    fields: Fields,
+    reader: impl BufRead + Send + 'static,
+    dialect: delimited::Dialect,
+    max: usize,
+    fields: &Fields,
     path: &Path,
 ) -> Result<impl Iterator<Item = Result<Record>> + Send> {
-    let mut rdr = csv::ReaderBuilder::new()
-        .delimiter(delimiter)
-        .quoting(quoting)
-        .flexible(true)
-        .has_headers(true)
-        .from_reader(reader);
-    let headers = rdr
-        .byte_headers()
-        .map_err(|e| UserError::InvalidArgument {
-            name: "input file",
-            reason: format!("{}: cannot read the header row: {e}", path.display()),
-        })?
-        .clone();
-    let col = |name: &str| {
-        headers
-            .iter()
-            .position(|h| String::from_utf8_lossy(h).trim() == name)
-    };
-    let header_names: Vec<String> = headers
-        .iter()
-        .map(|h| String::from_utf8_lossy(h).into_owned())
-        .collect();
-    let missing = |what: &str, name: &str| UserError::InvalidArgument {
+    let mut rows = super::lines::read_split(reader, RecordSplitter::new(dialect, max));
+    let header_error = |reason: String| UserError::InvalidArgument {
         name: "input file",
-        reason: format!(
-            "{}: the header has no {what} column {name:?} (columns: {}); pass --{what}-field",
-            path.display(),
+        reason: format!("{}: {reason}", path.display()),
+    };
+    let header_names: Vec<String> = match rows.next() {
+        None => Vec::new(),
+        Some(Err(e)) => return Err(read_error(e)),
+        Some(Ok(Row::Record(header))) => {
+            let mut names = Vec::with_capacity(header.len());
+            for i in 0..header.len() {
+                match header.text(i).expect("in range") {
+                    Ok(name) => names.push(name.to_string()),
+                    Err(offset) => {
+                        return Err(header_error(format!(
+                            "the header row (line {}): {}",
+                            header.line,
+                            not_utf8("", offset)
+                        ))
+                        .into())
+                    }
+                }
+            }
+            names
+        }
+        Some(Ok(bad_row)) => {
+            return Err(header_error(format!(
+                "cannot read the header row (line {}): {}",
+                bad_row.line(),
+                bad_row.problem().expect("not a record")
+            ))
+            .into())
+        }
+    };
+    let col = |name: &str| header_names.iter().position(|h| h.trim() == name);
+    let missing = |what: &str, name: &str| {
+        header_error(format!(
+            "the header has no {what} column {name:?} (columns: {}); pass --{what}-field",
             header_names.join(", ")
-        ),
+        ))
     };
     let id_col = col(&fields.id).ok_or_else(|| missing("id", &fields.id))?;
     let text_col = col(&fields.text).ok_or_else(|| missing("text", &fields.text))?;
@@ -317,59 +383,61 @@ fn delimited(
     for m in &fields.meta {
         meta_cols.push((m.clone(), col(m).ok_or_else(|| missing("meta", m))?));
     }
-    let mut records = rdr.into_byte_records();
-    Ok(std::iter::from_fn(move || {
-        let rec = records.next()?;
-        Some(match rec {
-            Err(e) => {
-                let line = e.position().map_or(0, |p| p.line());
-                match e.kind() {
-                    csv::ErrorKind::Io(_) => Err(crate::InternalError::Io {
-                        context: "reading the input file".into(),
-                        source: std::io::Error::other(e.to_string()),
-                    }
-                    .into()),
-                    _ => Ok(bad(line, format!("unreadable record: {e}"))),
-                }
+    let (id_name, text_name) = (fields.id.clone(), fields.text.clone());
+    Ok(rows.map(move |row| {
+        let r = match row.map_err(read_error)? {
+            Row::Record(r) => r,
+            bad_row => {
+                return Ok(bad(
+                    bad_row.line(),
+                    bad_row.problem().expect("not a record"),
+                ))
             }
-            Ok(r) => {
-                let line = r.position().map_or(0, |p| p.line());
-                let get = |i: usize| r.get(i).map(|b| String::from_utf8_lossy(b).into_owned());
-                match (get(id_col), get(text_col)) {
-                    (Some(id), Some(text)) => {
-                        let metadata = serde_json::Value::Object(
-                            meta_cols
-                                .iter()
-                                .filter_map(|(k, i)| {
-                                    get(*i).map(|v| (k.clone(), serde_json::Value::String(v)))
-                                })
-                                .collect(),
-                        );
-                        Ok(Record::Doc(
-                            line,
-                            NewDocument {
-                                id: id.trim().to_string(),
-                                text,
-                                metadata,
-                            },
-                        ))
-                    }
-                    _ => Ok(bad(
-                        line,
-                        format!(
-                            "{} fields; the id and text columns are missing on this row",
-                            r.len()
-                        ),
-                    )),
+        };
+        let line = r.line;
+        // A column's text, `None` if this row is too short for it, `Err`: not UTF-8.
+        let text = |i: usize, name: &str| {
+            r.text(i)
+                .map(|t| t.map_err(|offset| not_utf8(&format!("column {name:?}"), offset)))
+        };
+        let (Some(id), Some(body)) = (text(id_col, &id_name), text(text_col, &text_name)) else {
+            return Ok(bad(
+                line,
+                format!(
+                    "{} fields; the id and text columns are missing on this row",
+                    r.len()
+                ),
+            ));
+        };
+        let (id, body) = match (id, body) {
+            (Ok(id), Ok(body)) => (id, body),
+            (Err(why), _) | (_, Err(why)) => return Ok(bad(line, why)),
+        };
+        let mut metadata = serde_json::Map::new();
+        for (k, i) in &meta_cols {
+            match text(*i, k) {
+                Some(Ok(v)) => {
+                    metadata.insert(k.clone(), serde_json::Value::String(v.to_string()));
                 }
+                Some(Err(why)) => return Ok(bad(line, why)),
+                None => {}
             }
-        })
+        }
+        Ok(Record::Doc(
+            line,
+            NewDocument {
+                id: id.trim().to_string(),
+                text: body.to_string(),
+                metadata: serde_json::Value::Object(metadata),
+            },
+        ))
     }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn read(content: &str, name: &str, format: Format, fields: Fields) -> Vec<Record> {
         let dir = tempfile::tempdir().unwrap();
@@ -381,11 +449,219 @@ mod tests {
             .collect()
     }
 
+    fn read_bytes(content: &[u8], name: &str, format: Format, fields: Fields) -> Vec<Record> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(name);
+        std::fs::write(&p, content).unwrap();
+        records(&p, format, &fields)
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    }
+
+    fn reason(r: &Record) -> (u64, &str) {
+        match r {
+            Record::Bad(r) => (r.line, r.reason.as_str()),
+            other => panic!("expected a rejected row, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_unterminated_quote_is_a_rejected_row_not_one_swallowing_document() {
+        let recs = read(
+            "id,text\n1,\"abc\n2,def\n3,ghi\n",
+            "d.csv",
+            Format::Csv,
+            Fields::default(),
+        );
+        assert_eq!(recs.len(), 1, "{recs:?}");
+        let (line, why) = reason(&recs[0]);
+        assert_eq!(line, 2);
+        assert!(
+            why.contains("never closed") && why.contains("lines 2-4") && why.contains("\"\""),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn text_after_a_closing_quote_is_a_rejected_row_and_reading_resumes_after_the_line() {
+        let recs = read(
+            "id,text\n1,\"abc\"def\n2,\"ok \"\"quoted\"\"\"\r\n3,plain\n",
+            "d.csv",
+            Format::Csv,
+            Fields::default(),
+        );
+        assert_eq!(recs.len(), 3, "{recs:?}");
+        let (line, why) = reason(&recs[0]);
+        assert!(line == 2 && why.contains("must be doubled"), "{why}");
+        assert!(matches!(&recs[1], Record::Doc(3, d) if d.text == "ok \"quoted\""));
+        assert!(matches!(&recs[2], Record::Doc(4, d) if d.id == "3" && d.text == "plain"));
+    }
+
+    #[test]
+    fn an_over_long_csv_or_tsv_record_is_a_rejected_row_and_reading_goes_on() {
+        let big = "x".repeat(MAX_RECORD_BYTES);
+        for (name, format, row) in [
+            (
+                "d.csv",
+                Format::Csv,
+                format!("1,\"{big}\nstill the same field\"\n"),
+            ),
+            ("d.tsv", Format::Tsv, format!("1\t{big}\n")),
+        ] {
+            let content = format!(
+                "id{sep}text\n{row}2{sep}next\n",
+                sep = if format == Format::Csv { "," } else { "\t" }
+            );
+            let recs = read(&content, name, format, Fields::default());
+            assert_eq!(recs.len(), 2, "{name}");
+            let (line, why) = reason(&recs[0]);
+            assert!(
+                line == 2 && why.contains("longer than 1048576 bytes"),
+                "{name}: {why}"
+            );
+            let next = if format == Format::Csv { 4 } else { 3 };
+            assert!(
+                matches!(&recs[1], Record::Doc(l, d) if *l == next && d.text == "next"),
+                "{name}: {:?}",
+                recs[1]
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_a_rejected_row_naming_the_byte_and_the_fix() {
+        let fields = Fields {
+            meta: vec!["topic".into()],
+            ..Fields::default()
+        };
+        // File name, format, fields, content, the bad row's line, the bad byte's offset.
+        type Case<'a> = (&'a str, Format, Fields, &'a [u8], u64, usize);
+        let cases: [Case; 6] = [
+            (
+                "d.jsonl",
+                Format::Jsonl,
+                Fields::default(),
+                b"{\"id\": \"a\", \"text\": \"caf\xe9\"}\n{\"id\": \"b\", \"text\": \"ok\"}\n",
+                1,
+                24,
+            ),
+            (
+                "d.csv",
+                Format::Csv,
+                fields.clone(),
+                b"id,text,topic\n1,\"a \"\"b\"\" caf\xe9\",x\n2,ok,y\n",
+                2,
+                14,
+            ),
+            (
+                "d.csv",
+                Format::Csv,
+                fields.clone(),
+                b"id,text,topic\n1,fine,t\xffpic\n2,ok,y\n",
+                2,
+                8,
+            ),
+            (
+                "d.tsv",
+                Format::Tsv,
+                fields.clone(),
+                b"id\ttext\ttopic\n\xff1\tfine\tx\n2\tok\ty\n",
+                2,
+                0,
+            ),
+            (
+                "d.tsv",
+                Format::Tsv,
+                Fields::default(),
+                b"id\ttext\n1\tcaf\xe9\n2\tok\n",
+                2,
+                5,
+            ),
+            (
+                "p.tsv",
+                Format::Qqp,
+                Fields::default(),
+                b"0\tq one\tcaf\xe9?\t1\n1\tq two\tq three\t2\n",
+                1,
+                11,
+            ),
+        ];
+        for (name, format, fields, content, line, offset) in cases {
+            let recs = read_bytes(content, name, format, fields);
+            let (l, why) = reason(&recs[0]);
+            assert_eq!(l, line, "{name}: {why}");
+            assert!(
+                why.contains(&format!(
+                    "not valid UTF-8 (byte offset {offset} of the line)"
+                )) && why.contains("iconv -f latin1 -t utf-8"),
+                "{name}: {why}"
+            );
+            assert!(
+                recs[1..].iter().all(|r| matches!(r, Record::Doc(..))) && recs.len() >= 2,
+                "{name}: {recs:?}"
+            );
+        }
+        // An unused column may hold anything.
+        let recs = read_bytes(
+            b"id,text,other\n1,ok,\xff\n",
+            "d.csv",
+            Format::Csv,
+            Fields::default(),
+        );
+        assert!(matches!(&recs[0], Record::Doc(2, d) if d.text == "ok"));
+        // A header that is not UTF-8 is an error of the whole file.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("h.csv");
+        std::fs::write(&p, b"id,t\xe9xt\n1,a\n").unwrap();
+        let e = records(&p, Format::Csv, &Fields::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("header row")
+                && e.contains("not valid UTF-8 (byte offset 4")
+                && e.contains("iconv"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_byte_order_mark_at_the_start_is_skipped_in_every_format() {
+        let bom = "\u{feff}";
+        let cases = [
+            (
+                "d.jsonl",
+                Format::Jsonl,
+                "{\"id\": \"a\", \"text\": \"hi\"}\n",
+            ),
+            ("d.csv", Format::Csv, "id,text\na,hi\n"),
+            ("d.tsv", Format::Tsv, "id\ttext\na\thi\n"),
+            ("p.tsv", Format::Qqp, "0\thi\thi\t1\n"),
+        ];
+        for (name, format, body) in cases {
+            let recs = read(&format!("{bom}{body}"), name, format, Fields::default());
+            assert_eq!(recs.len(), 1, "{name}: {recs:?}");
+            assert!(
+                matches!(&recs[0], Record::Doc(_, d) if d.text == "hi" && !d.id.contains(bom)),
+                "{name}: {recs:?}"
+            );
+        }
+        // Only at the very start: elsewhere it is text.
+        let recs = read(
+            &format!("id,text\na,{bom}hi\n"),
+            "d.csv",
+            Format::Csv,
+            Fields::default(),
+        );
+        assert!(matches!(&recs[0], Record::Doc(_, d) if d.text == format!("{bom}hi")));
+    }
+
     #[test]
     fn an_over_long_line_is_a_rejected_row_and_reading_goes_on() {
         let long = format!(
             "{{\"id\": \"big\", \"text\": \"{}\"}}",
-            "x".repeat(MAX_LINE_BYTES)
+            "x".repeat(MAX_RECORD_BYTES)
         );
         let content = format!("{long}\n{{\"id\": \"a\", \"text\": \"hi\"}}\n");
         let recs = read(&content, "d.jsonl", Format::Jsonl, Fields::default());
@@ -398,7 +674,7 @@ mod tests {
         assert!(matches!(&recs[1], Record::Doc(2, d) if d.id == "a"));
         let qqp = format!(
             "0\t{}\tshort\t1\n1\tq one\tq two\t2\n",
-            "y".repeat(MAX_LINE_BYTES)
+            "y".repeat(MAX_RECORD_BYTES)
         );
         let recs = read(&qqp, "p.tsv", Format::Qqp, Fields::default());
         assert!(matches!(&recs[0], Record::Bad(r) if r.line == 1));
@@ -487,5 +763,153 @@ mod tests {
         assert_eq!(docs[2].text, "What time is it?");
         assert_eq!(docs[0].metadata["source"], "dev.tsv");
         assert!(matches!(recs.last(), Some(Record::Bad(r)) if r.line == 3));
+    }
+
+    /// Pieces fuzz inputs are made of: the bytes the formats treat specially (quotes,
+    /// delimiters, line ends, a byte order mark, bytes that are never or not yet UTF-8), and
+    /// fragments that make some records well-formed.
+    const PIECES: &[&[u8]] = &[
+        b"\"",
+        b"\"\"",
+        b",",
+        b"\t",
+        b"\r",
+        b"\n",
+        b"\r\n",
+        b"\xff",
+        b"\xc3",
+        b"\xc3\xa9",
+        b"\xef\xbb\xbf",
+        b"a",
+        b"bc ",
+        b"{\"id\":\"1\",\"text\":\"",
+        b"\"}",
+        b"{\"id\":\"2\",\"text\":\"hi\"}\n",
+        b"0\tq\tr\t1\n",
+        b"\n3,\"q \"\"r\"\"\",m\n",
+        b"\n4\tt\tm\n",
+    ];
+
+    fn fuzz_bytes() -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(
+            prop_oneof![
+                3 => proptest::sample::select(PIECES).prop_map(|p| p.to_vec()),
+                1 => any::<u8>().prop_map(|b| vec![b]),
+            ],
+            0..60,
+        )
+        .prop_map(|pieces| pieces.concat())
+    }
+
+    /// Every record `read_records` yields for `input` (split into reads of `cut` bytes), or
+    /// the file-level error; at most `limit` records are taken.
+    fn read_all(
+        input: Vec<u8>,
+        cut: usize,
+        format: Format,
+        max: usize,
+        limit: usize,
+    ) -> std::result::Result<Vec<Record>, String> {
+        let fields = Fields {
+            meta: vec!["m".into()],
+            ..Fields::default()
+        };
+        let reader = BufReader::with_capacity(cut, std::io::Cursor::new(input));
+        let recs = read_records(reader, Path::new("fuzz.txt"), format, &fields, max)
+            .map_err(|e| e.to_string())?;
+        Ok(recs
+            .take(limit)
+            .map(|r| r.expect("no I/O error from memory"))
+            .collect())
+    }
+
+    /// A field as a CSV writer writes it: quoted when it must be (or when `quote`).
+    fn quoted(field: &str, quote: bool) -> String {
+        let must = field.is_empty() || field.contains(['"', ',', '\n', '\r']);
+        match quote || must {
+            true => format!("\"{}\"", field.replace('"', "\"\"")),
+            false => field.to_string(),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Any bytes, in any format, chunked any way: reading never panics, never yields a
+        /// text over the bound, numbers records with lines that never go backwards and exist,
+        /// and ends (at most two records per line). A file-level error is a header's, named.
+        #[test]
+        fn any_bytes_read_in_any_format_stay_bounded_ordered_and_end(
+            bom in any::<bool>(),
+            header in any::<bool>(),
+            body in fuzz_bytes(),
+            format in proptest::sample::select(vec![Format::Jsonl, Format::Tsv, Format::Csv, Format::Qqp]),
+            cut in 1usize..16,
+            max in prop_oneof![0usize..40, Just(MAX_RECORD_BYTES)],
+        ) {
+            let mut input = Vec::new();
+            if bom {
+                input.extend_from_slice(super::super::lines::BOM);
+            }
+            if header {
+                input.extend_from_slice(match format {
+                    Format::Csv => b"id,text,m\n",
+                    Format::Tsv => b"id\ttext\tm\n",
+                    _ => b"",
+                });
+            }
+            input.extend_from_slice(&body);
+            let lines = input.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+            let limit = 2 * lines as usize;
+            let recs = match read_all(input, cut, format, max, limit + 1) {
+                Ok(recs) => recs,
+                Err(e) => {
+                    prop_assert!(matches!(format, Format::Csv | Format::Tsv), "{}", e);
+                    prop_assert!(e.contains("fuzz.txt") && e.contains("header"), "{}", e);
+                    return Ok(());
+                }
+            };
+            prop_assert!(recs.len() <= limit, "{} records from {} lines", recs.len(), lines);
+            let mut last = 1;
+            for r in &recs {
+                prop_assert!(r.line() >= last && r.line() <= lines, "{:?} after line {}", r, last);
+                last = r.line();
+                match r {
+                    Record::Doc(_, d) => prop_assert!(d.text.len() <= max, "{:?}", d),
+                    Record::Bad(b) => prop_assert!(!b.reason.is_empty()),
+                }
+            }
+        }
+
+        /// Documents written as a CSV writer writes them (quoting fields with commas, quotes,
+        /// line ends; `\n` or `\r\n` between records) read back exactly.
+        #[test]
+        fn csv_documents_read_back_exactly(
+            rows in proptest::collection::vec(
+                ("[a-c\",\n\r\t \u{e9}\u{4e2d}]{0,10}", "[a-c\",\n\r ]{0,6}", any::<bool>()),
+                0..8,
+            ),
+            crlf in any::<bool>(),
+            bom in any::<bool>(),
+            cut in 1usize..16,
+        ) {
+            let end = if crlf { "\r\n" } else { "\n" };
+            let mut input = String::from(if bom { "\u{feff}id,text,m" } else { "id,text,m" });
+            for (i, (text, meta, q)) in rows.iter().enumerate() {
+                input.push_str(end);
+                input.push_str(&format!("{i},{},{}", quoted(text, *q), quoted(meta, *q)));
+            }
+            let recs = read_all(input.into_bytes(), cut, Format::Csv, MAX_RECORD_BYTES, 100)
+                .expect("a good header");
+            prop_assert_eq!(recs.len(), rows.len());
+            for (i, (r, (text, meta, _))) in recs.iter().zip(&rows).enumerate() {
+                let Record::Doc(_, d) = r else {
+                    return Err(TestCaseError::fail(format!("{r:?}")));
+                };
+                prop_assert_eq!(&d.id, &i.to_string());
+                prop_assert_eq!(&d.text, text);
+                prop_assert_eq!(&d.metadata["m"], meta.as_str());
+            }
+        }
     }
 }

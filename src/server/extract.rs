@@ -108,3 +108,87 @@ pub(crate) async fn check_collection(state: &Arc<AppState>, collection: &str) ->
     let (s, c) = (state.clone(), collection.to_string());
     blocking(move || s.engine.collection(&c).map(drop)).await
 }
+
+#[cfg(test)]
+mod fuzz {
+    //! Fuzzing the request bodies: any bytes and any JSON, read as every request type the API
+    //! takes, then (for a search) through the filter and parameter checks, answer an error
+    //! or a value; nothing panics.
+
+    use super::*;
+    use crate::index::Filter;
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<f64>().prop_map(|x| serde_json::json!(x)),
+            any::<i64>().prop_map(|x| serde_json::json!(x)),
+            "[a-z_]{0,8}|\\PC{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("text".to_string()),
+                        Just("k".to_string()),
+                        Just("filter".to_string()),
+                        Just("id".to_string()),
+                        Just("in".to_string()),
+                        Just("gte".to_string()),
+                        Just("depths".to_string()),
+                        Just("a".to_string()),
+                        "[a-z]{1,6}"
+                    ],
+                    inner,
+                    0..6
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn read_all(bytes: &[u8]) {
+        let b = || Ok(Bytes::copy_from_slice(bytes));
+        if let Ok(r) = parse::<crate::server::search::SearchRequest>(b()) {
+            if let Some(f) = &r.filter {
+                if let Ok(filter) = Filter::parse(f) {
+                    let _ = filter.matches(&serde_json::Map::new());
+                }
+            }
+            let params = crate::search::SearchParams {
+                k: r.k.unwrap_or(10),
+                rerank_depth: r.rerank_depth.unwrap_or(100),
+                filter: r.filter.unwrap_or_default(),
+                ..Default::default()
+            };
+            let _ = crate::search::validate(&params);
+        }
+        let _ = parse::<crate::server::search::DuplicatesRequest>(b());
+        let _ = parse::<crate::server::search::ExplainRequest>(b());
+        let _ = parse::<Vec<crate::server::api::NewDocument>>(b());
+        let _ = parse::<crate::server::api::Verdict>(b());
+        let _ = parse::<crate::server::collections::CreateCollection>(b());
+        let _ = parse::<crate::server::reindex::ReindexRequest>(b());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_json_body_is_an_error_or_a_request(v in json()) {
+            read_all(v.to_string().as_bytes());
+            // The same value as the filter and the documents of a request.
+            read_all(serde_json::json!({ "text": "q", "filter": v }).to_string().as_bytes());
+            read_all(serde_json::json!([{ "id": "x", "text": "t", "metadata": v }]).to_string().as_bytes());
+        }
+
+        #[test]
+        fn any_bytes_are_an_error_or_a_request(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            read_all(&bytes);
+        }
+    }
+}

@@ -813,7 +813,10 @@ fn free_bytes(path: &Path) -> Option<u64> {
         }
         // SAFETY: statvfs returned 0, so it filled `st`.
         let st = unsafe { st.assume_init() };
-        Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+        // The field widths differ between platforms (u32 on some 32-bit ones).
+        #[allow(clippy::useless_conversion)]
+        let (blocks, size) = (u64::from(st.f_bavail), u64::from(st.f_frsize));
+        Some(blocks.saturating_mul(size))
     }
     #[cfg(not(target_os = "linux"))]
     {

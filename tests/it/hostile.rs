@@ -235,7 +235,7 @@ fn hostile_requests_get_clear_errors_and_the_server_stays_up() {
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut buf = [0u8; 64];
         assert!(
-            matches!(c.read(&mut buf), Ok(_)),
+            c.read(&mut buf).is_ok(),
             "closed by the server, not left open"
         );
     }

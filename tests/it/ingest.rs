@@ -135,6 +135,62 @@ fn bad_rows_are_set_aside_with_line_numbers_and_strict_stops() {
 }
 
 #[test]
+fn malformed_rows_are_set_aside_naming_the_line_and_the_fix() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let file = dir.path().join("faq.csv");
+    // A byte order mark (Excel's "CSV UTF-8"), a Latin-1 row, a text over --max-text-chars,
+    // and a quote never closed, which must not swallow the rows after it into one text.
+    let mut content = b"\xEF\xBB\xBFid,text\n1,How do I reset my password?\n".to_vec();
+    content.extend_from_slice(b"2,caf\xe9 au lait\n");
+    content.extend_from_slice(b"3,Where is my order and when will it arrive?\n");
+    content.extend_from_slice(b"4,\"never closed\n5,lost\n");
+    std::fs::write(&file, content).expect("write");
+    let out = ok(kindred(&data)
+        .args(["ingest", file.to_str().unwrap(), "-c", "faq", "--create"])
+        .args(["--max-text-chars", "30"])
+        .output()
+        .expect("runs"));
+    assert!(
+        out.contains("ingested 1 new, updated 0, rejected 3"),
+        "{out}"
+    );
+    let rejects =
+        std::fs::read_to_string(format!("{}.rejects.tsv", file.display())).expect("reject file");
+    let lines: Vec<&str> = rejects.lines().collect();
+    assert_eq!(lines.len(), 3, "{rejects}");
+    assert!(
+        lines[0].starts_with("3\t")
+            && lines[0].contains("not valid UTF-8 (byte offset 5 of the line)")
+            && lines[0].contains("iconv -f latin1 -t utf-8"),
+        "{rejects}"
+    );
+    assert!(
+        lines[1].starts_with("4\t")
+            && lines[1].contains("the text is 42 characters; the limit is 30 (--max-text-chars"),
+        "{rejects}"
+    );
+    assert!(
+        lines[2].starts_with("5\t")
+            && lines[2].contains("never closed")
+            && lines[2].contains("lines 5-6"),
+        "{rejects}"
+    );
+    let docs = contents(&data, "faq");
+    assert_eq!(docs.iter().map(|d| d.0.as_str()).collect::<Vec<_>>(), ["1"]);
+
+    // The default limit is the server's.
+    let help = ok(kindred(&data)
+        .args(["ingest", "--help"])
+        .output()
+        .expect("runs"));
+    assert!(
+        help.contains("--max-text-chars <N>") && help.contains("[default: 2000]"),
+        "{help}"
+    );
+}
+
+#[test]
 fn a_killed_ingest_resumes_to_the_same_result_as_an_uninterrupted_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let raw = std::fs::read(shared_data("qqp_bimpm/test.tsv")).expect("QQP");
