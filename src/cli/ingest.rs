@@ -97,6 +97,7 @@ pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
         restart: args.restart,
         threads: None,
         max_text_chars: args.max_text_chars,
+        cancel: None,
     };
     let summary = ingest::ingest(
         &db,

@@ -48,6 +48,9 @@ pub struct IngestOptions {
     /// one is a rejected row. `kindred ingest --max-text-chars` (default 2000); the server
     /// passes its `limits.max_text_chars`, so a file loads as its documents would one by one.
     pub max_text_chars: usize,
+    /// Set by another thread to stop the ingest after the batch being written (a server
+    /// shutting down); what was committed stays, and the ingest answers an error saying so.
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// Progress, reported after every committed batch.
@@ -282,7 +285,24 @@ pub fn ingest(
         let threads = opts.threads.clone();
         scope.spawn(move || encode_batches(encoder, threads, encode_rx, to_write));
         // Stage 3: write, in order, and record progress.
+        let mut committed = skip;
         for item in write_rx {
+            if opts
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(std::sync::atomic::Ordering::Acquire))
+            {
+                return Err(UserError::InvalidArgument {
+                    name: "ingest",
+                    reason: format!(
+                        "stopped before line {} of {} (the server is shutting down); {} documents of this run are committed; load the file again to finish (committed documents are replaced by themselves)",
+                        committed + 1,
+                        opts.path.display(),
+                        summary.ingested + summary.updated
+                    ),
+                }
+                .into());
+            }
             let (mut batch, mut encoded) = item?;
             // --strict: commit what precedes the first bad row, then stop there.
             let first_bad = batch.rejected.iter().min_by_key(|r| r.line).cloned();
@@ -325,6 +345,7 @@ pub fn ingest(
                     committed_line: batch.last_line,
                 },
             )?;
+            committed = batch.last_line;
             on_progress(Progress {
                 line: batch.last_line,
                 written: summary.ingested + summary.updated,

@@ -71,6 +71,10 @@ type Job = Arc<Mutex<(JobStatus, Instant)>>;
 pub struct Jobs {
     next: AtomicU64,
     jobs: Mutex<BTreeMap<u64, Job>>,
+    /// Set at shutdown: every job stops after the batch it is writing.
+    stopping: Arc<std::sync::atomic::AtomicBool>,
+    /// The jobs' threads, joined at shutdown.
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 /// Rejected rows a job keeps to show.
@@ -161,11 +165,28 @@ impl Jobs {
             Self::prune(&mut jobs);
             jobs.insert(id, job.clone());
         }
-        std::thread::Builder::new()
+        let stopping = self.stopping.clone();
+        let thread = std::thread::Builder::new()
             .name(format!("kindred-ingest-{id}"))
-            .spawn(move || run(spec, state, job))
+            .spawn(move || run(spec, state, job, stopping))
             .expect("spawning an ingest thread");
+        let mut threads = self.threads.lock().expect("lock");
+        threads.retain(|t| !t.is_finished());
+        threads.push(thread);
         status
+    }
+
+    /// At shutdown: stops every job after the batch it is writing (what is committed stays;
+    /// its upload file is removed) and waits for their threads. Returns how many were stopped.
+    pub fn stop_all(&self) -> usize {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::Release);
+        let threads = std::mem::take(&mut *self.threads.lock().expect("lock"));
+        let running = threads.iter().filter(|t| !t.is_finished()).count();
+        for t in threads {
+            let _ = t.join();
+        }
+        running
     }
 }
 
@@ -179,7 +200,12 @@ fn snapshot(job: &Mutex<(JobStatus, Instant)>) -> JobStatus {
     s
 }
 
-fn run(spec: JobSpec, state: Arc<super::AppState>, job: Job) {
+fn run(
+    spec: JobSpec,
+    state: Arc<super::AppState>,
+    job: Job,
+    stopping: Arc<std::sync::atomic::AtomicBool>,
+) {
     let opts = IngestOptions {
         path: spec.path.clone(),
         format: spec.format,
@@ -189,6 +215,7 @@ fn run(spec: JobSpec, state: Arc<super::AppState>, job: Job) {
         restart: true,
         threads: Some(state.write_pool.clone()),
         max_text_chars: state.config.limits.max_text_chars,
+        cancel: Some(stopping),
     };
     let result = state.engine.collection(&spec.collection).and_then(|col| {
         let encoder = col.encoder().clone();

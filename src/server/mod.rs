@@ -343,7 +343,18 @@ pub async fn serve(
         max_connections: state.config.limits.max_connections,
         header_timeout: Duration::from_millis(state.config.limits.header_timeout_ms),
     };
-    listen::serve(listener, router(state), limits, shutdown_signal()).await;
+    listen::serve(listener, router(state.clone()), limits, shutdown_signal()).await;
+    // Upload jobs stop after their current batch (nothing acknowledged is lost; their files
+    // are removed), before the final checkpoint.
+    let jobs = state.clone();
+    if let Ok(n) = tokio::task::spawn_blocking(move || jobs.jobs.stop_all()).await {
+        if n > 0 {
+            tracing::info!(
+                jobs = n,
+                "upload jobs stopped; load their files again to finish"
+            );
+        }
+    }
     tracing::info!("shutting down: saving indexes");
     let saved = tokio::task::spawn_blocking(move || db.checkpoint())
         .await

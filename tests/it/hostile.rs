@@ -456,3 +456,63 @@ fn a_full_disk_answers_507_reads_go_on_and_writes_resume_when_space_returns() {
     );
     s.stop();
 }
+
+#[test]
+fn sigterm_stops_upload_jobs_after_their_batch_and_leaves_no_files_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(dir.path(), &[], &[]);
+    collection(&s, "c", &[]);
+    let body: String = (0..4000)
+        .map(|i| format!("{}\n", json!({ "id": format!("d{i}"), "text": format!("How do I fix problem number {i} with my laptop?") })))
+        .collect();
+    let (st, job) = call_raw(
+        &s.url("/v1/collections/c/ingest?format=jsonl&batch=32"),
+        None,
+        "application/octet-stream",
+        body.as_bytes(),
+    );
+    assert_eq!(st, 202, "{job}");
+    // Wait for the job to commit something, then stop the server mid-job.
+    let job_url = s.url(&format!("/v1/jobs/{}", job["id"]));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while call("GET", &job_url, None, None).1["written"].as_u64() == Some(0) {
+        assert!(Instant::now() < deadline, "the job never wrote");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let start = Instant::now();
+    s.stop();
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "shutdown waited {:?}",
+        start.elapsed()
+    );
+    let uploads: Vec<_> = std::fs::read_dir(dir.path().join("uploads"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(uploads.is_empty(), "left behind: {uploads:?}");
+    // What the job committed is there and in order: a prefix of the file.
+    let s = Server::start(dir.path(), &[], &[]);
+    let (_, info) = call("GET", &s.url("/v1/collections/c"), None, None);
+    let n = info["stats"]["documents"].as_u64().unwrap();
+    assert!(n > 0 && n < 4000, "stopped mid-file: {n} documents");
+    for i in [0, n - 1] {
+        let (st, d) = call(
+            "GET",
+            &s.url(&format!("/v1/collections/c/documents/d{i}")),
+            None,
+            None,
+        );
+        assert_eq!(st, 200, "d{i}: {d}");
+    }
+    assert_eq!(
+        call(
+            "GET",
+            &s.url(&format!("/v1/collections/c/documents/d{n}")),
+            None,
+            None
+        )
+        .0,
+        404
+    );
+    s.stop();
+}
