@@ -205,10 +205,15 @@ pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) 
 impl From<sled::Error> for Error {
     fn from(e: sled::Error) -> Self {
         match e {
-            sled::Error::Io(io) => Error::Internal(InternalError::Io {
-                context: "storage engine I/O".into(),
-                source: io,
-            }),
+            sled::Error::Io(io) => {
+                // sled keeps failing (reads too, at times) after an I/O error until it is
+                // reopened: the process is no longer ready.
+                crate::store::note_engine_failure();
+                Error::Internal(InternalError::Io {
+                    context: "storage engine I/O".into(),
+                    source: io,
+                })
+            }
             other => Error::Internal(InternalError::Store(other.to_string())),
         }
     }

@@ -189,6 +189,12 @@ pub fn validate(p: &SearchParams) -> Result<()> {
             return bad(name, format!("{d}; use at most {MAX_DEPTH}"));
         }
     }
+    if p.rerank_depth == 0 {
+        return bad(
+            "rerank_depth",
+            format!("0; use 1-{MAX_DEPTH} (the top k are always scored)"),
+        );
+    }
     let f = p.fusion;
     if [f.cosine, f.w2, f.lexical]
         .iter()

@@ -34,7 +34,15 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     // fails them all until a restart: then this server is not ready, whatever else holds).
     let s = state.clone();
     match tokio::task::spawn_blocking(move || s.db().collections()).await {
-        Ok(Ok(_)) => Json(serde_json::json!({ "status": "ready" })).into_response(),
+        Ok(Ok(_)) if !crate::store::engine_failed() => {
+            Json(serde_json::json!({ "status": "ready" })).into_response()
+        }
+        Ok(Ok(_)) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_failed",
+            "the store met an I/O error (a full disk?) and refuses writes until the server restarts; free space, then restart it (acknowledged writes are on disk)",
+        )
+        .into_response(),
         Ok(Err(e)) => {
             tracing::error!(error = %e, "the store fails reads; restart the server");
             ApiError::new(
