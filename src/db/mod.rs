@@ -585,16 +585,21 @@ impl View<'_> {
     }
 
     /// The collection's calibrator: its own if fitted (`kindred calibrate --collection`), else
-    /// the shipped default; decoded once and kept.
+    /// the shipped default; decoded once and kept. A stored calibration that does not decode
+    /// (damaged) is logged and replaced by the default, so searches go on; calibrating again
+    /// replaces it.
     pub fn calibrator(&self) -> Result<Arc<Calibrator>> {
         let mut cached = self.ix.calibrator.lock().expect("lock");
         if let Some(c) = cached.as_ref() {
             return Ok(c.clone());
         }
-        let c = match self.db.store.meta(&self.name, CALIBRATION_KEY)? {
-            Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                crate::InternalError::Corrupt(format!("calibration of {}: {e}", self.name))
-            })?,
+        let stored = self.db.store.meta(&self.name, CALIBRATION_KEY)?;
+        let c = match stored.map(|b| serde_json::from_slice::<Calibrator>(&b)) {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => {
+                tracing::warn!(collection = %self.name, error = %e, "the stored calibration is damaged; using the default until `kindred calibrate` replaces it");
+                Calibrator::default_for_minilm()
+            }
             None => Calibrator::default_for_minilm(),
         };
         let c = Arc::new(c);

@@ -1074,3 +1074,35 @@ fn every_bad_input_gets_a_clear_4xx_and_changes_nothing() {
     assert_eq!(info["stats"]["documents"], 1, "{info}");
     s.stop();
 }
+
+#[test]
+fn a_damaged_calibration_falls_back_to_the_default_and_searches_go_on() {
+    use kindred::db::{Database, NewDocument};
+    use kindred::store::{CollectionSettings, Durability};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = std::sync::Arc::new(Database::open(dir.path(), Durability::Flush).expect("opens"));
+    let enc = crate::common::encoder();
+    db.create_collection("c", &CollectionSettings::for_model(enc.identity().clone()))
+        .expect("creates");
+    let doc = |id: &str, text: &str| NewDocument {
+        id: id.into(),
+        text: text.into(),
+        metadata: Value::Null,
+    };
+    crate::common::upsert(
+        &db,
+        "c",
+        enc,
+        vec![
+            doc("pw", "How do I reset my password?"),
+            doc("ship", "How long does shipping take?"),
+        ],
+    )
+    .expect("upserts");
+    db.store()
+        .set_meta("c", "calibration", b"{\"kind\": \"garbage")
+        .expect("writes");
+    let out = crate::common::search(&db, enc, "c", "forgot my password", &Default::default())
+        .expect("searches despite the damaged calibration");
+    assert_eq!(out.hits[0].id, "pw");
+}
