@@ -234,9 +234,14 @@ impl VectorIndex {
             return None;
         }
         let path = dir.join(&meta.file);
-        let read = std::fs::File::open(&path)
-            .map_err(GraphError::from)
-            .and_then(|f| Graph::read_from(&mut BufReader::new(f)));
+        // The reader refuses every damaged file without panicking (unit-tested); a panic all
+        // the same is caught here as a last guard and means "rebuild", never a dead process.
+        let read = std::panic::catch_unwind(|| {
+            std::fs::File::open(&path)
+                .map_err(GraphError::from)
+                .and_then(|f| Graph::read_from(&mut BufReader::new(f)))
+        })
+        .unwrap_or_else(|_| Err(GraphError::Corrupt("the reader panicked".into())));
         let graph = match read {
             Ok(g) => g,
             Err(e) => {

@@ -255,13 +255,26 @@ fn run(
             j.0.line = j.0.total_lines.max(j.0.line);
             j.0.state = JobState::Done;
             tracing::info!(job = j.0.id, collection = %spec.collection, written = j.0.written, rejected = summary.rejected, "ingest done");
-            j.0.summary = Some(summary.into());
+            // The file is shown by the name it was uploaded under, never its server path.
+            let mut summary: IngestSummary = summary.into();
+            summary.file = PathBuf::from(&spec.name);
+            j.0.summary = Some(summary);
         }
         Err(e) => {
             tracing::warn!(job = j.0.id, error = %e, "ingest failed");
             j.0.state = JobState::Failed;
+            // What the client sees names the upload, never a server path; a server-side
+            // failure's detail stays in the log.
+            let what = match &e {
+                crate::Error::User(_) => e
+                    .to_string()
+                    .replace(&spec.path.display().to_string(), &spec.name),
+                crate::Error::Internal(_) => {
+                    "the server failed while loading the file (see its log)".to_string()
+                }
+            };
             j.0.error = Some(format!(
-                "{e}. {} documents were committed before it",
+                "{what}. {} documents were committed before it",
                 j.0.written
             ));
         }

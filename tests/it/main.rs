@@ -8,6 +8,7 @@ mod common;
 mod crash;
 mod encoder;
 mod eval;
+mod faults;
 mod filter;
 mod golden;
 mod hostile;
