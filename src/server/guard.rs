@@ -7,7 +7,7 @@
 //!   `allowed_hosts`, so `evil.example` resolving to 127.0.0.1 reaches nothing.
 //! - **Origin** (cross-site writes): a request that changes something (any method but GET,
 //!   HEAD and OPTIONS) from another origin (`Sec-Fetch-Site: cross-site` or `same-site`, or an
-//!   `Origin` that is not this server) is refused.
+//!   `Origin` that is neither this server's Host nor a name in `allowed_hosts`) is refused.
 //! - **Content type**: a body sent with a type a page may send without asking the server first
 //!   (`text/plain`, form types) or with no type is refused, so a cross-origin "simple request"
 //!   cannot carry JSON in.
@@ -31,7 +31,7 @@ pub fn check(
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
         return Ok(());
     }
-    check_origin(headers, host)?;
+    check_origin(headers, host, allowed_hosts)?;
     check_content_type(headers)
 }
 
@@ -81,7 +81,11 @@ fn check_host(host: Option<&str>, allowed: &[String]) -> Result<(), ApiError> {
     ))
 }
 
-fn check_origin(headers: &HeaderMap, host: Option<&str>) -> Result<(), ApiError> {
+fn check_origin(
+    headers: &HeaderMap,
+    host: Option<&str>,
+    allowed: &[String],
+) -> Result<(), ApiError> {
     let refuse = |why: String| {
         Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -100,10 +104,12 @@ fn check_origin(headers: &HeaderMap, host: Option<&str>) -> Result<(), ApiError>
         return Ok(());
     };
     let origin = origin.to_str().unwrap_or("null");
-    // `scheme://host[:port]`; it must name this server as the Host header does.
+    // `scheme://host[:port]`; it must name this server as the Host header does, or a name in
+    // `allowed_hosts` (a proxy that rewrites Host keeps the browser's Origin).
     let authority = origin.split_once("://").map(|(_, a)| a);
     match (authority, host) {
         (Some(a), Some(h)) if a.eq_ignore_ascii_case(h.trim()) => Ok(()),
+        (Some(a), _) if allowed.iter().any(|n| n.eq_ignore_ascii_case(host_name(a))) => Ok(()),
         _ => refuse(format!(
             "the request comes from origin {:?}",
             truncate(origin)
@@ -230,6 +236,9 @@ mod tests {
             Some("cross_origin")
         );
         assert_eq!(code(Method::GET, &[host, other, site], true), None);
+        // A proxy rewrote Host; the browser's origin is an allowed name.
+        let proxied = ("origin", "https://kindred.internal");
+        assert_eq!(code(Method::POST, &[host, json, len, proxied], true), None);
     }
 
     #[test]
