@@ -57,7 +57,7 @@ impl Default for Limits {
             max_upload_bytes: 1 << 30,
             max_explain_cells: crate::search::DEFAULT_EXPLAIN_CELLS,
             max_connections: 1024,
-            header_timeout_ms: 10_000,
+            header_timeout_ms: 30_000,
             max_jobs: 4,
             min_free_disk_bytes: crate::store::DEFAULT_MIN_FREE_BYTES,
         }
