@@ -202,13 +202,22 @@ pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) 
     move |source| Error::Internal(InternalError::Io { context, source })
 }
 
+/// Set once sled has reported an I/O error: sled then fails every later write (and sometimes
+/// reads) until the process reopens it, so a server is no longer ready (`/readyz` says so).
+static ENGINE_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// True once the storage engine has met an I/O error in this process: restart it.
+pub fn storage_engine_failed() -> bool {
+    ENGINE_FAILED.load(std::sync::atomic::Ordering::Acquire)
+}
+
 impl From<sled::Error> for Error {
     fn from(e: sled::Error) -> Self {
         match e {
             sled::Error::Io(io) => {
                 // sled keeps failing (reads too, at times) after an I/O error until it is
                 // reopened: the process is no longer ready.
-                crate::store::note_engine_failure();
+                ENGINE_FAILED.store(true, std::sync::atomic::Ordering::Release);
                 Error::Internal(InternalError::Io {
                     context: "storage engine I/O".into(),
                     source: io,

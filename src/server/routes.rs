@@ -34,7 +34,7 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     // fails them all until a restart: then this server is not ready, whatever else holds).
     let s = state.clone();
     match tokio::task::spawn_blocking(move || s.db().collections()).await {
-        Ok(Ok(_)) if !crate::store::engine_failed() => {
+        Ok(Ok(_)) if !crate::error::storage_engine_failed() => {
             Json(serde_json::json!({ "status": "ready" })).into_response()
         }
         Ok(Ok(_)) => ApiError::new(

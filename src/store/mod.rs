@@ -824,17 +824,3 @@ fn free_bytes(path: &Path) -> Option<u64> {
         None
     }
 }
-
-/// Set once sled has reported an I/O error: sled then fails every later write (and sometimes
-/// reads) until the process reopens it, so a server is no longer ready (`/readyz` says so).
-static ENGINE_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Records that the storage engine met an I/O error.
-pub(crate) fn note_engine_failure() {
-    ENGINE_FAILED.store(true, std::sync::atomic::Ordering::Release);
-}
-
-/// True once the storage engine has met an I/O error in this process: restart it.
-pub fn engine_failed() -> bool {
-    ENGINE_FAILED.load(std::sync::atomic::Ordering::Acquire)
-}
