@@ -306,9 +306,8 @@ pub fn queue(col: &Collection<'_>, q: &ReviewQuery) -> Result<ReviewPage> {
             continue;
         }
         if q.explain {
-            let doc = &item.document.text;
-            let explained = col.explain(doc, &query, &item.matched.id)?;
-            item.matched.explanation = budget.admit(|| explained);
+            let (doc, id) = (&item.document.text, &item.matched.id);
+            item.matched.explanation = budget.try_admit(|| col.explain(doc, &query, id))?;
         }
         items.push(item);
     }

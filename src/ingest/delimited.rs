@@ -518,7 +518,7 @@ impl Split for RecordSplitter {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -692,7 +692,7 @@ mod tests {
     }
 
     /// A field as a CSV writer would write it: quoted when it must be (or when `quote`).
-    fn quoted(field: &str, quote: bool) -> String {
+    pub(crate) fn quoted(field: &str, quote: bool) -> String {
         let must = field.is_empty() || field.contains(['"', ',', '\n', '\r']);
         match quote || must {
             true => format!("\"{}\"", field.replace('"', "\"\"")),

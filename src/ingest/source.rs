@@ -823,14 +823,7 @@ mod tests {
             .collect())
     }
 
-    /// A field as a CSV writer writes it: quoted when it must be (or when `quote`).
-    fn quoted(field: &str, quote: bool) -> String {
-        let must = field.is_empty() || field.contains(['"', ',', '\n', '\r']);
-        match quote || must {
-            true => format!("\"{}\"", field.replace('"', "\"\"")),
-            false => field.to_string(),
-        }
-    }
+    use crate::ingest::delimited::tests::quoted;
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]

@@ -420,15 +420,25 @@ impl ExplainBudget {
 
     /// The explanation `make` builds, if it fits what is left (and nothing was refused yet).
     pub fn admit(&mut self, make: impl FnOnce() -> Explanation) -> Option<Explanation> {
+        self.try_admit(|| Ok(make()))
+            .expect("an infallible explanation")
+    }
+
+    /// Like [`ExplainBudget::admit`] for a fallible `make`, which is not called once the
+    /// budget has refused one.
+    pub fn try_admit(
+        &mut self,
+        make: impl FnOnce() -> Result<Explanation>,
+    ) -> Result<Option<Explanation>> {
         if self.refused == 0 {
-            let e = make();
+            let e = make()?;
             if e.cells() <= self.left {
                 self.left -= e.cells();
-                return Some(e);
+                return Ok(Some(e));
             }
         }
         self.refused += 1;
-        None
+        Ok(None)
     }
 }
 

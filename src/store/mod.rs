@@ -394,7 +394,7 @@ impl Store {
     /// (replacing a version of the same external id). Returns the internal ids of the
     /// versions replaced.
     pub fn generation_put(&self, generation: &Generation, docs: &[StoredDoc]) -> Result<Vec<u64>> {
-        self.ensure_room(docs.iter().map(|d| d.to_bytes().len() as u64).sum())?;
+        self.ensure_room(docs.iter().map(StoredDoc::approx_bytes).sum())?;
         let (docs_t, ids_t, _) = &generation.trees;
         let result = (docs_t, ids_t).transaction(|(dt, it)| {
             let mut replaced = Vec::new();
@@ -540,7 +540,7 @@ impl Store {
     /// Upserts documents atomically: all are stored, or none. `docs` carry no internal id yet
     /// (it is assigned here); ids repeated within the batch keep the last version.
     pub fn upsert(&self, name: &str, docs: Vec<StoredDoc>) -> Result<Vec<Upserted>> {
-        self.ensure_room(docs.iter().map(|d| d.to_bytes().len() as u64).sum())?;
+        self.ensure_room(docs.iter().map(StoredDoc::approx_bytes).sum())?;
         for d in &docs {
             validate_id(&d.id)?;
         }

@@ -93,6 +93,21 @@ impl StoredDoc {
         serde_json::from_str(&self.metadata_json).unwrap_or_default()
     }
 
+    /// About the size of [`StoredDoc::to_bytes`] (within a few bytes per field), without
+    /// encoding: what a write checks free space against.
+    pub fn approx_bytes(&self) -> u64 {
+        let text: usize = self.tokens.iter().map(|t| t.text.len() + 12).sum();
+        let floats =
+            self.token_scales.len() + self.sentence.len() + self.mu.len() + self.sigma.len();
+        (self.id.len()
+            + self.text.len()
+            + self.metadata_json.len()
+            + text
+            + self.token_codes.len()
+            + 4 * floats
+            + 32) as u64
+    }
+
     /// Encodes for disk.
     pub fn to_bytes(&self) -> Vec<u8> {
         bincode::serde::encode_to_vec(self, bincode::config::standard()).expect("in-memory encode")
@@ -181,6 +196,11 @@ mod tests {
     fn a_record_round_trips_and_a_huge_length_is_refused_without_allocating() {
         let doc = record();
         assert_eq!(StoredDoc::from_bytes(&doc.to_bytes()).unwrap(), doc);
+        let (approx, exact) = (doc.approx_bytes(), doc.to_bytes().len() as u64);
+        assert!(
+            approx >= exact && approx <= exact + 64,
+            "{approx} vs {exact}"
+        );
         // A varint length prefix of 2^62 for the id: refused, not allocated.
         let mut bytes = vec![0xff];
         bytes.extend_from_slice(&(1u64 << 62).to_le_bytes());

@@ -26,7 +26,6 @@
 //!
 //! The seed is printed; `KINDRED_FAULT_SEED=<seed>` replays its choices (not its timings).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -136,15 +135,7 @@ impl Node {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("kindred serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("reads the listening line");
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
+        let base = crate::server::listening_base(&mut child);
         Node {
             child,
             base,

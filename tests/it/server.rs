@@ -41,16 +41,7 @@ impl Server {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().expect("kindred serve starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("reads the listening line");
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
+        let base = listening_base(&mut child);
         let server = Server { child, base };
         server.wait_ready();
         server
@@ -81,6 +72,18 @@ impl Server {
         let status = self.child.wait().expect("waits");
         assert!(status.success(), "server exited with {status}");
     }
+}
+
+/// The base URL a `kindred serve` child prints on its first stdout line (`listening on URL`).
+pub fn listening_base(child: &mut Child) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("reads the listening line");
+    line.trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string()
 }
 
 impl Drop for Server {
