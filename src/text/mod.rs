@@ -2,6 +2,7 @@
 //! word uni- and bigram terms the lexical index and the lexical similarity count.
 //! Knows nothing of burn, sled or indexes.
 
+pub mod chunk;
 pub mod tokenize;
 
 pub use tokenize::{TextTokenizer, Tokenized};
