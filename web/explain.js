@@ -1,6 +1,7 @@
-// Renders an RCMD explanation: the two directions' scores, the word alignment drawn between
-// the sentences, the word-pair contribution heatmap (colour legend; hover shows both words,
-// their cosine and their contribution) and how the contributions add up to the score.
+// Renders an RCMD explanation: the two directions' scores, the phrase alignment (chunk boxes
+// linked by relation type), the word alignment drawn between the sentences, the word-pair
+// contribution heatmap (colour legend; hover shows both words, their cosine and their
+// contribution) and how the contributions add up to the score.
 // Sized to stay readable at 40×40 words.
 
 import { el, svg, num } from './dom.js';
@@ -12,6 +13,16 @@ const NEGATIVE = ['#fff5f0', '#fcbba1', '#fb6a4a', '#cb181d', '#67000d'];
 const ZERO = '#f7f7f7';
 // Aligned pairs listed before "show all".
 const SHOWN_PAIRS = 12;
+// Relation types of aligned chunks (SemEval-2016 Task 2), in the legend's order; their colours
+// are `.rel-*` in style.css.
+const RELATIONS = {
+  EQUI: 'same meaning',
+  OPPO: 'opposite meaning',
+  SPE1: 'a more specific',
+  SPE2: 'b more specific',
+  SIMI: 'similar meaning',
+  REL: 'related',
+};
 
 function hex(c) {
   return [1, 3, 5].map((i) => parseInt(c.slice(i, i + 2), 16));
@@ -176,6 +187,104 @@ function alignment(e) {
     el('div', { class: 'note' }, 'solid: chosen by both directions · dashed blue: a→b only · dashed orange: b→a only'));
 }
 
+/** A chunk link as one line: relation, 0–5 score, probability, contribution. */
+function linkText(l) {
+  return `${l.relation} ${num(l.score, 1)}/5 · probability ${num(l.probability, 2)} · contribution ${num(l.contribution, 4)}`;
+}
+
+/** For each link, where it leaves its box on `side` (a fraction of the box's width): a box's
+ * links are spread along it in the order of their partners, so they do not start in one point. */
+function ports(links, side, other) {
+  const byBox = new Map();
+  links.forEach((l, k) => byBox.set(l[side], [...(byBox.get(l[side]) ?? []), k]));
+  const at = [];
+  for (const ks of byBox.values()) {
+    ks.sort((x, y) => links[x][other] - links[y][other]).forEach((k, r) => { at[k] = (r + 1) / (ks.length + 1); });
+  }
+  return at;
+}
+
+/**
+ * The phrase alignment: each side's chunks as boxes (a on top, b below; dashed when unaligned),
+ * curves between linked boxes coloured by relation (width ∝ score), hover details and the same
+ * as a list. Null for an explanation without chunks (an older server).
+ */
+function phrases(e) {
+  const links = e.chunk_alignments;
+  if (!links || !e.a.chunks || !e.b.chunks) return null;
+  const chunks = { a: e.a.chunks, b: e.b.chunks };
+  const row = (side) => el('div', { class: `chunk-row side-${side}`, dataset: { side } },
+    ...chunks[side].map((c) => el('span', { class: c.aligned ? 'chunk' : 'chunk unaligned', text: c.text })));
+  const rows = { a: row('a'), b: row('b') };
+  const paths = links.map((l) => svg('path', {
+    class: `chunk-link rel-${l.relation}`, 'stroke-width': 1.5 + 0.7 * l.score,
+    dataset: { a: l.a, b: l.b, relation: l.relation },
+  }));
+  const lines = svg('svg', { class: 'chunk-links', 'aria-hidden': 'true' }, ...paths);
+  const track = el('div', { class: 'phrase-track' }, lines, rows.a, el('div', { class: 'gap' }), rows.b);
+  const from = { a: ports(links, 'a', 'b'), b: ports(links, 'b', 'a') };
+  const draw = () => {
+    const origin = track.getBoundingClientRect();
+    if (origin.width === 0) return;
+    lines.setAttribute('width', origin.width);
+    lines.setAttribute('height', origin.height);
+    links.forEach((l, k) => {
+      const a = rows.a.children[l.a].getBoundingClientRect();
+      const b = rows.b.children[l.b].getBoundingClientRect();
+      const [x1, y1] = [a.left + a.width * from.a[k] - origin.left, a.bottom - origin.top];
+      const [x2, y2] = [b.left + b.width * from.b[k] - origin.left, b.top - origin.top];
+      const ym = (y1 + y2) / 2;
+      paths[k].setAttribute('d', `M${x1},${y1} C${x1},${ym} ${x2},${ym} ${x2},${y2}`);
+    });
+  };
+  new ResizeObserver(draw).observe(track);
+
+  // Hover: the hovered link, or a box's links, with the boxes they join; the rest fades.
+  const focus = (hot) => {
+    track.classList.toggle('focus', Boolean(hot));
+    const on = { a: new Set(), b: new Set() };
+    links.forEach((l, k) => {
+      const h = Boolean(hot?.(l));
+      paths[k].classList.toggle('hot', h);
+      if (h) { on.a.add(l.a); on.b.add(l.b); }
+    });
+    for (const side of ['a', 'b']) [...rows[side].children].forEach((c, i) => c.classList.toggle('hot', on[side].has(i)));
+  };
+  const hover = (node, tipLines, hot) => {
+    node.addEventListener('mouseenter', () => focus(hot));
+    node.addEventListener('mousemove', (ev) => showTip(ev, tipLines));
+    node.addEventListener('mouseleave', () => { focus(null); hideTip(); });
+  };
+  links.forEach((l, k) => hover(paths[k], [
+    `${chunks.a[l.a].text}  ↔  ${chunks.b[l.b].text}`,
+    `${l.relation} (${RELATIONS[l.relation] ?? 'unknown'}) · score ${num(l.score, 1)}/5`,
+    `probability ${num(l.probability, 2)}`,
+    `contribution ${num(l.contribution, 4)} (${num((100 * l.contribution) / (e.score || 1), 1)}% of the score)`,
+  ], (m) => m === l));
+  for (const [side, other] of [['a', 'b'], ['b', 'a']]) {
+    chunks[side].forEach((c, i) => {
+      const mine = links.filter((l) => l[side] === i);
+      hover(rows[side].children[i], mine.length
+        ? [c.text, ...mine.map((l) => `↔ ${chunks[other][l[other]].text}: ${linkText(l)}`)]
+        : [c.text, `unaligned: no chunk of ${other} matches it`], (l) => l[side] === i);
+    });
+  }
+
+  const unaligned = (side) => chunks[side].filter((c) => !c.aligned).map((c) => `“${c.text}”`);
+  const list = el('ul', { class: 'phrase-list', 'aria-label': 'phrase alignment as text' },
+    links.length ? null : el('li', { text: 'no chunk pairs aligned' }),
+    ...links.map((l) => el('li', { text: `${chunks.a[l.a].text} ↔ ${chunks.b[l.b].text} — ${linkText(l)}` })),
+    ...['a', 'b'].map((side) => unaligned(side).length
+      ? el('li', { class: 'unaligned', text: `unaligned in ${side}: ${unaligned(side).join(', ')}` }) : null));
+  const legend = el('div', { class: 'legend-row relations' },
+    ...Object.entries(RELATIONS).map(([r, meaning]) => el('span', { class: `rel rel-${r}` },
+      el('span', { class: 'swatch' }), el('b', { text: r }), ` ${meaning}`)),
+    el('span', { class: 'chunk unaligned', text: 'unaligned' }),
+    el('span', { class: 'note', text: 'line width ∝ score (0–5)' }));
+  return el('div', { class: 'phrases' },
+    legend, el('div', { class: 'phrase-scroll' }, track), list);
+}
+
 /** How the word-pair contributions add up to the score. */
 function sum(e) {
   const wa = e.a.words.map((w) => w.text);
@@ -220,6 +329,7 @@ function sum(e) {
  */
 export function renderExplanation(container, pair) {
   const e = pair.explanation;
+  const view = phrases(e);
   const scores = el('dl', { class: 'scores' },
     el('dt', { text: 's_RCMD' }), el('dd', { id: 'explain-score', text: num(e.score, 4) }),
     el('dt', { text: 'a → b (RCMD₁)' }), el('dd', { id: 'explain-forward', text: num(e.forward, 4) }),
@@ -232,7 +342,8 @@ export function renderExplanation(container, pair) {
       el('div', {}, el('h4', { text: 'a' }), el('p', { class: 'qtext', text: e.a.text })),
       el('div', {}, el('h4', { text: 'b' }), el('p', { class: 'qtext', text: e.b.text }))),
     scores,
-    el('h3', { text: 'Alignment' }),
+    ...(view ? [el('h3', { text: 'Phrase alignment (top: chunks of a, bottom: chunks of b)' }), view] : []),
+    el('h3', { text: 'Word alignment' }),
     alignment(e),
     el('h3', { text: 'Contributions (rows: words of a, columns: words of b)' }),
     legend(e),

@@ -1,4 +1,4 @@
-//! `kindred eval pairs | retrieval | sts`: print a markdown table, write JSON. Also the labelled
+//! `kindred eval pairs | retrieval | sts | alignment`: print a markdown table, write JSON. Also the labelled
 //! pair loading and scoring behind a progress bar that `calibrate` shares.
 
 use std::path::{Path, PathBuf};
@@ -9,9 +9,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use kindred::eval::retrieval::{eval_retrieval, RetrievalOptions};
-use kindred::eval::{self, read_pairs, read_scored_pairs, score_pairs, LabelledPair};
+use kindred::eval::scores::{is_jsonl, pair_scores, write_scores};
+use kindred::eval::{self, read_pairs, read_scored_pairs, score_pairs_weighted, LabelledPair};
 use kindred::index::LexicalIndex;
-use kindred::search::{Depths, PairFeatures};
+use kindred::score::calibration::Calibrator;
+use kindred::search::{Depths, PairFeatures, Weighting};
 use kindred::Encoder;
 
 use super::Global;
@@ -27,6 +29,9 @@ pub enum EvalCommand {
     Retrieval(RetrievalArgs),
     /// Spearman ×100 of cosine, W2 and RCMD against gold similarity (STS-B or SICK files).
     Sts(StsArgs),
+    /// Phrase alignment against SemEval-2016 iSTS gold: official F1 Ali, Type, Score and
+    /// Type+Score per genre, with the word-overlap baseline.
+    Alignment(super::eval_alignment::AlignmentArgs),
 }
 
 #[derive(Debug, ClapArgs)]
@@ -37,9 +42,23 @@ pub struct PairsArgs {
     /// Test pair files.
     #[arg(long, required = true, num_args = 1..)]
     pub test: Vec<PathBuf>,
+    /// RCMD's token weights: uniform, or idf (each wordpiece weighs its word's IDF over the
+    /// distinct questions of the set it is in).
+    #[arg(long, value_name = "uniform|idf", default_value = "uniform", value_parser = parse_weighting)]
+    pub weights: Weighting,
+    /// Also write every pair's scores (dev and test: cosine, w2, rcmd both directions and
+    /// total, lexical, siamese, P(duplicate), label, texts) to FILE: JSON Lines for a .jsonl
+    /// or .ndjson name, else TSV with a header.
+    #[arg(long, value_name = "FILE")]
+    pub scores: Option<PathBuf>,
     /// Where the JSON report goes.
     #[arg(long, value_name = "FILE", default_value = "kindred-eval-pairs.json")]
     pub out: PathBuf,
+}
+
+/// `--weights`: uniform or idf.
+pub(super) fn parse_weighting(s: &str) -> std::result::Result<Weighting, String> {
+    s.parse().map_err(|e: kindred::Error| e.to_string())
 }
 
 #[derive(Debug, ClapArgs)]
@@ -63,6 +82,9 @@ pub struct RetrievalArgs {
     /// Candidates from the lexical index.
     #[arg(long, default_value_t = Depths::default().lexical)]
     pub lexical_depth: usize,
+    /// RCMD's token weights in the rerank: uniform, or idf (from the temporary collection).
+    #[arg(long, value_name = "uniform|idf", default_value = "uniform", value_parser = parse_weighting)]
+    pub weights: Weighting,
     /// Where the JSON report goes.
     #[arg(
         long,
@@ -77,6 +99,9 @@ pub struct StsArgs {
     /// STS-B (sts-test.csv) or SICK (SICK_test_annotated.txt) files.
     #[arg(long, required = true, num_args = 1..)]
     pub data: Vec<PathBuf>,
+    /// RCMD's token weights: uniform, or idf (over each file's distinct sentences).
+    #[arg(long, value_name = "uniform|idf", default_value = "uniform", value_parser = parse_weighting)]
+    pub weights: Weighting,
     /// Where the JSON report goes.
     #[arg(long, value_name = "FILE", default_value = "kindred-eval-sts.json")]
     pub out: PathBuf,
@@ -88,10 +113,11 @@ pub fn run(g: &Global, command: &EvalCommand) -> Result<()> {
         EvalCommand::Pairs(a) => pairs(&encoder, a),
         EvalCommand::Retrieval(a) => retrieval(&encoder, a),
         EvalCommand::Sts(a) => sts(&encoder, a),
+        EvalCommand::Alignment(a) => super::eval_alignment::run(&encoder, a),
     }
 }
 
-fn bar(len: u64, what: &str) -> Result<ProgressBar> {
+pub(super) fn bar(len: u64, what: &str) -> Result<ProgressBar> {
     let b = ProgressBar::new(len).with_style(ProgressStyle::with_template(
         "{msg} [{bar:30}] {pos}/{len} {per_sec} eta {eta}",
     )?);
@@ -116,12 +142,23 @@ pub(super) fn scored(
     lexicon: Option<&LexicalIndex>,
     what: &str,
 ) -> Result<Vec<(PairFeatures, bool)>> {
+    scored_weighted(encoder, pairs, lexicon, Weighting::Uniform, what)
+}
+
+/// [`scored`] with RCMD's token weights `weights`.
+fn scored_weighted(
+    encoder: &Encoder,
+    pairs: &[LabelledPair],
+    lexicon: Option<&LexicalIndex>,
+    weights: Weighting,
+    what: &str,
+) -> Result<Vec<(PairFeatures, bool)>> {
     let distinct: std::collections::HashSet<&str> = pairs
         .iter()
         .flat_map(|p| [p.a.as_str(), p.b.as_str()])
         .collect();
     let b = bar(distinct.len() as u64, what)?;
-    let f = score_pairs(encoder, pairs, lexicon, |n| b.inc(n as u64))?;
+    let f = score_pairs_weighted(encoder, pairs, lexicon, weights, |n| b.inc(n as u64))?;
     b.finish_and_clear();
     Ok(f.into_iter()
         .zip(pairs.iter().map(|p| p.duplicate))
@@ -137,9 +174,22 @@ fn write_json(out: &Path, value: &serde_json::Value) -> Result<()> {
 
 fn pairs(encoder: &Encoder, args: &PairsArgs) -> Result<()> {
     let (dev, test, out) = (&args.dev, &args.test, &args.out);
-    let dev_set = scored(encoder, &load(dev)?, None, "encoding dev")?;
-    let test_set = scored(encoder, &load(test)?, None, "encoding test")?;
-    let rows = eval::eval_pairs(&dev_set, &test_set, &encoder.identity().fingerprint)?;
+    let (dev_pairs, test_pairs) = (load(dev)?, load(test)?);
+    let dev_set = scored_weighted(encoder, &dev_pairs, None, args.weights, "encoding dev")?;
+    let test_set = scored_weighted(encoder, &test_pairs, None, args.weights, "encoding test")?;
+    let cal = Calibrator::fit(&dev_set, &encoder.identity().fingerprint, "dev")?;
+    if let Some(path) = &args.scores {
+        let features =
+            |set: &[(PairFeatures, bool)]| set.iter().map(|(f, _)| *f).collect::<Vec<_>>();
+        let mut rows = pair_scores("dev", &dev_pairs, &features(&dev_set), &cal);
+        rows.extend(pair_scores("test", &test_pairs, &features(&test_set), &cal));
+        let file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        write_scores(std::io::BufWriter::new(file), &rows, is_jsonl(path))
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {} ({} pairs)", path.display(), rows.len());
+    }
+    let rows = eval::eval_pairs_with(&dev_set, &test_set, cal);
     println!("| score | dev AUC | test AUC | threshold (dev) | test accuracy |");
     println!("|---|---|---|---|---|");
     for r in &rows {
@@ -158,6 +208,7 @@ fn pairs(encoder: &Encoder, args: &PairsArgs) -> Result<()> {
         &json!({
             "model": encoder.identity(),
             "dev": names(dev), "test": names(test),
+            "weights": args.weights.name(),
             "dev_pairs": dev_set.len(), "test_pairs": test_set.len(),
             "rows": rows,
         }),
@@ -172,7 +223,7 @@ fn sts(encoder: &Encoder, args: &StsArgs) -> Result<()> {
     for path in data {
         let pairs = read_scored_pairs(path)?;
         let b = bar(2 * pairs.len() as u64, "encoding")?;
-        let rows = eval::eval_sts(encoder, &pairs, |n| b.inc(n as u64))?;
+        let rows = eval::eval_sts_weighted(encoder, &pairs, args.weights, |n| b.inc(n as u64))?;
         b.finish_and_clear();
         println!(
             "| {} | {} | {:.2} | {:.2} | {:.2} |",
@@ -186,7 +237,7 @@ fn sts(encoder: &Encoder, args: &StsArgs) -> Result<()> {
     }
     write_json(
         out,
-        &json!({ "model": encoder.identity(), "files": report }),
+        &json!({ "model": encoder.identity(), "weights": args.weights.name(), "files": report }),
     )
 }
 
@@ -210,6 +261,7 @@ fn retrieval(encoder: &Encoder, args: &RetrievalArgs) -> Result<()> {
         rerank_depth: args.rerank_depth,
         depths,
         threads,
+        weights: args.weights,
     };
     let report = eval_retrieval(encoder, &pairs, &opts, &progress)?;
     b.finish_and_clear();
@@ -238,6 +290,6 @@ fn retrieval(encoder: &Encoder, args: &RetrievalArgs) -> Result<()> {
     let names: Vec<String> = files.iter().map(|x| x.display().to_string()).collect();
     write_json(
         out,
-        &json!({ "model": encoder.identity(), "files": names, "report": report }),
+        &json!({ "model": encoder.identity(), "weights": args.weights.name(), "files": names, "report": report }),
     )
 }

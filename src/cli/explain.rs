@@ -46,6 +46,23 @@ pub fn run(g: &Global, args: &ExplainArgs) -> Result<()> {
     );
     println!("cosine   {:.4}", cosine(&enc[0].sentence, &enc[1].sentence));
     println!("W2       {:.4}", w2(&enc[0].intent, &enc[1].intent));
+    println!("\nphrase alignment:");
+    for l in &e.chunk_alignments {
+        println!(
+            "  [{}] <-> [{}]  {} {:.1}/5  p {:.2}  contribution {:.4}",
+            e.a.chunks[l.a].text,
+            e.b.chunks[l.b].text,
+            l.relation.name(),
+            l.score,
+            l.probability,
+            l.contribution
+        );
+    }
+    for (side, chunks) in [("a", &e.a.chunks), ("b", &e.b.chunks)] {
+        for c in chunks.iter().filter(|c| !c.aligned) {
+            println!("  unaligned in {side}: [{}]", c.text);
+        }
+    }
     println!("\nword alignments (by contribution):");
     for l in &e.word_alignments {
         let arrow = match l.direction {

@@ -10,6 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use kindred::ingest::{self, Fields, Format, IngestOptions};
 use kindred::store::CollectionSettings;
+use kindred::text::TextFormat;
 
 use super::Global;
 
@@ -25,6 +26,12 @@ pub struct IngestArgs {
     /// digits of the text's SHA-256).
     #[arg(long)]
     pub format: Option<String>,
+    /// How the texts are written: text (stored as given) or html (each text is an HTML
+    /// fragment; its visible text is stored: tags, scripts, styles and comments removed).
+    /// Either way, character references (&eacute; &#39;) are decoded when texts are
+    /// tokenized.
+    #[arg(long, value_name = "FORMAT", default_value = "text")]
+    pub text_format: String,
     /// Column (tsv/csv) or key (jsonl) of the id.
     #[arg(long, default_value = "id")]
     pub id_field: String,
@@ -67,6 +74,7 @@ pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
         Some(f) => f.parse::<Format>()?,
         None => Format::from_path(&args.file)?,
     };
+    let text_format: TextFormat = args.text_format.parse()?;
     if args.create && !db.collections()?.iter().any(|(n, _)| *n == args.collection) {
         db.create_collection(
             &args.collection,
@@ -87,6 +95,7 @@ pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
     let opts = IngestOptions {
         path: args.file.clone(),
         format,
+        text_format,
         fields: Fields {
             id: args.id_field.clone(),
             text: args.text_field.clone(),

@@ -12,6 +12,7 @@ mod demo;
 mod documents;
 mod encode;
 mod eval;
+mod eval_alignment;
 mod explain;
 mod global;
 mod ingest;
@@ -20,6 +21,7 @@ mod reindex;
 mod search;
 mod serve;
 mod train;
+mod train_aligner;
 
 use std::process::ExitCode;
 

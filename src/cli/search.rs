@@ -21,6 +21,10 @@ pub struct SearchArgs {
     /// rcmd | none.
     #[arg(long, default_value = "rcmd")]
     pub rerank: String,
+    /// uniform | idf: RCMD's token weights (idf: each wordpiece weighs its word's IDF in the
+    /// collection).
+    #[arg(long, default_value = "uniform")]
+    pub weights: String,
     /// How many hits.
     #[arg(short, default_value_t = 10)]
     pub k: usize,
@@ -34,6 +38,7 @@ pub fn run(g: &Global, args: &SearchArgs) -> Result<()> {
         k: args.k,
         mode: args.mode.parse()?,
         rerank: args.rerank.parse()?,
+        weights: args.weights.parse()?,
         ..Default::default()
     };
     let name = &args.collection;

@@ -1,5 +1,6 @@
 //! `kindred train …`: the trainers' command lines — data files in, progress bar with the loss
-//! and dev metric while it runs, a summary (and the model directory) out.
+//! and dev metric while it runs, a summary (and the model directory) out. `train chunker`
+//! learns the phrase chunker (no encoder involved).
 
 use std::path::PathBuf;
 
@@ -11,6 +12,7 @@ use serde_json::json;
 use kindred::eval::LabelledPair;
 use kindred::model::heads::Heads;
 use kindred::model::ModelDir;
+use kindred::text::chunk::{self, ChunkCounts, Chunker, Method};
 use kindred::train::clrcmd::{self, ClrcmdOptions, Event, GradedScore};
 use kindred::train::intent::{train_intent, IntentOptions};
 use kindred::train::transition::{train_transition, TransitionOptions};
@@ -37,17 +39,27 @@ pub enum TrainCommand {
     /// of what it cost elsewhere (e.g. STS-B after CLRCMD on QQP). Heads are not carried over:
     /// train them again on the blend.
     Blend(BlendArgs),
+    /// Fit the phrase aligner (chunk links, relation types, 0–5 scores) on SemEval-2016 iSTS
+    /// training pairs outside the held-out part; write it as JSON to --out.
+    Aligner(super::train_aligner::AlignerArgs),
+    /// Learn the phrase chunker (an averaged perceptron over word features; seconds) from the
+    /// gold chunks of SemEval-2016 iSTS, print its exact-chunk precision, recall and F1 per
+    /// genre on the held-out pairs (ids divisible by 5) beside two baselines, and write the
+    /// model file with --out (kindred ships src/text/chunker.model). Needs no encoder.
+    Chunker(ChunkerArgs),
 }
 
 /// Runs a trainer on the base model (--model) and --device.
 pub fn run(g: &Global, command: &TrainCommand) -> Result<()> {
-    let base = g.model_dir()?;
     let device = g.device.as_deref().unwrap_or("cpu").parse()?;
+    let base = || g.model_dir();
     match command {
-        TrainCommand::Clrcmd(a) => clrcmd(&base, device, a),
-        TrainCommand::Intent(a) => intent(&base, &g.training_encoder()?, a),
-        TrainCommand::Transition(a) => transition(&base, &g.training_encoder()?, a),
-        TrainCommand::Blend(a) => blend(&base, a),
+        TrainCommand::Clrcmd(a) => clrcmd(&base()?, device, a),
+        TrainCommand::Intent(a) => intent(&base()?, &g.training_encoder()?, a),
+        TrainCommand::Transition(a) => transition(&base()?, &g.training_encoder()?, a),
+        TrainCommand::Blend(a) => blend(&base()?, a),
+        TrainCommand::Chunker(a) => chunker(a),
+        TrainCommand::Aligner(a) => super::train_aligner::run(g, a),
     }
 }
 
@@ -524,4 +536,115 @@ fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> 
         }
     }
     Ok(())
+}
+
+#[derive(Debug, ClapArgs)]
+pub struct ChunkerArgs {
+    /// The SemEval-2016 iSTS training files' directory (STSint.input.GENRE.sent1.chunk.txt and
+    /// sent2, every genre there), e.g. ../shared/data/ists2016_train.
+    #[arg(long, required = true, value_name = "DIR")]
+    pub data: PathBuf,
+    /// Where to write the model. Without it nothing is written; `--out src/text/chunker.model`
+    /// in a checkout replaces the model kindred is built with.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Passes over the training sentences.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub epochs: usize,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn chunker(args: &ChunkerArgs) -> Result<()> {
+    let data = chunk::read_ists_chunks(&args.data)?;
+    let train: Vec<_> = data
+        .iter()
+        .filter(|s| !s.held_out())
+        .map(|s| (s.tokens.clone(), s.chunks.clone()))
+        .collect();
+    let held_out = data.len() - train.len();
+    eprintln!(
+        "{} training sentences, {held_out} held out (pairs whose id is divisible by 5)",
+        train.len()
+    );
+    let started = std::time::Instant::now();
+    let model = Chunker::train_with(&train, args.epochs, |e| {
+        eprintln!(
+            "epoch {}/{}: {} of {} decisions wrong",
+            e.epoch, args.epochs, e.mistakes, e.decisions
+        )
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    let text = model.to_text();
+    if let Some(out) = &args.out {
+        std::fs::write(out, &text).with_context(|| format!("writing {}", out.display()))?;
+    }
+    let scores: Vec<(&str, Vec<(String, ChunkCounts)>)> = [
+        ("model", Method::Model(&model)),
+        ("rules", Method::Rules),
+        ("every_unit", Method::EveryUnit),
+    ]
+    .into_iter()
+    .map(|(name, m)| (name, chunk::held_out_scores(m, &data)))
+    .collect();
+    if args.json {
+        let held: serde_json::Map<String, serde_json::Value> = scores
+            .iter()
+            .map(|(name, per_genre)| {
+                let genres: serde_json::Map<String, serde_json::Value> = per_genre
+                    .iter()
+                    .map(|(g, c)| (g.clone(), counts_json(c)))
+                    .collect();
+                (name.to_string(), genres.into())
+            })
+            .collect();
+        let summary = json!({
+            "train_sentences": train.len(),
+            "held_out_sentences": held_out,
+            "epochs": args.epochs,
+            "features": model.len(),
+            "model_bytes": text.len(),
+            "train_seconds": seconds,
+            "out": args.out,
+            "held_out": held,
+        });
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+        return Ok(());
+    }
+    println!(
+        "held-out exact-chunk scores ({} features, {} bytes, {seconds:.1} s of training):",
+        model.len(),
+        text.len()
+    );
+    println!(
+        "{:<18} {:<11} {:>9} {:>9} {:>9}",
+        "genre", "chunker", "precision", "recall", "F1"
+    );
+    for (name, per_genre) in &scores {
+        for (genre, c) in per_genre {
+            println!(
+                "{genre:<18} {name:<11} {:>9.4} {:>9.4} {:>9.4}",
+                c.precision(),
+                c.recall(),
+                c.f1()
+            );
+        }
+    }
+    match &args.out {
+        Some(out) => println!("wrote {}", out.display()),
+        None => println!("model not written: pass --out FILE (e.g. src/text/chunker.model)"),
+    }
+    Ok(())
+}
+
+fn counts_json(c: &ChunkCounts) -> serde_json::Value {
+    json!({
+        "precision": c.precision(),
+        "recall": c.recall(),
+        "f1": c.f1(),
+        "correct": c.correct,
+        "predicted": c.predicted,
+        "gold": c.gold,
+    })
 }

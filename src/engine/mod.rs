@@ -16,9 +16,11 @@ use tracing::field::Empty;
 use crate::db::{Database, NewDocument, ReindexReport, View};
 use crate::encoder::{Encoder, Encoders};
 use crate::error::{Result, UserError};
-use crate::score::explain::Explanation;
+use crate::index::LexicalIndex;
+use crate::score::calibration::Calibrator;
 use crate::search::{
-    self, DuplicateVerdict, FirstStages, Judge, PairExplanation, Scope, SearchOutcome, SearchParams,
+    self, DuplicateVerdict, Explained, FirstStages, Judge, PairExplanation, Scope, SearchOutcome,
+    SearchParams, Weighting,
 };
 use crate::store::Upserted;
 use crate::types::Encoded;
@@ -98,10 +100,31 @@ impl Engine {
         f(&self.collection(name)?)
     }
 
-    /// Explains two texts with the process's own model.
-    pub fn explain_texts(&self, a: &str, b: &str) -> Result<PairExplanation> {
-        let enc = self.encoder().encode(&[a, b])?;
-        Ok(search::explain_pair((a, &enc[0]), (b, &enc[1])))
+    /// Explains two texts with the process's own model, outside any collection: the lexical
+    /// similarity takes its IDF from the two texts, P(duplicate) comes from the model's
+    /// classifier or the default calibration. IDF token weights need a collection's IDF, so
+    /// `weights: idf` is refused here (explain in a collection instead).
+    pub fn explain_texts(&self, a: &str, b: &str, weights: Weighting) -> Result<PairExplanation> {
+        if weights == Weighting::Idf {
+            return Err(UserError::InvalidArgument {
+                name: "weights",
+                reason: "\"idf\" takes its IDF from a collection; name one (\"collection\": \"NAME\") or use \"uniform\"".into(),
+            }
+            .into());
+        }
+        let encoder = self.encoder();
+        let enc = encoder.encode(&[a, b])?;
+        let lexicon = LexicalIndex::new();
+        lexicon.upsert(0, a);
+        lexicon.upsert(1, b);
+        let judge = judge_of(encoder, || Ok(Arc::new(Calibrator::default_for_minilm())))?;
+        Ok(search::explain_pair(
+            &judge,
+            &lexicon,
+            weights,
+            (a, &enc[0]),
+            (b, &enc[1]),
+        ))
     }
 
     /// Re-encodes collection `name` with `encoder` (another model, from directory
@@ -156,13 +179,7 @@ impl Collection<'_> {
 
     /// Where its P(duplicate) comes from: the model's classifier, else its calibrator.
     pub fn judge(&self) -> Result<Judge<'_>> {
-        Ok(match self.encoder.heads().classifier.as_ref() {
-            Some(classifier) => Judge::Siamese {
-                classifier,
-                model: &self.encoder.identity().id,
-            },
-            None => Judge::Calibrated(self.view.calibrator()?),
-        })
+        judge_of(&self.encoder, || self.view.calibrator())
     }
 
     /// Searches for `text`: the lexical stage runs while the query is encoded.
@@ -241,8 +258,23 @@ impl Collection<'_> {
         Ok(out)
     }
 
-    /// The RCMD explanation of (a query, stored document `id`).
-    pub fn explain(&self, text: &str, query: &Encoded, id: &str) -> Result<Explanation> {
+    /// Explains two texts as this collection sees them: encoded with its model, the lexical
+    /// similarity and (with `weights: idf`) the token weights from its IDF, P(duplicate) from
+    /// its judge.
+    pub fn explain_texts(&self, a: &str, b: &str, weights: Weighting) -> Result<PairExplanation> {
+        let enc = self.encoder.encode(&[a, b])?;
+        Ok(search::explain_pair(
+            &self.judge()?,
+            self.view.lexical_index(),
+            weights,
+            (a, &enc[0]),
+            (b, &enc[1]),
+        ))
+    }
+
+    /// The RCMD explanation (uniform weights) of (a query, stored document `id`), from the
+    /// document's stored int8 token vectors.
+    pub fn explain(&self, text: &str, query: &Encoded, id: &str) -> Result<Explained> {
         let doc = self
             .view
             .get(id)?
@@ -253,7 +285,8 @@ impl Collection<'_> {
         Ok(search::explain_doc(
             text,
             query,
-            &search::Explainable::of(doc),
+            &search::Explainable::of(doc, None),
+            None,
         ))
     }
 
@@ -321,6 +354,21 @@ impl Collection<'_> {
             start,
         )
     }
+}
+
+/// The judge of a collection on `encoder`'s model: the model's classifier when it carries one,
+/// else the logistic model `calibrator` gives (asked only then).
+fn judge_of(
+    encoder: &Encoder,
+    calibrator: impl FnOnce() -> Result<Arc<Calibrator>>,
+) -> Result<Judge<'_>> {
+    Ok(match encoder.heads().classifier.as_ref() {
+        Some(classifier) => Judge::Siamese {
+            classifier,
+            model: &encoder.identity().id,
+        },
+        None => Judge::Calibrated(calibrator()?),
+    })
 }
 
 /// Puts a request's stage timings (the ones /metrics aggregates) on its span.

@@ -2,17 +2,23 @@
 //! and correlation with the evaluation commands), labelled pair files, and scoring labelled
 //! pairs with every feature the duplicate model reads.
 
+pub mod alignment;
+pub mod ists;
 pub mod pairs;
 pub mod retrieval;
+pub mod scores;
 
 use std::collections::HashMap;
 
 use crate::error::Result;
 use crate::index::lexical::terms;
 use crate::index::LexicalIndex;
+use crate::score::calibration::Calibrator;
 use crate::score::features::{lexical_similarity, PairFeatures};
 use crate::score::stats as metrics;
+use crate::score::weights::token_weights;
 use crate::score::{dot, rcmd, w2, Tokens, Weights};
+use crate::search::Weighting;
 use crate::Encoder;
 use serde::{Deserialize, Serialize};
 
@@ -23,11 +29,23 @@ pub use pairs::{
 
 /// Scores labelled pairs: encodes each distinct text once (reporting texts done to
 /// `progress`) and computes every [`PairFeatures`]. IDF comes from `lexicon` (a collection's),
-/// or, without one, from the distinct texts of the pairs themselves.
+/// or, without one, from the distinct texts of the pairs themselves. RCMD is uniform.
 pub fn score_pairs(
     encoder: &Encoder,
     pairs: &[LabelledPair],
     lexicon: Option<&LexicalIndex>,
+    progress: impl FnMut(usize),
+) -> Result<Vec<PairFeatures>> {
+    score_pairs_weighted(encoder, pairs, lexicon, Weighting::Uniform, progress)
+}
+
+/// [`score_pairs`] with RCMD's token weights `weights`: with idf, each wordpiece weighs its
+/// word's IDF from the same source as the lexical similarity's.
+pub fn score_pairs_weighted(
+    encoder: &Encoder,
+    pairs: &[LabelledPair],
+    lexicon: Option<&LexicalIndex>,
+    weights: Weighting,
     progress: impl FnMut(usize),
 ) -> Result<Vec<PairFeatures>> {
     let mut index: HashMap<&str, usize> = HashMap::new();
@@ -53,6 +71,16 @@ pub fn score_pairs(
         }
     };
     let term_lists: Vec<Vec<String>> = texts.iter().map(|t| terms(t)).collect();
+    let token_weights: Vec<Vec<f32>> = match weights {
+        Weighting::Uniform => Vec::new(),
+        Weighting::Idf => lexicon.with_idf(|idf| {
+            texts
+                .iter()
+                .zip(&encoded)
+                .map(|(t, e)| token_weights(t, &e.tokens, idf))
+                .collect()
+        }),
+    };
     Ok(pairs
         .iter()
         .map(|p| {
@@ -61,7 +89,10 @@ pub fn score_pairs(
             let r = rcmd(
                 Tokens::new(&a.token_vectors, a.dim()),
                 Tokens::new(&b.token_vectors, b.dim()),
-                Weights::Uniform,
+                match weights {
+                    Weighting::Uniform => Weights::Uniform,
+                    Weighting::Idf => Weights::Given(&token_weights[i], &token_weights[j]),
+                },
             );
             PairFeatures {
                 cosine: dot(&a.sentence, &b.sentence),
@@ -103,7 +134,16 @@ pub fn eval_pairs(
     test: &[(PairFeatures, bool)],
     model: &str,
 ) -> Result<Vec<PairScoreQuality>> {
-    let cal = crate::score::calibration::Calibrator::fit(dev, model, "dev")?;
+    let cal = Calibrator::fit(dev, model, "dev")?;
+    Ok(eval_pairs_with(dev, test, cal))
+}
+
+/// [`eval_pairs`] with the probability from `cal` (fitted on `dev` by the caller).
+pub fn eval_pairs_with(
+    dev: &[(PairFeatures, bool)],
+    test: &[(PairFeatures, bool)],
+    cal: Calibrator,
+) -> Vec<PairScoreQuality> {
     let scores: Vec<(&str, Scorer)> = vec![
         ("cosine", Box::new(|f| f.cosine as f64)),
         ("w2 (negated)", Box::new(|f| -(f.w2 as f64))),
@@ -120,7 +160,7 @@ pub fn eval_pairs(
             Box::new(|f| f64::from(f.siamese.unwrap_or(0.0))),
         ));
     }
-    Ok(scores
+    scores
         .into_iter()
         .map(|(name, f)| {
             let (ds, dl): (Vec<f64>, Vec<bool>) = dev.iter().map(|(x, l)| (f(x), *l)).unzip();
@@ -134,7 +174,7 @@ pub fn eval_pairs(
                 test_accuracy: metrics::accuracy(&ts, &tl, threshold),
             }
         })
-        .collect())
+        .collect()
 }
 
 /// Spearman ×100 of one score against gold similarity.
@@ -146,10 +186,20 @@ pub struct StsQuality {
     pub spearman_x100: f64,
 }
 
-/// `kindred eval sts`: Spearman ×100 for cosine, W2 (negated) and RCMD.
+/// `kindred eval sts`: Spearman ×100 for cosine, W2 (negated) and RCMD (uniform).
 pub fn eval_sts(
     encoder: &Encoder,
     pairs: &[ScoredPair],
+    progress: impl FnMut(usize),
+) -> Result<Vec<StsQuality>> {
+    eval_sts_weighted(encoder, pairs, Weighting::Uniform, progress)
+}
+
+/// [`eval_sts`] with RCMD's token weights `weights` (idf: from the pairs' own texts).
+pub fn eval_sts_weighted(
+    encoder: &Encoder,
+    pairs: &[ScoredPair],
+    weights: Weighting,
     progress: impl FnMut(usize),
 ) -> Result<Vec<StsQuality>> {
     let labelled: Vec<LabelledPair> = pairs
@@ -160,7 +210,7 @@ pub fn eval_sts(
             duplicate: false,
         })
         .collect();
-    let features = score_pairs(encoder, &labelled, None, progress)?;
+    let features = score_pairs_weighted(encoder, &labelled, None, weights, progress)?;
     let gold: Vec<f64> = pairs.iter().map(|p| p.gold).collect();
     let rho = |f: &dyn Fn(&PairFeatures) -> f64| {
         let s: Vec<f64> = features.iter().map(f).collect();

@@ -13,7 +13,7 @@ use crate::db::{Database, NewDocument};
 use crate::error::Result;
 use crate::ingest::source::qqp_id;
 use crate::score::stats::{ranked_quality, RankedQuality};
-use crate::search::{self, Depths, Mode, Rerank, SearchParams};
+use crate::search::{self, Depths, Mode, Rerank, SearchParams, Weighting};
 use crate::store::{CollectionSettings, Durability};
 use crate::Encoder;
 
@@ -28,6 +28,8 @@ pub struct RetrievalOptions {
     pub depths: Depths,
     /// Worker threads for the queries.
     pub threads: usize,
+    /// RCMD's token weights in the rerank.
+    pub weights: Weighting,
 }
 
 /// One configuration's quality and latency.
@@ -154,6 +156,7 @@ pub fn eval_retrieval(
             rerank,
             rerank_depth: opts.rerank_depth,
             depths: opts.depths,
+            weights: opts.weights,
             ..SearchParams::default()
         };
         let threads = opts.threads.max(1);

@@ -23,6 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::db::{Database, NewDocument};
 use crate::error::{io_err, Result, UserError};
 use crate::text::tokenize::Tokenized;
+use crate::text::TextFormat;
 use crate::Encoder;
 
 pub use source::{Fields, Format, Record, Rejected};
@@ -36,6 +37,9 @@ pub struct IngestOptions {
     pub format: Format,
     /// Which fields make a document.
     pub fields: Fields,
+    /// How the texts are written: for [`TextFormat::Html`], each document's stored text is
+    /// the fragment's visible text (`kindred ingest --text-format html`).
+    pub text_format: TextFormat,
     /// Documents per committed batch.
     pub batch: usize,
     /// Stop at the first bad row instead of setting it aside.
@@ -139,8 +143,9 @@ struct Batch {
     last_line: u64,
 }
 
-/// Stage 1: reads records after line `skip`, validates documents (texts of at most
-/// `max_text_chars` characters) and tokenizes them, and sends them in batches of at least
+/// Stage 1: reads records after line `skip`, keeps the visible text of each (`text_format`),
+/// validates documents (texts of at most `max_text_chars` characters, counted in the visible
+/// text, as the server counts them) and tokenizes them, and sends them in batches of at least
 /// `batch_size` documents, cut only at line boundaries (a QQP line yields two). Stops at the
 /// first read error (sent on) or when the receiver is gone.
 fn read_batches(
@@ -148,6 +153,7 @@ fn read_batches(
     skip: u64,
     batch_size: usize,
     max_text_chars: usize,
+    text_format: TextFormat,
     tokenizer: &crate::text::TextTokenizer,
     to_encode: SyncSender<Result<Batch>>,
 ) {
@@ -180,7 +186,10 @@ fn read_batches(
         batch.last_line = batch.last_line.max(line);
         match rec {
             Record::Bad(r) => batch.rejected.push(r),
-            Record::Doc(line, doc) => {
+            Record::Doc(line, mut doc) => {
+                if let std::borrow::Cow::Owned(visible) = text_format.visible(&doc.text) {
+                    doc.text = visible;
+                }
                 if let Some(reason) = text_too_long(&doc, max_text_chars) {
                     batch.rejected.push(Rejected { line, reason });
                     continue;
@@ -274,12 +283,21 @@ pub fn ingest(
     };
     let tokenizer = encoder.tokenizer();
     let (batch_size, strict, max_chars) = (opts.batch, opts.strict, opts.max_text_chars);
+    let text_format = opts.text_format;
 
     std::thread::scope(|scope| -> Result<()> {
         // Stage 1: read, parse, validate, tokenize. Stage 2: encode. Stage 3 (here): write.
         let (to_encode, encode_rx) = sync_channel::<Result<Batch>>(2);
         scope.spawn(move || {
-            read_batches(records, skip, batch_size, max_chars, tokenizer, to_encode)
+            read_batches(
+                records,
+                skip,
+                batch_size,
+                max_chars,
+                text_format,
+                tokenizer,
+                to_encode,
+            )
         });
         let (to_write, write_rx) = sync_channel::<Result<(Batch, Vec<crate::Encoded>)>>(2);
         let threads = opts.threads.clone();

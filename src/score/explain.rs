@@ -1,6 +1,7 @@
 //! Explanations as data: everything a UI needs to show why two questions match — both texts'
-//! words with char spans, per-direction RCMD scores, the token and word alignments with their
-//! cosines, and the contribution matrices whose entries add up to the score. Like tantivy's
+//! words and phrase chunks with char spans, per-direction RCMD scores, the token and word
+//! alignments with their cosines, the phrase alignment (chunk pairs with a relation type and a
+//! 0–5 score), and the contribution matrices whose entries add up to the score. Like tantivy's
 //! `Explanation`, it repeats the score computation term by term; rendering is someone else's job.
 
 use std::collections::BTreeMap;
@@ -9,8 +10,10 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 
 use super::cosine::dot;
-use super::rcmd::{rcmd, Link, Tokens, Weights};
-use super::words::{chunk_alignment, merge_words, word_matrix, ChunkLink, Word};
+use super::rcmd::{rcmd, Link, Rcmd, Tokens, Weights};
+use super::align::{pair_features, Aligner, ChunkLink, ChunkPairFeatures, PairInput};
+use super::words::{content_words, group_words, merge_words, word_matrix, Chunk, Word};
+use crate::text::chunk::Chunker;
 use crate::types::{Encoded, Token};
 
 /// One side of an explanation, as input.
@@ -44,6 +47,9 @@ pub struct Side {
     pub tokens: Vec<Token>,
     /// Words (merged wordpieces) with char spans and token ranges.
     pub words: Vec<Word>,
+    /// Phrase chunks (runs of words) with char spans; `aligned` false for chunks in no chunk
+    /// alignment.
+    pub chunks: Vec<Chunk>,
 }
 
 /// A dense row-major matrix.
@@ -118,8 +124,11 @@ pub struct Explanation {
     pub word_cosines: Matrix,
     /// Word pairs joined by the transport plans, by descending contribution.
     pub word_alignments: Vec<WordLink>,
-    /// Chunk alignment (mutual argmax of mean contributions) with the words as chunks,
-    /// or the chunks passed to [`explain_with_chunks`].
+    /// Chunk-pair contributions (sums over their tokens), `a.chunks × b.chunks`.
+    pub chunk_contributions: Matrix,
+    /// The phrase alignment: chunk pairs people would align, each with a relation type, a 0–5
+    /// score, the link model's probability and its contribution; in (a, b) order. A chunk may
+    /// be in several pairs.
     pub chunk_alignments: Vec<ChunkLink>,
 }
 
@@ -130,24 +139,36 @@ impl Explanation {
         self.token_contributions.values.len()
             + self.word_contributions.values.len()
             + self.word_cosines.values.len()
+            + self.chunk_contributions.values.len()
     }
 }
 
-/// Each side's chunks as word-index ranges.
+/// Each side's chunks as char spans of its text, in order.
 pub type Chunks<'a> = (&'a [Range<usize>], &'a [Range<usize>]);
 
-/// Explains RCMD(a, b) with words as chunks.
+/// Explains RCMD(a, b), with each side chunked by the shipped chunker.
 pub fn explain(a: Sentence<'_>, b: Sentence<'_>, weights: Weights<'_>) -> Explanation {
     explain_with_chunks(a, b, weights, None)
 }
 
-/// Explains RCMD(a, b); `chunks` gives each side's chunks as word-index ranges (phrases) for
-/// the chunk alignment, instead of single words.
+/// Explains RCMD(a, b); `chunks` gives each side's chunks as char spans (e.g. gold chunks)
+/// instead of the shipped chunker's.
 pub fn explain_with_chunks(
     a: Sentence<'_>,
     b: Sentence<'_>,
     weights: Weights<'_>,
     chunks: Option<Chunks<'_>>,
+) -> Explanation {
+    explain_with(a, b, weights, chunks, Aligner::builtin())
+}
+
+/// Explains RCMD(a, b) with the given chunks (or the shipped chunker's) and phrase aligner.
+pub fn explain_with(
+    a: Sentence<'_>,
+    b: Sentence<'_>,
+    weights: Weights<'_>,
+    chunks: Option<Chunks<'_>>,
+    aligner: &Aligner,
 ) -> Explanation {
     let r = rcmd(a.vectors, b.vectors, weights);
     let (l1, l2) = (a.vectors.len(), b.vectors.len());
@@ -187,30 +208,34 @@ pub fn explain_with_chunks(
         &word_contributions,
     );
 
-    let to_tokens = |spans: &[Range<usize>], words: &[Word]| -> Vec<Range<usize>> {
-        spans
-            .iter()
-            .filter(|s| s.start < s.end && s.end <= words.len())
-            .map(|s| words[s.start].tokens.start..words[s.end - 1].tokens.end)
-            .collect()
+    let spans = |given: Option<&[Range<usize>]>, text: &str| match given {
+        Some(spans) => spans.to_vec(),
+        None => Chunker::builtin().chunk(text),
     };
-    let (chunks_a, chunks_b) = match chunks {
-        Some((ca, cb)) => (to_tokens(ca, &words_a), to_tokens(cb, &words_b)),
-        None => (
-            words_a.iter().map(|w| w.tokens.clone()).collect(),
-            words_b.iter().map(|w| w.tokens.clone()).collect(),
-        ),
+    let mut chunks_a = group_words(a.text, &words_a, &spans(chunks.map(|c| c.0), a.text));
+    let mut chunks_b = group_words(b.text, &words_b, &spans(chunks.map(|c| c.1), b.text));
+    let phrases = Phrases::of(a, b, &r, (&chunks_a, &words_a), (&chunks_b, &words_b));
+    let chunk_alignments = aligner.align(&phrases.input(&token_contributions.values));
+    for link in &chunk_alignments {
+        chunks_a[link.a].aligned = true;
+        chunks_b[link.b].aligned = true;
+    }
+    let (tokens_a, tokens_b) = (&phrases.tokens_a, &phrases.tokens_b);
+    let chunk_contributions = Matrix {
+        rows: tokens_a.len(),
+        cols: tokens_b.len(),
+        values: block_sums(&token_contributions.values, l2, tokens_a, tokens_b),
     };
-    let chunk_alignments = chunk_alignment(&token_contributions.values, l2, &chunks_a, &chunks_b);
 
-    let side = |s: Sentence<'_>, words: Vec<Word>| Side {
+    let side = |s: Sentence<'_>, words: Vec<Word>, chunks: Vec<Chunk>| Side {
         text: s.text.to_string(),
         tokens: s.tokens.to_vec(),
         words,
+        chunks,
     };
     Explanation {
-        a: side(a, words_a),
-        b: side(b, words_b),
+        a: side(a, words_a, chunks_a),
+        b: side(b, words_b, chunks_b),
         weighting: match weights {
             Weights::Uniform => "uniform".into(),
             Weights::Given(..) => "idf".into(),
@@ -224,8 +249,100 @@ pub fn explain_with_chunks(
         word_contributions,
         word_cosines,
         word_alignments,
+        chunk_contributions,
         chunk_alignments,
     }
+}
+
+/// What the phrase aligner reads of a pair, owned: token cosines, the plans' partners, and
+/// each side's chunks as token ranges and content words.
+struct Phrases {
+    cosines: Vec<f32>,
+    l2: usize,
+    a_partner: Vec<usize>,
+    b_partner: Vec<usize>,
+    tokens_a: Vec<Range<usize>>,
+    tokens_b: Vec<Range<usize>>,
+    content_a: Vec<Vec<String>>,
+    content_b: Vec<Vec<String>>,
+}
+
+impl Phrases {
+    fn of(
+        a: Sentence<'_>,
+        b: Sentence<'_>,
+        r: &Rcmd,
+        (chunks_a, words_a): (&[Chunk], &[Word]),
+        (chunks_b, words_b): (&[Chunk], &[Word]),
+    ) -> Phrases {
+        let l2 = b.vectors.len();
+        let token_ranges =
+            |chunks: &[Chunk], words: &[Word]| chunks.iter().map(|c| c.tokens(words)).collect();
+        let content = |chunks: &[Chunk], words: &[Word]| {
+            chunks
+                .iter()
+                .map(|c| content_words(&words[c.words.clone()]))
+                .collect()
+        };
+        Phrases {
+            cosines: (0..a.vectors.len())
+                .flat_map(|k| (0..l2).map(move |l| dot(a.vectors.row(k), b.vectors.row(l))))
+                .collect(),
+            l2,
+            a_partner: r.a_to_b.iter().map(|l| l.partner).collect(),
+            b_partner: r.b_to_a.iter().map(|l| l.partner).collect(),
+            tokens_a: token_ranges(chunks_a, words_a),
+            tokens_b: token_ranges(chunks_b, words_b),
+            content_a: content(chunks_a, words_a),
+            content_b: content(chunks_b, words_b),
+        }
+    }
+
+    fn input<'a>(&'a self, contributions: &'a [f32]) -> PairInput<'a> {
+        PairInput {
+            cosines: &self.cosines,
+            contributions,
+            l2: self.l2,
+            a_partner: &self.a_partner,
+            b_partner: &self.b_partner,
+            chunks_a: &self.tokens_a,
+            chunks_b: &self.tokens_b,
+            words_a: &self.content_a,
+            words_b: &self.content_b,
+        }
+    }
+}
+
+/// The chunks of both sides (as [`explain_with_chunks`] forms them from char spans) and the
+/// features of every chunk pair, row-major: what fitting the phrase aligner reads.
+pub fn chunk_pair_features(
+    a: Sentence<'_>,
+    b: Sentence<'_>,
+    weights: Weights<'_>,
+    (spans_a, spans_b): Chunks<'_>,
+) -> (Vec<Chunk>, Vec<Chunk>, Vec<ChunkPairFeatures>) {
+    let r = rcmd(a.vectors, b.vectors, weights);
+    let contributions = r.contribution_matrix();
+    let words_a = merge_words(a.text, a.tokens);
+    let words_b = merge_words(b.text, b.tokens);
+    let chunks_a = group_words(a.text, &words_a, spans_a);
+    let chunks_b = group_words(b.text, &words_b, spans_b);
+    let phrases = Phrases::of(a, b, &r, (&chunks_a, &words_a), (&chunks_b, &words_b));
+    let features = pair_features(&phrases.input(&contributions));
+    (chunks_a, chunks_b, features)
+}
+
+/// Sums a token-level `l1 × l2` matrix over blocks of token ranges.
+fn block_sums(tokens: &[f32], l2: usize, a: &[Range<usize>], b: &[Range<usize>]) -> Vec<f32> {
+    a.iter()
+        .flat_map(|ra| {
+            b.iter().map(move |rb| {
+                ra.clone()
+                    .flat_map(|k| rb.clone().map(move |l| tokens[k * l2 + l]))
+                    .sum()
+            })
+        })
+        .collect()
 }
 
 /// Word pairs joined by at least one token link, with the best cosine among those links.
@@ -303,7 +420,9 @@ mod tests {
         assert_eq!(words, ["big", "cats"]);
         let token_sum: f32 = e.token_contributions.values.iter().sum();
         let word_sum: f32 = e.word_contributions.values.iter().sum();
+        let chunk_sum: f32 = e.chunk_contributions.values.iter().sum();
         assert!((token_sum - e.score).abs() < 1e-6 && (word_sum - e.score).abs() < 1e-6);
+        assert!((chunk_sum - e.score).abs() < 1e-6, "chunk contributions add up too");
         // "cats" ↔ "cat" is chosen by both plans; "big" ↔ "large" too.
         let cat = e
             .word_alignments
@@ -314,7 +433,8 @@ mod tests {
         assert!((cat.cosine - 1.0).abs() < 1e-6);
         assert!((e.word_cosines.get(1, 1) - 1.0).abs() < 1e-6);
         assert!((e.word_cosines.get(0, 0) - s).abs() < 1e-6);
-        assert_eq!(e.chunk_alignments.len(), 2);
+        let chunks: Vec<&str> = e.a.chunks.iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(chunks.concat().replace(' ', ""), "bigcats", "chunks cover the words");
         let json = serde_json::to_string(&e).expect("serialises");
         let back: Explanation = serde_json::from_str(&json).expect("deserialises");
         assert_eq!(back, e);

@@ -6,13 +6,16 @@
 //! - [`wasserstein`]: the 2-Wasserstein distance between diagonal Gaussian intents;
 //! - [`rcmd`]: relaxed optimal transport (RCMD) between two sentences' token vectors, sparse,
 //!   with optional IDF weights, its transport plans and token-pair contributions;
-//! - [`words`]: wordpieces merged into words, word-level contributions and chunk alignment;
+//! - [`words`]: wordpieces merged into words and word-level contributions;
+//! - [`weights`]: per-token IDF weights for weighted RCMD (a wordpiece weighs what its word does);
+//! - [`align`]: phrase alignment — chunk pairs with a relation type and a 0–5 score;
 //! - [`explain`]: the serialisable [`Explanation`] a UI renders;
 //! - [`rerank`]: the scores-only fast path over many candidates, on f32 or int8 token vectors;
 //! - [`features`], [`calibration`]: a pair's scores and the logistic model that turns them
 //!   into a calibrated P(duplicate);
 //! - [`stats`]: pair-classification and correlation metrics (AUC, accuracy, thresholds, Spearman).
 
+pub mod align;
 pub mod calibration;
 pub mod cosine;
 pub mod explain;
@@ -22,6 +25,7 @@ pub mod rcmd;
 pub mod rerank;
 pub mod stats;
 pub mod wasserstein;
+pub mod weights;
 pub mod words;
 
 pub use cosine::{cosine, dot};

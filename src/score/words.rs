@@ -1,6 +1,5 @@
 //! From wordpieces to what people read: words (pieces merged with the tokenizer's offsets),
-//! word-pair contributions (sums over their pieces) and chunk alignment by mutual argmax over
-//! mean chunk contributions (papers/clrcmd-rcmd-optimal-transport-sts.txt §4.3).
+//! word-pair contributions (sums over their pieces), and chunks (phrases) as runs of words.
 
 use std::ops::Range;
 
@@ -19,17 +18,6 @@ pub struct Word {
     pub end: usize,
     /// The content tokens it spans.
     pub tokens: Range<usize>,
-}
-
-/// A pair of aligned chunks and their mean contribution.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct ChunkLink {
-    /// Chunk index on side a.
-    pub a: usize,
-    /// Chunk index on side b.
-    pub b: usize,
-    /// Mean token-pair contribution between the two chunks.
-    pub score: f32,
 }
 
 /// Merges wordpieces into words: a piece continues the previous word when the tokenizer marks
@@ -59,6 +47,72 @@ pub fn merge_words(text: &str, tokens: &[Token]) -> Vec<Word> {
     words
 }
 
+/// A chunk (phrase): a run of consecutive words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chunk {
+    /// The chunk as written in the original text.
+    pub text: String,
+    /// Char offset of its start in the original text.
+    pub start: usize,
+    /// Char offset of its end (exclusive).
+    pub end: usize,
+    /// The words it spans.
+    pub words: Range<usize>,
+    /// True when it is in at least one chunk alignment.
+    pub aligned: bool,
+}
+
+impl Chunk {
+    /// The content tokens it spans.
+    pub fn tokens(&self, words: &[Word]) -> Range<usize> {
+        match (words.get(self.words.start), self.words.end.checked_sub(1).and_then(|l| words.get(l))) {
+            (Some(first), Some(last)) if !self.words.is_empty() => first.tokens.start..last.tokens.end,
+            _ => 0..0,
+        }
+    }
+}
+
+/// Groups words into chunks given the chunks' char spans in `text` (in order): a word joins the
+/// last span that starts at or before it (the first span when none does); a span that gets no
+/// word — outside what was tokenized — is dropped.
+pub fn group_words(text: &str, words: &[Word], spans: &[Range<usize>]) -> Vec<Chunk> {
+    let mut chunks: Vec<Chunk> = Vec::new();
+    let mut last_span = usize::MAX;
+    for (i, w) in words.iter().enumerate() {
+        let span = spans.iter().rposition(|s| s.start <= w.start).unwrap_or(0);
+        match chunks.last_mut() {
+            Some(c) if span == last_span => {
+                c.end = w.end;
+                c.words.end = i + 1;
+            }
+            _ => chunks.push(Chunk {
+                text: String::new(),
+                start: w.start,
+                end: w.end,
+                words: i..i + 1,
+                aligned: false,
+            }),
+        }
+        last_span = span;
+    }
+    let chars: Vec<char> = text.chars().collect();
+    for c in &mut chunks {
+        c.text = chars[c.start.min(chars.len())..c.end.min(chars.len())]
+            .iter()
+            .collect();
+    }
+    chunks
+}
+
+/// The lower-cased words of a chunk that are not punctuation only.
+pub fn content_words(words: &[Word]) -> Vec<String> {
+    words
+        .iter()
+        .filter(|w| w.text.chars().any(char::is_alphanumeric))
+        .map(|w| w.text.to_lowercase())
+        .collect()
+}
+
 /// Sums a token-level `l1 × l2` matrix (row-major) into a word-level one.
 pub fn word_matrix(tokens: &[f32], l2: usize, words_a: &[Word], words_b: &[Word]) -> Vec<f32> {
     let mut out = vec![0f32; words_a.len() * words_b.len()];
@@ -70,54 +124,6 @@ pub fn word_matrix(tokens: &[f32], l2: usize, words_a: &[Word], words_b: &[Word]
                 .flat_map(|k| wb.tokens.clone().map(move |l| (k, l)))
                 .map(|(k, l)| tokens[k * l2 + l])
                 .sum();
-        }
-    }
-    out
-}
-
-/// Chunk alignment: with C_ij = mean over k ∈ chunk_a(i), l ∈ chunk_b(j) of the token
-/// contribution (k, l), align (i, j) iff j = argmax_j' C_ij', i = argmax_i' C_i'j and C_ij > 0.
-/// Chunks are token ranges; `contrib` is the dense `l1 × l2` contribution matrix.
-pub fn chunk_alignment(
-    contrib: &[f32],
-    l2: usize,
-    chunks_a: &[Range<usize>],
-    chunks_b: &[Range<usize>],
-) -> Vec<ChunkLink> {
-    let (n, m) = (chunks_a.len(), chunks_b.len());
-    let mut c = vec![0f32; n * m];
-    for (i, ca) in chunks_a.iter().enumerate() {
-        for (j, cb) in chunks_b.iter().enumerate() {
-            let size = (ca.len() * cb.len()).max(1) as f32;
-            let sum: f32 = ca
-                .clone()
-                .flat_map(|k| cb.clone().map(move |l| contrib[k * l2 + l]))
-                .sum();
-            c[i * m + j] = sum / size;
-        }
-    }
-    let argmax = |vals: &mut dyn Iterator<Item = (usize, f32)>| {
-        vals.fold((usize::MAX, f32::NEG_INFINITY), |best, (k, v)| {
-            if v > best.1 {
-                (k, v)
-            } else {
-                best
-            }
-        })
-    };
-    let mut out = Vec::new();
-    for i in 0..n {
-        let (j, v) = argmax(&mut (0..m).map(|j| (j, c[i * m + j])));
-        if j == usize::MAX || v <= 0.0 {
-            continue;
-        }
-        let (back, _) = argmax(&mut (0..n).map(|k| (k, c[k * m + j])));
-        if back == i {
-            out.push(ChunkLink {
-                a: i,
-                b: j,
-                score: v,
-            });
         }
     }
     out
@@ -183,24 +189,22 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn chunks_align_by_mutual_argmax() {
-        // 3 × 2 token matrix; chunks a = {0,1}, {2}; b = {0}, {1}.
-        let contrib = [0.4, 0.0, 0.2, 0.0, 0.0, 0.3];
-        let links = chunk_alignment(&contrib, 2, &[0..2, 2..3], &[0..1, 1..2]);
-        assert_eq!(
-            links,
-            vec![
-                ChunkLink {
-                    a: 0,
-                    b: 0,
-                    score: 0.3
-                },
-                ChunkLink {
-                    a: 1,
-                    b: 1,
-                    score: 0.3
-                }
-            ]
-        );
+    fn words_group_into_chunks_by_span() {
+        // "the black dog , runs" with chunks [the black dog] [,] [runs]; "," gets no word here
+        // (as if the tokenizer dropped it) and its chunk is dropped.
+        let text = "the black dog , runs";
+        let tokens = [
+            tok("the", 0, 3),
+            tok("black", 4, 9),
+            tok("dog", 10, 13),
+            tok("runs", 16, 20),
+        ];
+        let words = merge_words(text, &tokens);
+        let chunks = group_words(text, &words, &[0..13, 14..15, 16..20]);
+        let texts: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(texts, ["the black dog", "runs"]);
+        assert_eq!(chunks[1].words, 3..4);
+        assert_eq!(chunks[0].tokens(&words), 0..3);
+        assert_eq!(content_words(&words[0..2]), ["the", "black"]);
     }
 }

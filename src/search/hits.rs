@@ -59,9 +59,39 @@ pub struct Hit {
     pub probability: f32,
     /// Every stage's score and rank.
     pub stages: Stages,
-    /// Why they match (when asked for).
+    /// Why they match (when asked for), computed from the query's fresh token vectors and the
+    /// document's stored int8 ones (`vectors: stored_int8`), like the scores.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub explanation: Option<Explanation>,
+    pub explanation: Option<Explained>,
+}
+
+/// Which token vectors an explanation was computed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Vectors {
+    /// Both texts encoded for this request, full f32 vectors (`POST /v1/explain`).
+    FreshF32,
+    /// The query encoded for this request; the document's vectors as the store keeps them,
+    /// int8 with a per-vector scale (the same ones its hit was scored from).
+    StoredInt8,
+}
+
+/// An [`Explanation`] and the token vectors it was computed from; serialised as the
+/// explanation's fields plus `vectors`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Explained {
+    /// Which token vectors.
+    pub vectors: Vectors,
+    /// The explanation.
+    #[serde(flatten)]
+    pub explanation: Explanation,
+}
+
+impl Explained {
+    /// Matrix cells it holds ([`Explanation::cells`]).
+    pub fn cells(&self) -> usize {
+        self.explanation.cells()
+    }
 }
 
 /// Milliseconds per pipeline stage.
@@ -144,14 +174,24 @@ pub struct DuplicateMatch {
     pub hit: Hit,
 }
 
-/// The explanation of two texts, with their cosine and W2.
+/// The explanation of two texts, with their other scores and P(duplicate).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairExplanation {
     /// Cosine of the sentence vectors.
     pub cosine: f32,
     /// 2-Wasserstein distance of the intents.
     pub w2: f32,
-    /// The RCMD explanation: both sides' words, per-direction scores, token and word
-    /// alignments, contribution matrices (they sum to the score), chunk alignment.
-    pub explanation: Explanation,
+    /// TF-IDF cosine over word uni- and bigrams, IDF from the collection when one is given,
+    /// else from the two texts.
+    pub lexical: f32,
+    /// P(duplicate) of the pair, as a search in the collection would give it (its model's
+    /// classifier or its calibration; the process's model and the default calibration
+    /// without a collection). Reads uniform RCMD whatever the weighting.
+    pub probability: f32,
+    /// Where the probability comes from.
+    pub calibration: String,
+    /// The RCMD explanation (`vectors: fresh_f32`): both sides' words, per-direction scores,
+    /// token and word alignments, contribution matrices (they sum to the score), chunk
+    /// alignment.
+    pub explanation: Explained,
 }

@@ -24,24 +24,29 @@ use std::time::Instant;
 
 use crate::db::View;
 use crate::error::{Result, UserError};
-use crate::index::Filter;
-use crate::score::explain::{explain, Explanation, Sentence};
+use crate::index::{Filter, LexicalIndex};
+use crate::score::explain::{explain, Sentence};
+use crate::score::features::lexical_similarity;
 pub use crate::score::features::PairFeatures;
 use crate::score::quant::I8Tokens;
+use crate::score::rcmd;
 use crate::score::rerank::Reranker;
+use crate::score::weights::token_weights;
 use crate::score::{dot, w2, Tokens, Weights};
 use crate::store::StoredDoc;
-use crate::types::{Encoded, Token};
+use crate::text::terms;
+use crate::types::{Encoded, Gaussian, Token};
 
 pub use crate::score::calibration::Calibrator;
 pub use crate::score::features;
 pub use hits::{
-    is_zero, DuplicateMatch, DuplicateVerdict, Filtered, Hit, PairExplanation, RcmdStage,
-    SearchOutcome, Stage, Stages, Timings,
+    is_zero, DuplicateMatch, DuplicateVerdict, Explained, Filtered, Hit, PairExplanation,
+    RcmdStage, SearchOutcome, Stage, Stages, Timings, Vectors,
 };
 pub use judge::{Judge, SIAMESE_THRESHOLD};
 pub use params::{
-    validate, Depths, FusionWeights, Mode, Rerank, SearchParams, DEFAULT_EXPLAIN_CELLS, MAX_DEPTH,
+    validate, Depths, FusionWeights, Mode, Rerank, SearchParams, Weighting, DEFAULT_EXPLAIN_CELLS,
+    MAX_DEPTH,
 };
 
 /// The first stages' candidate lists: internal ids, best first.
@@ -140,10 +145,13 @@ pub struct Scored {
     pub candidates_ms: f64,
     /// What the filter admitted.
     pub filtered: Option<Filtered>,
+    /// The query's token weights (with `weights: idf`; None: uniform).
+    pub query_weights: Option<Vec<f32>>,
 }
 
 /// Fuses the first stages, loads candidates down the fused list (filtering) until enough are
-/// found, scores each and orders them: by s_RCMD with `rerank: rcmd`, else fused order.
+/// found, scores each and orders them: by s_RCMD (under `params.weights`) with `rerank: rcmd`,
+/// else fused order.
 /// Returns every scored candidate (the caller cuts to k). `start` is when the first stages
 /// began.
 #[tracing::instrument(level = "debug", skip_all, fields(collection = view.name()))]
@@ -169,31 +177,47 @@ pub fn score(
     );
     let internals: Vec<u64> = candidates.iter().map(|c| c.doc.internal).collect();
     let lexical = view.lexical_similarities(text, &internals);
+    // The token weights, all looked up under one hold of the lexical index's lock.
+    let (query_weights, doc_weights) = match params.weights {
+        Weighting::Uniform => (None, vec![None; candidates.len()]),
+        Weighting::Idf => view.lexical_index().with_idf(|idf| {
+            let of = |text: &str, tokens: &[Token]| Some(token_weights(text, tokens, idf));
+            (
+                of(text, &query.tokens),
+                candidates
+                    .iter()
+                    .map(|c| of(&c.doc.text, &c.doc.tokens))
+                    .collect(),
+            )
+        }),
+    };
     let query_tokens = Tokens::new(&query.token_vectors, query.dim());
     let mut reranker = Reranker::new();
     let mut hits: Vec<(Hit, Explainable)> = candidates
         .into_iter()
         .zip(lexical)
-        .map(|(c, lexical)| {
+        .zip(doc_weights)
+        .map(|((c, lexical), weights)| {
             let doc = c.doc;
-            let (intent, cosine, metadata) = (
-                doc.intent(),
-                dot(&query.sentence, &doc.sentence),
-                doc.metadata(),
-            );
+            let (intent, metadata) = (doc.intent(), doc.metadata());
             let (id, internal) = (doc.id.clone(), doc.internal);
             // The record's token codes move into the explainable form once, not cloned.
-            let explainable = Explainable::of(doc);
-            let (forward, backward) = reranker.directions_i8(query_tokens, &explainable.vectors);
-            let features = PairFeatures {
-                cosine,
-                w2: w2(&query.intent, &intent),
-                rcmd_forward: forward,
-                rcmd_backward: backward,
+            let (explainable, sentence) = Explainable::take(doc, weights);
+            let directions = reranker.directions_i8_weighted(
+                query_tokens,
+                &explainable.vectors,
+                explainable.weights(query_weights.as_deref()),
+            );
+            // P(duplicate) reads uniform RCMD, which the calibration was fitted on.
+            let features = pair_features(
+                judge,
+                (&query.sentence, &query.intent),
+                (&sentence, &intent),
+                directions.uniform,
                 lexical,
-                siamese: judge.siamese(&query.intent, &intent),
-            };
-            let rcmd = features.rcmd();
+            );
+            let (forward, backward) = directions.weighted;
+            let rcmd = 0.5 * (forward + backward);
             let stage = |ranks: &HashMap<u64, usize>, score: f32| Stage {
                 score,
                 rank: ranks.get(&internal).copied(),
@@ -232,7 +256,29 @@ pub fn score(
         hits,
         candidates_ms,
         filtered: scope.report(view),
+        query_weights,
     })
+}
+
+/// A pair's features from its parts — what search and explain both hand the judge, so a pair
+/// gets one probability whichever asks: the sentence vectors' cosine, the intents' W2, RCMD's
+/// two directions (uniform: what the calibration reads), the lexical similarity and the
+/// judge's classifier output on the intents.
+pub fn pair_features(
+    judge: &Judge<'_>,
+    (sentence_a, intent_a): (&[f32], &Gaussian),
+    (sentence_b, intent_b): (&[f32], &Gaussian),
+    (rcmd_forward, rcmd_backward): (f32, f32),
+    lexical: f32,
+) -> PairFeatures {
+    PairFeatures {
+        cosine: dot(sentence_a, sentence_b),
+        w2: w2(intent_a, intent_b),
+        rcmd_forward,
+        rcmd_backward,
+        lexical,
+        siamese: judge.siamese(intent_a, intent_b),
+    }
 }
 
 /// Reciprocal-rank fusion of the stages the mode uses: (internal id, fused score), best first.
@@ -343,7 +389,8 @@ pub fn outcome(
         .take(params.k)
         .map(|(mut hit, doc)| {
             if params.explain {
-                hit.explanation = budget.admit(|| explain_doc(text, query, &doc));
+                let query_weights = scored.query_weights.as_deref();
+                hit.explanation = budget.admit(|| explain_doc(text, query, &doc, query_weights));
             }
             hit
         })
@@ -419,7 +466,7 @@ impl ExplainBudget {
     }
 
     /// The explanation `make` builds, if it fits what is left (and nothing was refused yet).
-    pub fn admit(&mut self, make: impl FnOnce() -> Explanation) -> Option<Explanation> {
+    pub fn admit(&mut self, make: impl FnOnce() -> Explained) -> Option<Explained> {
         self.try_admit(|| Ok(make()))
             .expect("an infallible explanation")
     }
@@ -428,8 +475,8 @@ impl ExplainBudget {
     /// budget has refused one.
     pub fn try_admit(
         &mut self,
-        make: impl FnOnce() -> Result<Explanation>,
-    ) -> Result<Option<Explanation>> {
+        make: impl FnOnce() -> Result<Explained>,
+    ) -> Result<Option<Explained>> {
         if self.refused == 0 {
             let e = make()?;
             if e.cells() <= self.left {
@@ -480,45 +527,115 @@ pub fn validate_threshold(threshold: Option<f32>) -> Result<()> {
 }
 
 /// What explaining a match needs of a stored document: its text, wordpieces and int8 token
-/// vectors, moved out of the record.
+/// vectors, moved out of the record, and its token weights when RCMD is weighted.
 #[derive(Debug)]
 pub struct Explainable {
     text: String,
     tokens: Vec<Token>,
     vectors: I8Tokens,
+    weights: Option<Vec<f32>>,
 }
 
 impl Explainable {
-    /// Takes what explaining needs from `doc`.
-    pub fn of(doc: StoredDoc) -> Self {
-        let dim = doc.sentence.len();
-        let vectors = I8Tokens::from_parts(doc.token_codes, doc.token_scales, dim)
+    /// Takes what explaining needs from `doc`; `weights`: its token weights (None: uniform).
+    pub fn of(doc: StoredDoc, weights: Option<Vec<f32>>) -> Self {
+        Self::take(doc, weights).0
+    }
+
+    /// [`Explainable::of`], and the document's sentence vector.
+    fn take(mut doc: StoredDoc, weights: Option<Vec<f32>>) -> (Self, Vec<f32>) {
+        let sentence = std::mem::take(&mut doc.sentence);
+        let vectors = I8Tokens::from_parts(doc.token_codes, doc.token_scales, sentence.len())
             .expect("records are written consistent");
-        Explainable {
+        let explainable = Explainable {
             text: doc.text,
             tokens: doc.tokens,
             vectors,
+            weights,
+        };
+        (explainable, sentence)
+    }
+
+    /// RCMD's weights for (the query, this document): given when both sides have them.
+    fn weights<'a>(&'a self, query: Option<&'a [f32]>) -> Weights<'a> {
+        match (query, self.weights.as_deref()) {
+            (Some(q), Some(d)) => Weights::Given(q, d),
+            _ => Weights::Uniform,
         }
     }
 }
 
-/// The RCMD explanation of (query, a stored document).
-pub fn explain_doc(text: &str, query: &Encoded, doc: &Explainable) -> Explanation {
+/// The RCMD explanation of (query, a stored document), from the document's stored int8 token
+/// vectors (as its hit is scored); `query_weights` with the document's own weights make it
+/// weighted.
+pub fn explain_doc(
+    text: &str,
+    query: &Encoded,
+    doc: &Explainable,
+    query_weights: Option<&[f32]>,
+) -> Explained {
     let vectors = doc.vectors.decode();
     let b = Sentence {
         text: &doc.text,
         tokens: &doc.tokens,
         vectors: Tokens::new(&vectors, doc.vectors.dim()),
     };
-    explain(Sentence::of(text, query), b, Weights::Uniform)
+    Explained {
+        vectors: Vectors::StoredInt8,
+        explanation: explain(Sentence::of(text, query), b, doc.weights(query_weights)),
+    }
 }
 
-/// The explanation of two encoded texts, with their cosine and W2.
-pub fn explain_pair((a, ea): (&str, &Encoded), (b, eb): (&str, &Encoded)) -> PairExplanation {
+/// The explanation of two freshly encoded texts, with their other scores and P(duplicate):
+/// `lexicon` gives the IDF (of the lexical similarity, and of the token weights with
+/// `weights: idf`), `judge` the probability.
+pub fn explain_pair(
+    judge: &Judge<'_>,
+    lexicon: &LexicalIndex,
+    weights: Weighting,
+    (a, ea): (&str, &Encoded),
+    (b, eb): (&str, &Encoded),
+) -> PairExplanation {
+    let (lexical, token_weights) = lexicon.with_idf(|idf| {
+        let lexical = lexical_similarity(&terms(a), &terms(b), idf);
+        let weights = (weights == Weighting::Idf).then(|| {
+            (
+                token_weights(a, &ea.tokens, idf),
+                token_weights(b, &eb.tokens, idf),
+            )
+        });
+        (lexical, weights)
+    });
+    let (sa, sb) = (Sentence::of(a, ea), Sentence::of(b, eb));
+    let explanation = match &token_weights {
+        Some((wa, wb)) => explain(sa, sb, Weights::Given(wa, wb)),
+        None => explain(sa, sb, Weights::Uniform),
+    };
+    // P(duplicate) reads uniform RCMD, which the calibration was fitted on.
+    let uniform = match token_weights {
+        Some(_) => {
+            let r = rcmd(sa.vectors, sb.vectors, Weights::Uniform);
+            (r.forward, r.backward)
+        }
+        None => (explanation.forward, explanation.backward),
+    };
+    let features = pair_features(
+        judge,
+        (&ea.sentence, &ea.intent),
+        (&eb.sentence, &eb.intent),
+        uniform,
+        lexical,
+    );
     PairExplanation {
-        cosine: dot(&ea.sentence, &eb.sentence),
-        w2: w2(&ea.intent, &eb.intent),
-        explanation: explain(Sentence::of(a, ea), Sentence::of(b, eb), Weights::Uniform),
+        cosine: features.cosine,
+        w2: features.w2,
+        lexical,
+        probability: judge.probability(&features),
+        calibration: judge.name(),
+        explanation: Explained {
+            vectors: Vectors::FreshF32,
+            explanation,
+        },
     }
 }
 

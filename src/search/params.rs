@@ -35,6 +35,43 @@ pub enum Rerank {
     None,
 }
 
+/// How RCMD weighs each sentence's tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Weighting {
+    /// w = 1/L: every wordpiece counts the same.
+    #[default]
+    Uniform,
+    /// BERTScore-style: each wordpiece weighs its word's IDF in the collection
+    /// ([`crate::score::weights::token_weights`]), normalised per sentence.
+    Idf,
+}
+
+impl Weighting {
+    /// Its name, as requests give it and explanations report it (`weighting`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Weighting::Uniform => "uniform",
+            Weighting::Idf => "idf",
+        }
+    }
+}
+
+impl FromStr for Weighting {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "uniform" => Ok(Weighting::Uniform),
+            "idf" => Ok(Weighting::Idf),
+            other => Err(UserError::InvalidArgument {
+                name: "weights",
+                reason: format!("{other:?}; use uniform or idf"),
+            }
+            .into()),
+        }
+    }
+}
+
 impl FromStr for Mode {
     type Err = crate::Error;
     fn from_str(s: &str) -> Result<Self> {
@@ -132,6 +169,10 @@ pub struct SearchParams {
     pub fusion: FusionWeights,
     /// Fused candidates that are loaded, scored and (with `rerank: rcmd`) reranked.
     pub rerank_depth: usize,
+    /// RCMD's token weights: for the RCMD stage's scores, the order by them and the
+    /// explanations (P(duplicate) always reads uniform RCMD, which the calibration is fitted on).
+    #[serde(default)]
+    pub weights: Weighting,
     /// Attach an RCMD explanation to each hit.
     pub explain: bool,
     /// Most matrix cells ([`Explanation::cells`](crate::score::explain::Explanation::cells))
@@ -153,6 +194,7 @@ impl Default for SearchParams {
             depths: Depths::default(),
             fusion: FusionWeights::default(),
             rerank_depth: 100,
+            weights: Weighting::Uniform,
             explain: false,
             explain_cells: DEFAULT_EXPLAIN_CELLS,
             filter: Default::default(),
@@ -220,6 +262,9 @@ mod tests {
         assert_eq!("none".parse::<Rerank>().unwrap(), Rerank::None);
         let e = "bm25".parse::<Mode>().unwrap_err().to_string();
         assert!(e.contains("cosine, w2, lexical or hybrid"), "{e}");
+        assert_eq!("idf".parse::<Weighting>().unwrap(), Weighting::Idf);
+        let e = "tfidf".parse::<Weighting>().unwrap_err().to_string();
+        assert!(e.contains("use uniform or idf"), "{e}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Handlers for documents: upsert (a JSON array, or an NDJSON stream committed in batches),
-//! get and delete.
+//! get and delete; and the upsert's request type, a document with the format of its text.
 
 use std::sync::Arc;
 
@@ -8,15 +8,73 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use futures_util::StreamExt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::api::NewDocument;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{blocking, check_collection, check_text, is_ndjson, parse};
 use super::AppState;
-use crate::db;
 use crate::ingest::lines::{Line, LineSplitter};
+use crate::{db, text};
+
+/// A document as a user gives it (the schema `NewDocument`): the stored document's fields
+/// (`super::api::NewDocument`, the library's `db::NewDocument`) and the format its text is
+/// written in.
+#[derive(Debug, Clone, PartialEq, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = NewDocument)]
+pub struct DocumentUpsert {
+    /// External id (1–512 bytes).
+    pub id: String,
+    /// The question, written as `format` says.
+    pub text: String,
+    /// A JSON object (or absent).
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub metadata: serde_json::Value,
+    /// How `text` is written: `text` (the default) or `html`.
+    #[serde(default)]
+    pub format: TextFormat,
+}
+
+/// How a document's text is written. Either way, HTML character references (`&eacute;`,
+/// `&#39;`) are decoded and whitespace is collapsed when the text is tokenized, so offsets
+/// (tokens, explanation words) point into the stored text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TextFormat {
+    /// Plain text: stored as given.
+    #[default]
+    Text,
+    /// An HTML fragment: its visible text is what is stored, searched and shown (tags removed,
+    /// `<br>`, paragraphs, list items and headings as line breaks, `<script>`, `<style>` and
+    /// comments dropped; character references kept as written).
+    Html,
+}
+
+impl From<TextFormat> for text::TextFormat {
+    fn from(f: TextFormat) -> Self {
+        match f {
+            TextFormat::Text => text::TextFormat::Text,
+            TextFormat::Html => text::TextFormat::Html,
+        }
+    }
+}
+
+impl From<DocumentUpsert> for db::NewDocument {
+    /// The document as stored: for `html`, its text is the fragment's visible text.
+    fn from(d: DocumentUpsert) -> Self {
+        let text = match text::TextFormat::from(d.format).visible(&d.text) {
+            std::borrow::Cow::Borrowed(_) => d.text,
+            std::borrow::Cow::Owned(visible) => visible,
+        };
+        db::NewDocument {
+            id: d.id,
+            text,
+            metadata: d.metadata,
+        }
+    }
+}
 
 /// Result of an upsert.
 #[derive(Debug, Serialize, ToSchema)]
@@ -32,9 +90,10 @@ pub struct UpsertResult {
 /// `POST /v1/collections/{c}/documents`: upserts a JSON array of documents (all or nothing),
 /// or, with `Content-Type: application/x-ndjson`, a stream of one document per line committed
 /// in batches of `limits.max_batch`. An error in a stream answers with how many documents were
-/// committed before it; nothing after the bad line is written.
+/// committed before it; nothing after the bad line is written. A document with
+/// `"format": "html"` is stored as its visible text.
 #[utoipa::path(post, path = "/v1/collections/{collection}/documents", params(("collection" = String, Path)),
-    request_body(content = Vec<NewDocument>, description = "JSON array, or NDJSON with Content-Type application/x-ndjson"),
+    request_body(content = Vec<DocumentUpsert>, description = "JSON array, or NDJSON with Content-Type application/x-ndjson"),
     responses(
         (status = 200, body = UpsertResult),
         (status = 413, description = "Too many documents or too large a body", body = ErrorBody),
@@ -58,7 +117,7 @@ pub async fn upsert_documents(
             format!("the request body exceeds limits.max_body_bytes ({limit}); send fewer documents per request or stream NDJSON"),
         )
     });
-    let docs: Vec<NewDocument> = parse(Ok(bytes?))?;
+    let docs: Vec<DocumentUpsert> = parse(Ok(bytes?))?;
     let docs: Vec<db::NewDocument> = docs.into_iter().map(Into::into).collect();
     let max = state.config.limits.max_batch;
     if docs.len() > max {
@@ -169,7 +228,7 @@ async fn upsert_stream(
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let doc: NewDocument = parse(Ok(Bytes::from(line))).map_err(|e| {
+            let doc: DocumentUpsert = parse(Ok(Bytes::from(line))).map_err(|e| {
                 stream_error(
                     &result,
                     format!("line {line_no}: {}", e.message),
@@ -292,5 +351,59 @@ pub async fn delete_document(
             "document_not_found",
             format!("no document {id:?} in collection {collection:?}"),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::server::api::NewDocument;
+
+    fn read(body: serde_json::Value) -> ApiResult<Vec<db::NewDocument>> {
+        let docs: Vec<DocumentUpsert> = parse(Ok(Bytes::from(body.to_string())))?;
+        Ok(docs.into_iter().map(Into::into).collect())
+    }
+
+    #[test]
+    fn without_a_format_a_document_reads_as_before() {
+        for body in [
+            json!([{ "id": "a", "text": "<b>t</b> &amp;" }]),
+            json!([{ "id": "a", "text": "t", "metadata": { "x": 1 } }]),
+            json!([{ "id": "a", "text": "t", "extra": true }]),
+            json!([{ "id": "a" }]),
+        ] {
+            let old: ApiResult<Vec<NewDocument>> = parse(Ok(Bytes::from(body.to_string())));
+            let old: Option<Vec<db::NewDocument>> =
+                old.ok().map(|d| d.into_iter().map(Into::into).collect());
+            assert_eq!(read(body.clone()).ok(), old, "{body}");
+        }
+        let text = read(json!([{ "id": "a", "text": " <b>x</b> ", "format": "text" }]));
+        assert_eq!(text.expect("reads")[0].text, " <b>x</b> ");
+    }
+
+    #[test]
+    fn an_html_document_is_stored_as_its_visible_text() {
+        let docs = read(json!([{
+            "id": "a",
+            "text": "<p>What&#39;s the best <b>caf&eacute;</b> in Doha?</p><script>x()</script>",
+            "format": "html"
+        }]))
+        .expect("reads");
+        assert_eq!(docs[0].text, "What&#39;s the best caf&eacute; in Doha?");
+    }
+
+    #[test]
+    fn an_unknown_format_is_a_422_naming_the_accepted_values() {
+        let e =
+            read(json!([{ "id": "a", "text": "t", "format": "markdown" }])).expect_err("refused");
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(
+            e.message
+                .contains("unknown variant `markdown`, expected `text` or `html`"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -141,6 +141,7 @@ mod fuzz {
                         Just("gte".to_string()),
                         Just("depths".to_string()),
                         Just("a".to_string()),
+                        Just("format".to_string()),
                         "[a-z]{1,6}"
                     ],
                     inner,
@@ -170,6 +171,7 @@ mod fuzz {
         let _ = parse::<crate::server::search::DuplicatesRequest>(b());
         let _ = parse::<crate::server::search::ExplainRequest>(b());
         let _ = parse::<Vec<crate::server::api::NewDocument>>(b());
+        let _ = parse::<Vec<crate::server::documents::DocumentUpsert>>(b());
         let _ = parse::<crate::server::api::Verdict>(b());
         let _ = parse::<crate::server::collections::CreateCollection>(b());
         let _ = parse::<crate::server::reindex::ReindexRequest>(b());

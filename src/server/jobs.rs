@@ -15,6 +15,7 @@ use utoipa::ToSchema;
 
 use super::api::{format_name, IngestSummary, Rejected};
 use crate::ingest::{self, Fields, Format, IngestOptions};
+use crate::text::TextFormat;
 
 /// Where a job is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -93,6 +94,8 @@ pub struct JobSpec {
     pub path: PathBuf,
     /// Its format.
     pub format: Format,
+    /// How its texts are written.
+    pub text_format: TextFormat,
     /// Which fields make a document.
     pub fields: Fields,
     /// Documents per committed batch.
@@ -209,6 +212,7 @@ fn run(
     let opts = IngestOptions {
         path: spec.path.clone(),
         format: spec.format,
+        text_format: spec.text_format,
         fields: spec.fields,
         batch: spec.batch,
         strict: false,

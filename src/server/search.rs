@@ -13,6 +13,7 @@ use utoipa::ToSchema;
 
 use super::api::{
     Depths, DuplicateVerdict, FusionWeights, Mode, PairExplanation, Rerank, SearchOutcome,
+    Weighting,
 };
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{blocking, check_k, check_text, parse};
@@ -45,6 +46,10 @@ pub struct SearchRequest {
     pub fusion: Option<FusionWeights>,
     /// Fused candidates scored and reranked (default 100).
     pub rerank_depth: Option<usize>,
+    /// RCMD's token weights: uniform (default) | idf (each wordpiece weighs its word's IDF in
+    /// the collection). They set the RCMD stage's scores, the order by them and the
+    /// explanations; P(duplicate) reads uniform RCMD either way.
+    pub weights: Option<Weighting>,
 }
 
 impl SearchRequest {
@@ -62,6 +67,7 @@ impl SearchRequest {
                 depths: self.depths.map_or(d.depths, Into::into),
                 fusion: self.fusion.map_or(d.fusion, Into::into),
                 rerank_depth: self.rerank_depth.unwrap_or(d.rerank_depth),
+                weights: self.weights.map(Into::into).unwrap_or_default(),
                 explain: self.explain.unwrap_or(false),
                 explain_cells: state.config.limits.max_explain_cells,
                 filter: self.filter.unwrap_or_default(),
@@ -102,6 +108,9 @@ pub struct DuplicatesRequest {
     pub k: Option<usize>,
     /// Attach explanations (default true).
     pub explain: Option<bool>,
+    /// RCMD's token weights: uniform (default) | idf, as for a search. The verdict and the
+    /// matches' order follow P(duplicate), which reads uniform RCMD either way.
+    pub weights: Option<Weighting>,
 }
 
 /// `POST /v1/collections/{c}/duplicates`: is this question already asked?
@@ -119,6 +128,7 @@ pub async fn duplicates(
         text: req.text,
         k: req.k,
         explain: Some(req.explain.unwrap_or(true)),
+        weights: req.weights,
         ..SearchRequest::default()
     };
     let (text, params) = search.params(&state, 3)?;
@@ -140,11 +150,18 @@ pub struct ExplainRequest {
     pub a: String,
     /// Second text.
     pub b: String,
+    /// Explain as this collection sees the pair: its model, its IDF (lexical similarity,
+    /// `weights: idf`) and its P(duplicate). Without one: the server's model, IDF from the two
+    /// texts, the default calibration.
+    pub collection: Option<String>,
+    /// RCMD's token weights: uniform (default) | idf (needs `collection`).
+    pub weights: Option<Weighting>,
 }
 
-/// `POST /v1/explain`: why two texts match (RCMD alignments and contributions).
+/// `POST /v1/explain`: why two texts match (RCMD alignments and contributions), with their
+/// cosine, W2, lexical similarity and P(duplicate).
 #[utoipa::path(post, path = "/v1/explain", request_body = ExplainRequest,
-    responses((status = 200, body = PairExplanation), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = PairExplanation), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn explain(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
@@ -152,10 +169,14 @@ pub async fn explain(
     let req: ExplainRequest = parse(body)?;
     check_text(&state, "a", &req.a)?;
     check_text(&state, "b", &req.b)?;
+    let weights = req.weights.map(Into::into).unwrap_or_default();
     let s = state.clone();
-    Ok(Json(
-        blocking(move || s.engine.explain_texts(&req.a, &req.b))
-            .await?
-            .into(),
-    ))
+    let out = blocking(move || match &req.collection {
+        Some(c) => s
+            .engine
+            .with_collection(c, |col| col.explain_texts(&req.a, &req.b, weights)),
+        None => s.engine.explain_texts(&req.a, &req.b, weights),
+    })
+    .await?;
+    Ok(Json(out.into()))
 }

@@ -18,6 +18,7 @@ use super::extract::{blocking, check_collection, query};
 use super::jobs::{JobSpec, JobStatus};
 use super::AppState;
 use crate::ingest::{Fields, Format};
+use crate::text::TextFormat;
 
 /// `POST /v1/collections/{c}/ingest` query: how to read the uploaded file.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -26,6 +27,9 @@ use crate::ingest::{Fields, Format};
 pub struct IngestParams {
     /// tsv | csv | jsonl | qqp (default: from `name`'s extension).
     pub format: Option<String>,
+    /// How the texts are written: `text` (default) or `html` (each document's visible text
+    /// is stored).
+    pub text_format: Option<String>,
     /// The file's name (for display and the default format).
     pub name: Option<String>,
     /// Id column / key (default `id`).
@@ -59,6 +63,10 @@ pub async fn upload(
         None => Format::from_path(std::path::Path::new(&name)),
     }
     .map_err(ApiError::from)?;
+    let text_format = match p.text_format.as_deref() {
+        Some(f) => f.parse::<TextFormat>().map_err(ApiError::from)?,
+        None => TextFormat::Text,
+    };
     let batch = p.batch.unwrap_or(256);
     if batch == 0 || batch > state.config.limits.max_batch {
         return Err(ApiError::invalid(format!(
@@ -99,6 +107,7 @@ pub async fn upload(
         name,
         path,
         format,
+        text_format,
         fields,
         batch,
     };

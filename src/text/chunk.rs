@@ -1,10 +1,32 @@
 //! Phrase chunks: splitting a text into the short phrases people align ("[ the black dog ]
 //! [ runs ] [ on the beach ]"), learned from the gold chunks of SemEval-2016 iSTS.
 //!
+//! A text is first cut into word *units* ([`units`]) as the BERT basic tokenizer cuts it: on
+//! whitespace, every punctuation character on its own, every CJK ideograph on its own. The
+//! [`Chunker`] then decides, left to right, whether each unit starts a new chunk: an averaged
+//! perceptron (Collins 2002) over string features of the unit and its neighbours (lower-cased
+//! words, suffixes, word shapes, closed word classes, whether it is glued to the unit before)
+//! and of its own earlier decisions. The shipped model ([`Chunker::builtin`]) is a small text
+//! file compiled into the binary, made by `kindred train chunker`.
+//!
 //! Also reads the bracketed chunk format of the iSTS `*.chunk.txt` files, the chunker's
-//! training data.
+//! training data, and scores chunkers on the pairs held out of training ([`held_out_scores`]).
+//! Pure: no model weights beyond the embedded file, no burn, no sled.
 
+use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::ops::Range;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use tokenizers::normalizers::bert::BertNormalizer;
+use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
+use tokenizers::{
+    NormalizedString, Normalizer, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer,
+};
+
+use crate::error::{io_err, InternalError, Result, UserError};
+use crate::score::stats::SplitMix64;
 
 /// One line of an iSTS `*.chunk.txt` file (`[ Former Nazi guard ] [ dead ] [ at 91 ]`): its
 /// tokens, and its chunks as ranges of token indices covering every token in order. Read
@@ -15,7 +37,7 @@ pub fn parse_bracketed(line: &str) -> Option<(Vec<String>, Vec<Range<usize>>)> {
     let mut tokens: Vec<String> = Vec::new();
     let mut chunks: Vec<Range<usize>> = Vec::new();
     let mut open: Option<usize> = None;
-    let mut close = |start: usize, end: usize, chunks: &mut Vec<Range<usize>>| {
+    let close = |start: usize, end: usize, chunks: &mut Vec<Range<usize>>| {
         if start < end {
             chunks.push(start..end);
         }
@@ -47,6 +69,904 @@ pub fn parse_bracketed(line: &str) -> Option<(Vec<String>, Vec<Range<usize>>)> {
     (!tokens.is_empty()).then_some((tokens, chunks))
 }
 
+/// The word units of `text` as char ranges (Unicode scalar values, as kindred's tokens count),
+/// cut as the BERT basic tokenizer cuts words before wordpieces: on whitespace; every
+/// punctuation character (Unicode P*, and every ASCII symbol such as `$`, `+`, `^`) is a unit
+/// of its own, as is every CJK ideograph; control characters belong to no unit. Case and
+/// accents are kept, so a unit's range reads back the text as written.
+pub fn units(text: &str) -> Vec<Range<usize>> {
+    let mut normalized = NormalizedString::from(text);
+    // Cleaning (control characters out) and spaces around CJK ideographs; no lower-casing and
+    // no accent stripping, which would not change where words break.
+    BertNormalizer::new(true, true, Some(false), false)
+        .normalize(&mut normalized)
+        .expect("the BERT normalizer cannot fail");
+    let mut pieces = PreTokenizedString::from(normalized);
+    BertPreTokenizer
+        .pre_tokenize(&mut pieces)
+        .expect("the BERT pre-tokenizer cannot fail");
+    pieces
+        .get_splits(OffsetReferential::Original, OffsetType::Char)
+        .into_iter()
+        .map(|(_, (start, end), _)| start..end)
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+/// A sentence as the chunker sees it: its units, whether each is glued to the one before (no
+/// space between them), and, in training data, whether each starts a chunk.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct UnitSentence {
+    units: Vec<String>,
+    glued: Vec<bool>,
+    starts: Vec<bool>,
+}
+
+impl UnitSentence {
+    /// The units of a raw text.
+    fn of_text(text: &str) -> (Self, Vec<Range<usize>>) {
+        let chars: Vec<char> = text.chars().collect();
+        let spans = units(text);
+        let units = spans
+            .iter()
+            .map(|r| chars[r.clone()].iter().collect())
+            .collect();
+        let glued = spans
+            .iter()
+            .enumerate()
+            .map(|(i, r)| i > 0 && spans[i - 1].end == r.start)
+            .collect();
+        let sentence = UnitSentence {
+            units,
+            glued,
+            starts: Vec::new(),
+        };
+        (sentence, spans)
+    }
+
+    /// The units of iSTS tokens with gold chunks (token ranges): a token that starts a chunk
+    /// makes its first unit start one; the other units of a token continue its chunk. Tokens
+    /// are space-separated, so only units of one token are glued, except the clitics the
+    /// Penn Treebank splits off (`'s`, `n't`), which raw text glues to the word before.
+    fn of_tokens(tokens: &[String], chunks: &[Range<usize>]) -> Self {
+        let mut chunk_starts = vec![false; tokens.len()];
+        for c in chunks {
+            if let Some(s) = chunk_starts.get_mut(c.start) {
+                *s = true;
+            }
+        }
+        let mut out = UnitSentence::default();
+        let mut pending_start = false;
+        for (token, &starts_chunk) in tokens.iter().zip(&chunk_starts) {
+            let token = ptb_token(token);
+            let chars: Vec<char> = token.chars().collect();
+            let spans = units(token);
+            pending_start |= starts_chunk;
+            let clitic = is_clitic(token);
+            for (j, r) in spans.iter().enumerate() {
+                let first_unit = out.units.is_empty();
+                out.units.push(chars[r.clone()].iter().collect());
+                out.glued.push(match j {
+                    0 => clitic && !first_unit,
+                    _ => spans[j - 1].end == r.start,
+                });
+                out.starts.push(first_unit || j == 0 && pending_start);
+            }
+            if !spans.is_empty() {
+                pending_start = false;
+            }
+        }
+        out
+    }
+
+    /// Chunks as unit ranges, from per-unit start flags.
+    fn ranges(starts: &[bool]) -> Vec<Range<usize>> {
+        let mut out: Vec<Range<usize>> = Vec::new();
+        for (i, &s) in starts.iter().enumerate() {
+            match out.last_mut() {
+                Some(last) if !s => last.end = i + 1,
+                _ => out.push(i..i + 1),
+            }
+        }
+        out
+    }
+}
+
+/// The raw text of a Penn Treebank bracket or quote token (`-LRB-` → `(`, ``` `` ``` → `"`).
+fn ptb_token(token: &str) -> &str {
+    match token {
+        "-LRB-" => "(",
+        "-RRB-" => ")",
+        "-LSB-" => "[",
+        "-RSB-" => "]",
+        "-LCB-" => "{",
+        "-RCB-" => "}",
+        "``" | "''" => "\"",
+        t => t,
+    }
+}
+
+/// Penn Treebank clitics, written glued to the word before.
+fn is_clitic(token: &str) -> bool {
+    matches!(
+        token.to_lowercase().as_str(),
+        "'s" | "'re" | "'ve" | "'ll" | "'d" | "'m" | "n't"
+    )
+}
+
+/// A coarse word class: closed-class words by list, the rest by shape and suffix. The lists
+/// are the function words of English that begin or continue phrases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Determiner,
+    Possessive,
+    Pronoun,
+    Preposition,
+    To,
+    Modal,
+    Auxiliary,
+    Negation,
+    Coordinator,
+    Subordinator,
+    Wh,
+    Adverb,
+    Punct,
+    Number,
+    Capitalized,
+    Gerund,
+    Past,
+    Adverbly,
+    Word,
+}
+
+impl Class {
+    fn of(word: &str, lower: &str) -> Class {
+        match lower {
+            "a" | "an" | "the" | "this" | "these" | "those" | "each" | "every" | "some" | "any"
+            | "no" | "another" | "all" | "both" | "either" | "neither" | "several" | "many"
+            | "few" | "much" | "more" | "most" => Class::Determiner,
+            "my" | "your" | "his" | "her" | "its" | "our" | "their" => Class::Possessive,
+            "i" | "you" | "he" | "she" | "it" | "we" | "they" | "me" | "him" | "us" | "them"
+            | "there" | "someone" | "something" | "one" | "nothing" | "everyone" => Class::Pronoun,
+            "about" | "above" | "across" | "after" | "against" | "along" | "amid" | "among"
+            | "around" | "as" | "at" | "before" | "behind" | "below" | "beneath" | "beside"
+            | "between" | "beyond" | "by" | "despite" | "down" | "during" | "except" | "for"
+            | "from" | "in" | "inside" | "into" | "like" | "near" | "of" | "off" | "on"
+            | "onto" | "out" | "outside" | "over" | "past" | "per" | "since" | "through"
+            | "throughout" | "toward" | "towards" | "under" | "underneath" | "until" | "unlike"
+            | "up" | "upon" | "via" | "with" | "within" | "without" => Class::Preposition,
+            "to" => Class::To,
+            "can" | "could" | "may" | "might" | "must" | "shall" | "should" | "will" | "would"
+            | "ll" => Class::Modal,
+            "am" | "is" | "are" | "was" | "were" | "be" | "been" | "being" | "has" | "have"
+            | "had" | "having" | "do" | "does" | "did" | "get" | "gets" | "got" => Class::Auxiliary,
+            "not" | "never" | "t" => Class::Negation,
+            "and" | "or" | "but" | "nor" | "&" => Class::Coordinator,
+            "because" | "if" | "although" | "though" | "while" | "whereas" | "unless" | "than"
+            | "so" | "then" => Class::Subordinator,
+            "who" | "whom" | "whose" | "which" | "what" | "where" | "when" | "why" | "how"
+            | "that" | "whether" => Class::Wh,
+            "still" | "also" | "just" | "very" | "only" | "already" | "even" | "too" | "now"
+            | "again" | "ever" | "almost" | "yet" | "here" | "together" | "away" | "back" => {
+                Class::Adverb
+            }
+            _ => {
+                let first = word.chars().next().unwrap_or(' ');
+                if !first.is_alphanumeric() {
+                    Class::Punct
+                } else if word.chars().any(|c| c.is_ascii_digit()) {
+                    Class::Number
+                } else if first.is_uppercase() {
+                    Class::Capitalized
+                } else if lower.ends_with("ing") && lower.chars().count() > 4 {
+                    Class::Gerund
+                } else if lower.ends_with("ed") && lower.chars().count() > 3 {
+                    Class::Past
+                } else if lower.ends_with("ly") && lower.chars().count() > 4 {
+                    Class::Adverbly
+                } else {
+                    Class::Word
+                }
+            }
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Class::Determiner => "DT",
+            Class::Possessive => "PS",
+            Class::Pronoun => "PR",
+            Class::Preposition => "IN",
+            Class::To => "TO",
+            Class::Modal => "MD",
+            Class::Auxiliary => "AX",
+            Class::Negation => "NG",
+            Class::Coordinator => "CC",
+            Class::Subordinator => "SC",
+            Class::Wh => "WH",
+            Class::Adverb => "RB",
+            Class::Punct => "P",
+            Class::Number => "D",
+            Class::Capitalized => "C",
+            Class::Gerund => "G",
+            Class::Past => "V",
+            Class::Adverbly => "LY",
+            Class::Word => "W",
+        }
+    }
+}
+
+/// A word's shape: upper-case letters X, lower-case x, digits d, anything else itself; runs of
+/// one kind collapsed, at most four kinds ("McDonald's" → "XxXx").
+fn shape(word: &str) -> String {
+    let mut out = String::new();
+    for c in word.chars() {
+        let k = if c.is_uppercase() {
+            'X'
+        } else if c.is_lowercase() {
+            'x'
+        } else if c.is_numeric() {
+            'd'
+        } else if c.is_alphabetic() {
+            'a'
+        } else {
+            c
+        };
+        if !out.ends_with(k) {
+            out.push(k);
+        }
+        if out.chars().count() >= 4 {
+            break;
+        }
+    }
+    out
+}
+
+/// What the features see of a sentence: each unit lower-cased, with its class and shape.
+struct Context<'a> {
+    lower: Vec<String>,
+    class: Vec<Class>,
+    shape: Vec<String>,
+    glued: &'a [bool],
+}
+
+impl<'a> Context<'a> {
+    fn new(units: &[impl AsRef<str>], glued: &'a [bool]) -> Self {
+        let lower: Vec<String> = units.iter().map(|u| u.as_ref().to_lowercase()).collect();
+        let class = units
+            .iter()
+            .zip(&lower)
+            .map(|(u, l)| Class::of(u.as_ref(), l))
+            .collect();
+        let shape = units.iter().map(|u| shape(u.as_ref())).collect();
+        Context {
+            lower,
+            class,
+            shape,
+            glued,
+        }
+    }
+
+    fn word(&self, i: isize) -> &str {
+        match usize::try_from(i) {
+            Ok(i) if i < self.lower.len() => &self.lower[i],
+            Ok(_) => "</s>",
+            Err(_) => "<s>",
+        }
+    }
+
+    fn class(&self, i: isize) -> &'static str {
+        match usize::try_from(i) {
+            Ok(i) if i < self.class.len() => self.class[i].name(),
+            Ok(_) => "</s>",
+            Err(_) => "<s>",
+        }
+    }
+
+    fn shape(&self, i: isize) -> &str {
+        match usize::try_from(i) {
+            Ok(i) if i < self.shape.len() => &self.shape[i],
+            _ => "-",
+        }
+    }
+
+    fn glued(&self, i: usize) -> bool {
+        self.glued.get(i).copied().unwrap_or(false)
+    }
+}
+
+/// The decisions so far that the features of the next unit see.
+#[derive(Debug, Clone, Copy)]
+struct History {
+    /// The unit before started a chunk.
+    previous_started: bool,
+    /// Units in the chunk so far.
+    length: usize,
+    /// Where the chunk so far started.
+    chunk_start: usize,
+}
+
+impl History {
+    /// Before the second unit.
+    const START: History = History {
+        previous_started: true,
+        length: 1,
+        chunk_start: 0,
+    };
+}
+
+/// Feature template version, written in the model file: a model is read only by the code
+/// whose features it was trained on.
+const FORMAT: &str = "kindred-chunker 1";
+
+/// Calls `emit` with every feature of unit `i` (i ≥ 1) given the decisions so far: the unit
+/// and its neighbours (words two either side; suffixes; shapes; classes and their n-grams),
+/// whether it and the next unit are glued to the unit before, and the chunk so far (did the
+/// unit before start it, its length, its first unit's class).
+fn features(cx: &Context<'_>, i: usize, h: History, mut emit: impl FnMut(&str)) {
+    let mut buf = String::new();
+    let mut f = |args: std::fmt::Arguments<'_>| {
+        buf.clear();
+        buf.write_fmt(args)
+            .expect("writing to a String cannot fail");
+        emit(&buf);
+    };
+    let (glued, next_glued) = (cx.glued(i), cx.glued(i + 1));
+    let i = i as isize;
+    let (w0, wp, wn) = (cx.word(i), cx.word(i - 1), cx.word(i + 1));
+    let (c0, cp, cn) = (cx.class(i), cx.class(i - 1), cx.class(i + 1));
+    f(format_args!("b"));
+    f(format_args!("w {w0}"));
+    f(format_args!("w-1 {wp}"));
+    f(format_args!("w+1 {wn}"));
+    f(format_args!("w-2 {}", cx.word(i - 2)));
+    f(format_args!("w+2 {}", cx.word(i + 2)));
+    f(format_args!("ww-1 {wp} {w0}"));
+    f(format_args!("ww+1 {w0} {wn}"));
+    for (name, word, k) in [
+        ("s2", w0, 2),
+        ("s3", w0, 3),
+        ("s3-1", wp, 3),
+        ("s3+1", wn, 3),
+    ] {
+        if let Some(s) = suffix(word, k) {
+            f(format_args!("{name} {s}"));
+        }
+    }
+    f(format_args!("sh {}", cx.shape(i)));
+    f(format_args!("sh-1 {}", cx.shape(i - 1)));
+    f(format_args!("sh+1 {}", cx.shape(i + 1)));
+    f(format_args!("c {c0}"));
+    f(format_args!("c-1 {cp}"));
+    f(format_args!("c+1 {cn}"));
+    f(format_args!("cc-1 {cp} {c0}"));
+    f(format_args!("cc+1 {c0} {cn}"));
+    f(format_args!("ccc {} {cp} {c0}", cx.class(i - 2)));
+    f(format_args!("ccc+1 {cp} {c0} {cn}"));
+    f(format_args!("cw-1 {cp} {w0}"));
+    f(format_args!("wc+1 {w0} {cn}"));
+    f(format_args!("g {glued} {c0}"));
+    f(format_args!("g+1 {next_glued}"));
+    let first = cx.class(h.chunk_start as isize);
+    f(format_args!("h {} {c0}", h.previous_started));
+    f(format_args!("len {}", h.length.min(4)));
+    f(format_args!("first {first} {c0}"));
+    f(format_args!("first {first} {c0} {cn}"));
+}
+
+/// The last `k` chars of a word longer than `k` chars.
+fn suffix(word: &str, k: usize) -> Option<&str> {
+    let n = word.chars().count();
+    (n > k).then(|| {
+        let (at, _) = word.char_indices().nth(n - k).expect("n > k chars");
+        &word[at..]
+    })
+}
+
+/// A phrase chunker: for every unit after the first, whether it starts a chunk; a linear model
+/// over string features, decided greedily left to right.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Chunker {
+    weights: HashMap<String, f32>,
+}
+
+/// How one epoch of training went.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Epoch {
+    /// 1-based.
+    pub epoch: usize,
+    /// Decisions (units after a sentence's first) made in the epoch.
+    pub decisions: usize,
+    /// Of those, the ones the model got wrong (and learned from).
+    pub mistakes: usize,
+}
+
+/// The shipped model: `kindred train chunker --data ../shared/data/ists2016_train --out
+/// src/text/chunker.model`.
+const BUILTIN: &str = include_str!("chunker.model");
+
+impl Chunker {
+    /// The model compiled into kindred, trained on the SemEval-2016 iSTS training pairs
+    /// (pairs whose id is divisible by 5 held out), parsed on first use.
+    pub fn builtin() -> &'static Chunker {
+        static MODEL: OnceLock<Chunker> = OnceLock::new();
+        MODEL
+            .get_or_init(|| Chunker::from_text(BUILTIN).expect("the embedded chunker model parses"))
+    }
+
+    /// Chunks of `units` (words, each separated from the next by a space), as ranges of unit
+    /// indices covering every unit in order.
+    pub fn chunk_units(&self, units: &[&str]) -> Vec<Range<usize>> {
+        UnitSentence::ranges(&self.starts(units, &vec![false; units.len()]))
+    }
+
+    /// Chunks of `text` as char ranges, each from its first unit's start to its last unit's
+    /// end (so the spaces between chunks belong to none).
+    pub fn chunk(&self, text: &str) -> Vec<Range<usize>> {
+        let (sentence, spans) = UnitSentence::of_text(text);
+        UnitSentence::ranges(&self.starts(&sentence.units, &sentence.glued))
+            .into_iter()
+            .map(|r| spans[r.start].start..spans[r.end - 1].end)
+            .collect()
+    }
+
+    /// Per unit, whether it starts a chunk (the first always does).
+    fn starts(&self, units: &[impl AsRef<str>], glued: &[bool]) -> Vec<bool> {
+        let cx = Context::new(units, glued);
+        let mut out = Vec::with_capacity(units.len());
+        out.extend(units.first().map(|_| true));
+        let mut h = History::START;
+        for i in 1..units.len() {
+            let mut score = 0.0;
+            features(&cx, i, h, |f| {
+                score += self.weights.get(f).copied().unwrap_or(0.0)
+            });
+            let start = score > 0.0;
+            h = advance(h, i, start);
+            out.push(start);
+        }
+        out
+    }
+
+    /// Trains on iSTS sentences (tokens and gold chunks as [`parse_bracketed`] returns them)
+    /// for `epochs` passes.
+    pub fn train(sentences: &[(Vec<String>, Vec<Range<usize>>)], epochs: usize) -> Chunker {
+        Chunker::train_with(sentences, epochs, |_| {})
+    }
+
+    /// [`Chunker::train`], reporting each epoch to `progress`. An averaged perceptron: the
+    /// sentences in a fixed-seed shuffled order each epoch, each unit decided greedily with the
+    /// model's own earlier decisions as history, every mistake adding the gold decision's
+    /// sign (+1 starts a chunk) to its features' weights; the model is the average of the
+    /// weights over all steps. Features seen only once are left out, and the model is pruned
+    /// of its smallest weights. Deterministic: the same sentences give the same model.
+    pub fn train_with(
+        sentences: &[(Vec<String>, Vec<Range<usize>>)],
+        epochs: usize,
+        mut progress: impl FnMut(Epoch),
+    ) -> Chunker {
+        let data: Vec<UnitSentence> = sentences
+            .iter()
+            .map(|(t, c)| UnitSentence::of_tokens(t, c))
+            .collect();
+        let contexts: Vec<Context<'_>> = data
+            .iter()
+            .map(|s| Context::new(&s.units, &s.glued))
+            .collect();
+        // Features seen fewer than MIN_COUNT times (along the gold decisions) are left out.
+        let mut counts: HashMap<String, u32> = HashMap::new();
+        for (sentence, cx) in data.iter().zip(&contexts) {
+            let mut h = History::START;
+            for i in 1..sentence.units.len() {
+                features(cx, i, h, |f| match counts.get_mut(f) {
+                    Some(n) => *n += 1,
+                    None => {
+                        counts.insert(f.to_string(), 1);
+                    }
+                });
+                h = advance(h, i, sentence.starts[i]);
+            }
+        }
+        let names: Vec<String> = counts
+            .into_iter()
+            .filter(|&(_, n)| n >= MIN_COUNT)
+            .map(|(f, _)| f)
+            .collect();
+        let ids: HashMap<&str, usize> = names
+            .iter()
+            .enumerate()
+            .map(|(id, f)| (f.as_str(), id))
+            .collect();
+        let mut perceptron = Perceptron::new(names.len());
+        let mut rng = SplitMix64(0x0063_6875_6e6b_6572);
+        let mut fired = Vec::new();
+        for epoch in 1..=epochs {
+            let mut report = Epoch {
+                epoch,
+                decisions: 0,
+                mistakes: 0,
+            };
+            for s in rng.permutation(data.len()) {
+                let (sentence, cx) = (&data[s], &contexts[s]);
+                let mut h = History::START;
+                for i in 1..sentence.units.len() {
+                    fired.clear();
+                    features(cx, i, h, |f| fired.extend(ids.get(f)));
+                    let gold = sentence.starts[i];
+                    let start = perceptron.learn(&fired, gold);
+                    report.decisions += 1;
+                    report.mistakes += usize::from(start != gold);
+                    h = advance(h, i, start);
+                }
+            }
+            progress(report);
+        }
+        let weights = names
+            .iter()
+            .zip(perceptron.averaged())
+            .filter(|&(_, w)| w != 0.0)
+            .map(|(f, w)| (f.clone(), w))
+            .collect();
+        Chunker { weights }.quantized()
+    }
+
+    /// The weights scaled to integers of at most [`QUANT`] (the decisions are the same up to
+    /// rounding), the smallest dropped: a compact model file.
+    fn quantized(self) -> Chunker {
+        let max = self.weights.values().fold(0.0f32, |m, w| m.max(w.abs()));
+        if max == 0.0 {
+            return self;
+        }
+        let weights = self
+            .weights
+            .into_iter()
+            .map(|(f, w)| (f, (w / max * QUANT).round()))
+            .filter(|&(_, w)| w.abs() >= MIN_WEIGHT)
+            .collect();
+        Chunker { weights }
+    }
+
+    /// Features with a weight.
+    pub fn len(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// True for a model with no weights (every unit continues the first chunk).
+    pub fn is_empty(&self) -> bool {
+        self.weights.is_empty()
+    }
+
+    /// The model as text: a header line, then one `weight feature` line per feature, sorted.
+    pub fn to_text(&self) -> String {
+        let mut lines: Vec<(&String, f32)> = self.weights.iter().map(|(f, &w)| (f, w)).collect();
+        lines.sort_by(|a, b| a.0.cmp(b.0));
+        let mut out = format!(
+            "{FORMAT}\n# An averaged perceptron over unit features (src/text/chunk.rs): a unit \
+             starts a chunk when its features' weights sum above 0. {} features.\n",
+            lines.len()
+        );
+        for (f, w) in lines {
+            writeln!(out, "{w} {f}").expect("writing to a String cannot fail");
+        }
+        out
+    }
+
+    /// Reads a model written by [`Chunker::to_text`].
+    pub fn from_text(text: &str) -> Result<Chunker> {
+        let corrupt = |line: usize, why: &str| {
+            InternalError::Corrupt(format!("chunker model, line {line}: {why}")).into()
+        };
+        let mut lines = text.lines().enumerate();
+        match lines.next() {
+            Some((_, header)) if header.trim_end() == FORMAT => {}
+            Some((_, header)) => {
+                return Err(corrupt(
+                    1,
+                    &format!(
+                        "header {header:?} is not {FORMAT:?}: a model of another kindred version"
+                    ),
+                ))
+            }
+            None => return Err(corrupt(1, "empty file")),
+        }
+        let mut weights = HashMap::new();
+        for (n, line) in lines {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (w, feature) = line
+                .split_once(' ')
+                .ok_or_else(|| corrupt(n + 1, "expected `weight feature`"))?;
+            let w: f32 = w
+                .parse()
+                .ok()
+                .filter(|w: &f32| w.is_finite())
+                .ok_or_else(|| corrupt(n + 1, &format!("weight {w:?} is not a number")))?;
+            if weights.insert(feature.to_string(), w).is_some() {
+                return Err(corrupt(
+                    n + 1,
+                    &format!("feature {feature:?} appears twice"),
+                ));
+            }
+        }
+        Ok(Chunker { weights })
+    }
+}
+
+/// Features seen fewer times than this in training are left out of the model.
+const MIN_COUNT: u32 = 2;
+/// Largest quantized weight.
+const QUANT: f32 = 999.0;
+/// Quantized weights below this are dropped.
+const MIN_WEIGHT: f32 = 30.0;
+
+/// The history after deciding unit `i`.
+fn advance(h: History, i: usize, start: bool) -> History {
+    if start {
+        History {
+            previous_started: true,
+            length: 1,
+            chunk_start: i,
+        }
+    } else {
+        History {
+            previous_started: false,
+            length: h.length + 1,
+            chunk_start: h.chunk_start,
+        }
+    }
+}
+
+/// A binary averaged perceptron over feature ids, with the lazy-averaging trick (Daumé III):
+/// `total[f]` sums `step × update`, so the average weight is `w − total / step`.
+#[derive(Debug)]
+struct Perceptron {
+    w: Vec<f32>,
+    total: Vec<f64>,
+    step: u64,
+}
+
+impl Perceptron {
+    fn new(features: usize) -> Self {
+        Perceptron {
+            w: vec![0.0; features],
+            total: vec![0.0; features],
+            step: 0,
+        }
+    }
+
+    /// Decides on `features`, learns from `gold`, returns the decision made before learning.
+    fn learn(&mut self, features: &[usize], gold: bool) -> bool {
+        self.step += 1;
+        let score: f32 = features.iter().map(|&f| self.w[f]).sum();
+        let predicted = score > 0.0;
+        if predicted != gold {
+            let y = if gold { 1.0 } else { -1.0 };
+            for &f in features {
+                self.w[f] += y;
+                self.total[f] += self.step as f64 * y as f64;
+            }
+        }
+        predicted
+    }
+
+    fn averaged(&self) -> Vec<f32> {
+        let step = self.step.max(1) as f64;
+        self.w
+            .iter()
+            .zip(&self.total)
+            .map(|(&w, &t)| (w as f64 - t / step) as f32)
+            .collect()
+    }
+}
+
+/// Exact-chunk counts: a predicted chunk is correct when both its boundaries match a gold
+/// chunk's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChunkCounts {
+    /// Predicted chunks that match a gold chunk.
+    pub correct: usize,
+    /// Predicted chunks.
+    pub predicted: usize,
+    /// Gold chunks.
+    pub gold: usize,
+}
+
+impl ChunkCounts {
+    /// Counts of one sentence's chunks (unit ranges).
+    pub fn of(predicted: &[Range<usize>], gold: &[Range<usize>]) -> Self {
+        let correct = predicted.iter().filter(|p| gold.contains(p)).count();
+        ChunkCounts {
+            correct,
+            predicted: predicted.len(),
+            gold: gold.len(),
+        }
+    }
+
+    /// Correct / predicted.
+    pub fn precision(&self) -> f64 {
+        ratio(self.correct, self.predicted)
+    }
+
+    /// Correct / gold.
+    pub fn recall(&self) -> f64 {
+        ratio(self.correct, self.gold)
+    }
+
+    /// Harmonic mean of precision and recall.
+    pub fn f1(&self) -> f64 {
+        ratio(2 * self.correct, self.predicted + self.gold)
+    }
+}
+
+impl std::ops::AddAssign for ChunkCounts {
+    fn add_assign(&mut self, o: Self) {
+        self.correct += o.correct;
+        self.predicted += o.predicted;
+        self.gold += o.gold;
+    }
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// One sentence of an iSTS chunk file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IstsSentence {
+    /// The data set (`headlines`, `images`, `answers-students`, …).
+    pub genre: String,
+    /// The pair id: the 1-based line number.
+    pub pair: usize,
+    /// Tokens and gold chunks, as [`parse_bracketed`] reads the line.
+    pub tokens: Vec<String>,
+    /// Gold chunks as token ranges.
+    pub chunks: Vec<Range<usize>>,
+}
+
+impl IstsSentence {
+    /// Pairs whose id is divisible by 5 are held out of training, fixed up front so every
+    /// chunker is measured on the same unseen pairs.
+    pub fn held_out(&self) -> bool {
+        self.pair.is_multiple_of(5)
+    }
+}
+
+/// Every sentence of the iSTS chunk files in `dir` (`STSint.input.GENRE.sent{1,2}.chunk.txt`,
+/// genres in name order, both sentences of each pair).
+pub fn read_ists_chunks(dir: &Path) -> Result<Vec<IstsSentence>> {
+    let read_dir = std::fs::read_dir(dir).map_err(io_err(format!("reading {}", dir.display())))?;
+    let mut files: Vec<(String, std::path::PathBuf)> = Vec::new();
+    for entry in read_dir {
+        let path = entry
+            .map_err(io_err(format!("reading {}", dir.display())))?
+            .path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let genre = name
+            .strip_prefix("STSint.input.")
+            .and_then(|n| n.strip_suffix(".chunk.txt"))
+            .and_then(|n| {
+                n.strip_suffix(".sent1")
+                    .or_else(|| n.strip_suffix(".sent2"))
+            });
+        if let Some(genre) = genre {
+            files.push((genre.to_string(), path.clone()));
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(UserError::InvalidArgument {
+            name: "iSTS data directory",
+            reason: format!(
+                "{} holds no STSint.input.GENRE.sent1.chunk.txt file: give the directory of the \
+                 SemEval-2016 iSTS training files (e.g. ../shared/data/ists2016_train)",
+                dir.display()
+            ),
+        }
+        .into());
+    }
+    let mut out = Vec::new();
+    for (genre, path) in files {
+        let raw = std::fs::read(&path).map_err(io_err(format!("reading {}", path.display())))?;
+        for (i, line) in String::from_utf8_lossy(&raw).lines().enumerate() {
+            if let Some((tokens, chunks)) = parse_bracketed(line) {
+                out.push(IstsSentence {
+                    genre: genre.clone(),
+                    pair: i + 1,
+                    tokens,
+                    chunks,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A way of chunking, to score side by side.
+#[derive(Debug, Clone, Copy)]
+pub enum Method<'a> {
+    /// A learned chunker.
+    Model(&'a Chunker),
+    /// Every unit a chunk of its own.
+    EveryUnit,
+    /// Hand-written rules over the word classes: a chunk starts at a preposition, "to", a
+    /// conjunction, a wh-word, a determiner or pronoun not after a preposition, an auxiliary
+    /// or modal not after another, a word ending in -ing or -ed not after an auxiliary, "to"
+    /// or a determiner, a spaced punctuation mark and the unit after it.
+    Rules,
+}
+
+impl Method<'_> {
+    fn starts(&self, s: &UnitSentence) -> Vec<bool> {
+        match self {
+            Method::Model(c) => c.starts(&s.units, &s.glued),
+            Method::EveryUnit => vec![true; s.units.len()],
+            Method::Rules => rule_starts(s),
+        }
+    }
+}
+
+fn rule_starts(s: &UnitSentence) -> Vec<bool> {
+    let cx = Context::new(&s.units, &s.glued);
+    (0..s.units.len())
+        .map(|i| {
+            if i == 0 {
+                return true;
+            }
+            let (c, p) = (cx.class[i], cx.class[i - 1]);
+            let spaced_punct = |j: usize| cx.class[j] == Class::Punct && !cx.glued(j);
+            use Class::*;
+            spaced_punct(i)
+                || spaced_punct(i - 1)
+                || matches!(c, Preposition | To | Coordinator | Subordinator | Wh)
+                || matches!(c, Determiner | Possessive | Pronoun)
+                    && !matches!(p, Preposition | To | Determiner)
+                || matches!(c, Auxiliary | Modal) && !matches!(p, Auxiliary | Modal | Negation)
+                || matches!(c, Gerund | Past)
+                    && !matches!(
+                        p,
+                        Auxiliary | Modal | Negation | To | Determiner | Possessive
+                    )
+        })
+        .collect()
+}
+
+/// Exact-chunk counts of `method` on `sentences` (chunks over units).
+pub fn score(method: Method<'_>, sentences: &[&IstsSentence]) -> ChunkCounts {
+    let mut counts = ChunkCounts::default();
+    for s in sentences {
+        let units = UnitSentence::of_tokens(&s.tokens, &s.chunks);
+        let predicted = UnitSentence::ranges(&method.starts(&units));
+        counts += ChunkCounts::of(&predicted, &UnitSentence::ranges(&units.starts));
+    }
+    counts
+}
+
+/// Scores of `method` on the held-out sentences: per genre in order, then all together
+/// (genre `"all"`).
+pub fn held_out_scores(
+    method: Method<'_>,
+    sentences: &[IstsSentence],
+) -> Vec<(String, ChunkCounts)> {
+    let held: Vec<&IstsSentence> = sentences.iter().filter(|s| s.held_out()).collect();
+    let mut genres: Vec<&str> = held.iter().map(|s| s.genre.as_str()).collect();
+    genres.dedup();
+    let mut out: Vec<(String, ChunkCounts)> = genres
+        .into_iter()
+        .map(|g| {
+            let of_genre: Vec<&IstsSentence> =
+                held.iter().copied().filter(|s| s.genre == g).collect();
+            (g.to_string(), score(method, &of_genre))
+        })
+        .collect();
+    out.push(("all".to_string(), score(method, &held)));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,8 +979,183 @@ mod tests {
         assert_eq!(chunks, [0..3, 3..4, 4..6]);
         // The released files' oddities.
         let chunks_of = |l: &str| parse_bracketed(l).expect("parses").1;
-        assert_eq!(chunks_of("[ is ] [ in [ a path ] [ but ]"), [0..1, 1..2, 2..4, 4..5]);
+        assert_eq!(
+            chunks_of("[ is ] [ in [ a path ] [ but ]"),
+            [0..1, 1..2, 2..4, 4..5]
+        );
         assert_eq!(chunks_of("[ a ] b ] [ c"), [0..1, 1..2, 2..3]);
         assert!(parse_bracketed(" [ ] ").is_none());
+    }
+
+    fn unit_texts(text: &str) -> Vec<String> {
+        let chars: Vec<char> = text.chars().collect();
+        units(text)
+            .into_iter()
+            .map(|r| chars[r].iter().collect())
+            .collect()
+    }
+
+    #[test]
+    fn units_split_like_bert() {
+        assert_eq!(units("Hello, world!"), [0..5, 5..6, 7..12, 12..13]);
+        assert_eq!(
+            unit_texts("U.S. don't pay $5+tax"),
+            ["U", ".", "S", ".", "don", "'", "t", "pay", "$", "5", "+", "tax"]
+        );
+        // Char offsets, not bytes: "é" is two bytes, one char.
+        assert_eq!(units("café au lait."), [0..4, 5..7, 8..12, 12..13]);
+        assert_eq!(
+            unit_texts("naïve «quote» — yes"),
+            ["naïve", "«", "quote", "»", "—", "yes"]
+        );
+        // Every CJK ideograph is a unit; kana and hangul words are not cut.
+        assert_eq!(unit_texts("我爱北京 ok"), ["我", "爱", "北", "京", "ok"]);
+        assert_eq!(units("  \t\n "), Vec::<Range<usize>>::new());
+        // Control characters belong to no unit and do not cut a word.
+        assert_eq!(units("a\u{0}b c"), [0..3, 4..5]);
+    }
+
+    #[test]
+    fn tokens_become_units_with_their_chunk_starts() {
+        let (tokens, chunks) = parse_bracketed(
+            "[ The U.S. ] [ is ] [ in a closed path. ] [ Japan 's yuan ] [ -LRB- up -RRB- ]",
+        )
+        .expect("parses");
+        let s = UnitSentence::of_tokens(&tokens, &chunks);
+        assert_eq!(
+            s.units,
+            [
+                "The", "U", ".", "S", ".", "is", "in", "a", "closed", "path", ".", "Japan", "'",
+                "s", "yuan", "(", "up", ")"
+            ]
+        );
+        let starts: Vec<usize> = (0..s.starts.len()).filter(|&i| s.starts[i]).collect();
+        assert_eq!(starts, [0, 5, 6, 11, 15]);
+        let glued: Vec<usize> = (0..s.glued.len()).filter(|&i| s.glued[i]).collect();
+        // Inside "U.S." and "path.", and the clitic "'s" glued to "Japan" as raw text has it.
+        assert_eq!(glued, [2, 3, 4, 10, 12, 13]);
+        assert_eq!(
+            UnitSentence::ranges(&s.starts),
+            [0..5, 5..6, 6..11, 11..15, 15..18]
+        );
+    }
+
+    /// Sentences of filler words where a chunk starts at every "the" and at every "on".
+    fn toy_sentences(n: usize) -> Vec<(Vec<String>, Vec<Range<usize>>)> {
+        let fillers = ["dog", "cat", "runs", "sleeps", "big", "red", "house", "mat"];
+        let mut rng = SplitMix64(7);
+        (0..n)
+            .map(|_| {
+                let mut tokens = vec!["the".to_string()];
+                for _ in 0..3 + rng.below(8) {
+                    let t = match rng.below(6) {
+                        0 => "the",
+                        1 => "on",
+                        _ => fillers[rng.below(fillers.len())],
+                    };
+                    tokens.push(t.to_string());
+                }
+                let mut starts: Vec<usize> = (0..tokens.len())
+                    .filter(|&i| i == 0 || tokens[i] == "the" || tokens[i] == "on")
+                    .collect();
+                starts.push(tokens.len());
+                let chunks = starts.windows(2).map(|w| w[0]..w[1]).collect();
+                (tokens, chunks)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn learns_an_obvious_rule() {
+        let chunker = Chunker::train(&toy_sentences(200), 5);
+        let units = [
+            "the", "red", "cat", "sleeps", "on", "the", "mat", "the", "dog",
+        ];
+        assert_eq!(chunker.chunk_units(&units), [0..4, 4..5, 5..7, 7..9]);
+        assert_eq!(chunker.chunk("the big dog  runs the mat"), [0..17, 18..25]);
+        assert_eq!(chunker.chunk("the cat on the mat"), [0..7, 8..10, 11..18]);
+        // Held-out toy sentences: every chunk right.
+        let test = toy_sentences(250).split_off(200);
+        let scored: Vec<IstsSentence> = test
+            .into_iter()
+            .map(|(tokens, chunks)| IstsSentence {
+                genre: "toy".into(),
+                pair: 5,
+                tokens,
+                chunks,
+            })
+            .collect();
+        let all: Vec<&IstsSentence> = scored.iter().collect();
+        let counts = score(Method::Model(&chunker), &all);
+        assert_eq!(counts.correct, counts.gold, "{counts:?}");
+        assert_eq!(counts.f1(), 1.0);
+        // Training is deterministic.
+        assert_eq!(Chunker::train(&toy_sentences(200), 5), chunker);
+        assert!(chunker.chunk_units(&[]).is_empty());
+        assert_eq!(chunker.chunk("  "), Vec::<Range<usize>>::new());
+    }
+
+    #[test]
+    fn model_text_round_trips() {
+        let chunker = Chunker::train(&toy_sentences(100), 3);
+        assert!(!chunker.is_empty());
+        let text = chunker.to_text();
+        assert!(text.starts_with("kindred-chunker 1\n"));
+        let back = Chunker::from_text(&text).expect("parses");
+        assert_eq!(back, chunker);
+        assert_eq!(back.to_text(), text);
+
+        let err = |t: &str| Chunker::from_text(t).expect_err("refused").to_string();
+        assert_eq!(
+            err("kindred-chunker 9\n1 b\n"),
+            "corrupt data: chunker model, line 1: header \"kindred-chunker 9\" is not \
+             \"kindred-chunker 1\": a model of another kindred version"
+        );
+        assert_eq!(
+            err("kindred-chunker 1\n# note\nx b\n"),
+            "corrupt data: chunker model, line 3: weight \"x\" is not a number"
+        );
+        assert_eq!(
+            err("kindred-chunker 1\n3\n"),
+            "corrupt data: chunker model, line 2: expected `weight feature`"
+        );
+        assert_eq!(
+            err("kindred-chunker 1\n3 w a\n4 w a\n"),
+            "corrupt data: chunker model, line 3: feature \"w a\" appears twice"
+        );
+        assert!(err("").contains("empty file"));
+    }
+
+    #[test]
+    fn the_builtin_model_chunks_a_sentence() {
+        let chunker = Chunker::builtin();
+        assert!(chunker.len() > 1000, "{} features", chunker.len());
+        let text = "A black dog is running on the beach.";
+        let chars: Vec<char> = text.chars().collect();
+        let chunks: Vec<String> = chunker
+            .chunk(text)
+            .into_iter()
+            .map(|r| chars[r].iter().collect())
+            .collect();
+        assert_eq!(chunks, ["A black dog", "is running", "on the beach."]);
+        let units = ["Two", "women", "sitting", "outside", "laughing", "."];
+        assert_eq!(chunker.chunk_units(&units), [0..2, 2..3, 3..4, 4..5, 5..6]);
+    }
+
+    #[test]
+    fn counts_exact_chunks() {
+        let c = ChunkCounts::of(&[0..2, 2..3, 3..5], &[0..2, 2..5]);
+        assert_eq!(
+            c,
+            ChunkCounts {
+                correct: 1,
+                predicted: 3,
+                gold: 2
+            }
+        );
+        assert!((c.precision() - 1.0 / 3.0).abs() < 1e-12);
+        assert!((c.recall() - 0.5).abs() < 1e-12);
+        assert!((c.f1() - 0.4).abs() < 1e-12);
+        assert_eq!(ChunkCounts::default().f1(), 0.0);
     }
 }

@@ -1,5 +1,7 @@
 //! Wordpiece tokenization from a Hugging Face `tokenizer.json`, with char offsets, the
-//! special-token mask and truncation at the model's maximum length.
+//! special-token mask and truncation at the model's maximum length. Texts are normalized
+//! first ([`super::normalize`]: character references decoded, whitespace collapsed); the
+//! offsets point into the text as given.
 
 use std::path::Path;
 
@@ -7,6 +9,7 @@ use tokenizers::{
     PaddingParams, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy,
 };
 
+use super::normalize::normalize;
 use crate::error::{InternalError, Result, UserError};
 use crate::types::Token;
 
@@ -80,15 +83,19 @@ impl TextTokenizer {
         self.max_len
     }
 
-    /// Tokenizes one text. `index` is the text's position in the caller's request, for errors.
-    /// Errors: empty/whitespace-only text, or a text that yields no content token.
+    /// Tokenizes one text: its normalized form ([`normalize`]: `What&#39;s` is read as
+    /// `What's`), with each token's offsets mapped back into `text` (a piece of `café` written
+    /// `caf&eacute;` spans those 11 chars). `index` is the text's position in the caller's
+    /// request, for errors. Errors: a text that is empty once normalized (whitespace,
+    /// `&nbsp;`), or one that yields no content token.
     pub fn tokenize(&self, text: &str, index: usize) -> Result<Tokenized> {
-        if text.trim().is_empty() {
+        let norm = normalize(text);
+        if norm.text.is_empty() {
             return Err(UserError::EmptyText { index }.into());
         }
         let enc = self
             .inner
-            .encode_char_offsets(text, true)
+            .encode_char_offsets(norm.text.as_ref(), true)
             .map_err(|e| InternalError::Tokenizer(e.to_string()))?;
         let special: Vec<bool> = enc
             .get_special_tokens_mask()
@@ -102,11 +109,14 @@ impl TextTokenizer {
             .zip(enc.get_offsets())
             .zip(&special)
             .filter(|(_, &s)| !s)
-            .map(|(((t, &id), &(start, end)), _)| Token {
-                text: t.clone(),
-                id,
-                start,
-                end,
+            .map(|(((t, &id), &(start, end)), _)| {
+                let original = norm.to_original(start..end);
+                Token {
+                    text: t.clone(),
+                    id,
+                    start: original.start,
+                    end: original.end,
+                }
             })
             .collect();
         if tokens.is_empty() {
@@ -122,5 +132,92 @@ impl TextTokenizer {
             tokens,
             truncated: !enc.get_overflowing().is_empty(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A BERT-style `tokenizer.json` (uncased, accents stripped, wordpiece) with a tiny vocabulary.
+    fn tiny() -> (tempfile::TempDir, TextTokenizer) {
+        let vocab = [
+            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "what", "'", "s", "the", "best", "cafe", "in",
+            "doha", "?", "&", "#", "39", ";", "eacute", "caf", "##e",
+        ];
+        let vocab: serde_json::Map<String, serde_json::Value> = vocab
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.to_string(), i.into()))
+            .collect();
+        let special = |id: usize, content: &str| {
+            serde_json::json!({ "id": id, "content": content, "single_word": false, "lstrip": false,
+                "rstrip": false, "normalized": false, "special": true })
+        };
+        let json = serde_json::json!({
+            "version": "1.0",
+            "truncation": null,
+            "padding": null,
+            "added_tokens": [special(0, "[PAD]"), special(1, "[UNK]"), special(2, "[CLS]"), special(3, "[SEP]")],
+            "normalizer": { "type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true,
+                "strip_accents": null, "lowercase": true },
+            "pre_tokenizer": { "type": "BertPreTokenizer" },
+            "post_processor": { "type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2] },
+            "decoder": null,
+            "model": { "type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                "max_input_chars_per_word": 100, "vocab": vocab }
+        });
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tokenizer.json");
+        std::fs::write(&path, json.to_string()).expect("write tokenizer.json");
+        let tok = TextTokenizer::from_file(&path, 32).expect("the tiny tokenizer loads");
+        (dir, tok)
+    }
+
+    #[test]
+    fn references_are_decoded_and_offsets_point_into_the_original() {
+        let (_dir, tok) = tiny();
+        let text = "What&#39;s the best caf&eacute;?";
+        let t = tok.tokenize(text, 0).expect("tokenizes");
+        let chars: Vec<char> = text.chars().collect();
+        let shown: Vec<(&str, String)> = t
+            .tokens
+            .iter()
+            .map(|k| (k.text.as_str(), chars[k.start..k.end].iter().collect()))
+            .collect();
+        let want = [
+            ("what", "What"),
+            ("'", "&#39;"),
+            ("s", "s"),
+            ("the", "the"),
+            ("best", "best"),
+            ("cafe", "caf&eacute;"),
+            ("?", "?"),
+        ];
+        let want: Vec<(&str, String)> = want.iter().map(|(a, b)| (*a, b.to_string())).collect();
+        assert_eq!(shown, want);
+        assert!(!t.tokens.iter().any(|k| k.text == "39"));
+        assert_eq!(t.ids.len(), t.tokens.len() + 2, "[CLS] and [SEP]");
+    }
+
+    #[test]
+    fn whitespace_collapses_and_offsets_skip_it() {
+        let (_dir, tok) = tiny();
+        let text = "\u{a0} the\t\n\u{2003}best&nbsp; ";
+        let t = tok.tokenize(text, 0).expect("tokenizes");
+        let spans: Vec<(usize, usize)> = t.tokens.iter().map(|k| (k.start, k.end)).collect();
+        assert_eq!(spans, [(2, 5), (8, 12)]);
+    }
+
+    #[test]
+    fn a_text_empty_once_normalized_is_an_empty_text() {
+        let (_dir, tok) = tiny();
+        for text in ["", "  \t", "&nbsp;", " &#32;&#x3000; "] {
+            let e = tok.tokenize(text, 3).expect_err("empty");
+            assert!(
+                matches!(e, crate::Error::User(UserError::EmptyText { index: 3 })),
+                "{text:?}: {e}"
+            );
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! Training in burn (design.md §3): CLRCMD fine-tuning of the encoder ([`clrcmd`]), the
 //! sentence transition matrix ([`transition`]), and the learned intent head with the
 //! variational-siamese classifier ([`intent`]); blending a tuned encoder back toward its base
-//! ([`blend`]). Owns training data handling ([`data`]), the
+//! ([`blend`]); the phrase aligner's small models, fitted on iSTS gold alignments
+//! ([`aligner`]). Owns training data handling ([`data`]), the
 //! sparse RCMD InfoNCE objective ([`loss`], pure) and writing trained model directories.
 //!
 //! Every trainer reads labelled pairs in the QQP layout (`label⇥q1⇥q2[⇥id]`) — the data
@@ -11,6 +12,7 @@
 //! how it was trained. Its fingerprint covers weights and heads, so a store refuses vectors
 //! from a different training run.
 
+pub mod aligner;
 pub mod blend;
 pub mod clrcmd;
 pub mod data;

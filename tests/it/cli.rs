@@ -172,3 +172,89 @@ fn explain_prints_scores_alignments_and_heatmap() {
         "no colour codes when NO_COLOR is set or stdout is a pipe"
     );
 }
+
+/// `eval pairs --weights idf --scores FILE`: every pair's scores as TSV or JSON Lines.
+#[test]
+fn eval_pairs_writes_every_pairs_scores() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let head = |rel: &str, name: &str| {
+        let text = std::fs::read_to_string(crate::common::shared_data(rel)).expect("reads");
+        let path = dir.path().join(name);
+        let lines: Vec<&str> = text.lines().take(40).collect();
+        std::fs::write(&path, lines.join("\n") + "\n").expect("writes");
+        path.to_str().expect("utf-8").to_string()
+    };
+    let (dev, test) = (
+        head("qqp_bimpm/dev.tsv", "dev.tsv"),
+        head("qqp_bimpm/test.tsv", "test.tsv"),
+    );
+    let path = |name: &str| dir.path().join(name).to_str().expect("utf-8").to_string();
+    let (tsv, jsonl, report) = (path("s.tsv"), path("s.jsonl"), path("r.json"));
+    for scores in [&tsv, &jsonl] {
+        stdout_of(&[
+            "eval",
+            "pairs",
+            "--dev",
+            &dev,
+            "--test",
+            &test,
+            "--weights",
+            "idf",
+            "--scores",
+            scores,
+            "--out",
+            &report,
+        ]);
+    }
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("JSON");
+    assert_eq!(r["weights"], "idf");
+
+    let text = std::fs::read_to_string(&tsv).expect("scores");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1 + 80, "a header and one line per pair");
+    assert_eq!(lines[0], kindred::eval::scores::TSV_HEADER);
+    let first: Vec<&str> = lines[1].split('\t').collect();
+    assert_eq!((first[0], first[1]), ("dev", "0"));
+    assert_eq!(lines[41].split('\t').next(), Some("test"));
+
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(&jsonl)
+        .expect("scores")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(rows.len(), 80);
+    for row in &rows {
+        let get = |k: &str| row[k].as_f64().unwrap_or_else(|| panic!("{k}: {row}"));
+        for k in [
+            "cosine",
+            "rcmd_forward",
+            "rcmd_backward",
+            "rcmd",
+            "lexical",
+            "probability",
+        ] {
+            assert!((-1.0..=1.0).contains(&get(k)), "{k}: {row}");
+        }
+        assert!(get("w2") >= 0.0);
+        assert!((get("rcmd") - (get("rcmd_forward") + get("rcmd_backward")) / 2.0).abs() < 1e-5);
+        assert!(row["label"] == 0 || row["label"] == 1, "{row}");
+    }
+
+    let out = kindred()
+        .args([
+            "eval",
+            "pairs",
+            "--dev",
+            &dev,
+            "--test",
+            &test,
+            "--weights",
+            "tf",
+        ])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("uniform or idf"), "{err}");
+}

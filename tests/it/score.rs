@@ -125,3 +125,110 @@ fn int8_codec_error_on_real_pairs() {
     assert!(max_err < 2e-3, "max error {max_err}");
     assert!(mean < 5e-4, "mean error {mean}");
 }
+
+/// How far the scores and explanations of search hits (query fresh, document from the store's
+/// int8 token vectors) sit from `POST /v1/explain`'s (both fresh f32), on 1,000 real QQP pairs
+/// with the default model: |Δ s_RCMD| on every (query, candidate), and how often two hits of
+/// one query swap places. Each first question is a query; its candidates are the 10 second
+/// questions of the set nearest by cosine. Prints the table in docs/api.md ("Which vectors"):
+/// `cargo test --release --test it stored_int8_against_fresh_f32 -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement (seconds): prints the figures docs/api.md quotes"]
+fn stored_int8_against_fresh_f32_on_qqp() {
+    use kindred::index::LexicalIndex;
+    use kindred::score::weights::token_weights;
+
+    let mut pairs =
+        kindred::eval::read_pairs(&crate::common::shared_data("qqp_deep1994_split/test.tsv"))
+            .expect("reads QQP");
+    pairs.truncate(1000);
+    let texts: Vec<&str> = pairs
+        .iter()
+        .flat_map(|p| [p.a.as_str(), p.b.as_str()])
+        .collect();
+    let encoded = crate::common::encoder().encode(&texts).expect("encodes");
+    let (queries, docs): (Vec<_>, Vec<_>) = encoded.chunks_exact(2).map(|p| (&p[0], &p[1])).unzip();
+    let lexicon = LexicalIndex::new();
+    for (i, t) in texts.iter().enumerate() {
+        lexicon.upsert(i as u64, t);
+    }
+    let idf_weights: Vec<Vec<f32>> = lexicon.with_idf(|idf| {
+        texts
+            .iter()
+            .zip(&encoded)
+            .map(|(t, e)| token_weights(t, &e.tokens, idf))
+            .collect()
+    });
+    let stored: Vec<I8Tokens> = docs
+        .iter()
+        .map(|d| I8Tokens::encode(Tokens::new(&d.token_vectors, d.dim())))
+        .collect();
+    let mut reranker = Reranker::new();
+    println!("| weights | (query, candidate) scores | mean abs Δ s_RCMD | max abs Δ | hit pairs swapped | widest swapped gap (f32) | top hit changed |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for idf in [false, true] {
+        let (mut sum, mut max, mut n) = (0f64, 0f32, 0usize);
+        let (mut swapped, mut hit_pairs, mut top_changed) = (0usize, 0usize, 0usize);
+        let mut widest_swap = 0f32;
+        for (qi, q) in queries.iter().enumerate() {
+            let mut nearest: Vec<(f32, usize)> = docs
+                .iter()
+                .enumerate()
+                .map(|(j, d)| (cosine(&q.sentence, &d.sentence), j))
+                .collect();
+            nearest.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let tq = Tokens::new(&q.token_vectors, q.dim());
+            let scores: Vec<(f32, f32)> = nearest[..10]
+                .iter()
+                .map(|&(_, j)| {
+                    let d = docs[j];
+                    let weights = if idf {
+                        Weights::Given(&idf_weights[2 * qi], &idf_weights[2 * j + 1])
+                    } else {
+                        Weights::Uniform
+                    };
+                    let fresh = rcmd(tq, Tokens::new(&d.token_vectors, d.dim()), weights).score;
+                    let (f, b) = reranker
+                        .directions_i8_weighted(tq, &stored[j], weights)
+                        .weighted;
+                    (fresh, 0.5 * (f + b))
+                })
+                .collect();
+            for &(fresh, int8) in &scores {
+                let d = (fresh - int8).abs();
+                sum += f64::from(d);
+                max = max.max(d);
+                n += 1;
+            }
+            for a in 0..scores.len() {
+                for b in a + 1..scores.len() {
+                    let (fa, ia) = scores[a];
+                    let (fb, ib) = scores[b];
+                    if fa != fb {
+                        hit_pairs += 1;
+                        if (fa > fb) != (ia > ib) {
+                            swapped += 1;
+                            widest_swap = widest_swap.max((fa - fb).abs());
+                        }
+                    }
+                }
+            }
+            let top = |k: fn(&(f32, f32)) -> f32| {
+                (0..scores.len())
+                    .max_by(|&a, &b| k(&scores[a]).total_cmp(&k(&scores[b])))
+                    .expect("ten candidates")
+            };
+            if top(|s| s.0) != top(|s| s.1) {
+                top_changed += 1;
+            }
+        }
+        println!(
+            "| {} | {n} | {:.1e} | {max:.1e} | {swapped} of {hit_pairs} ({:.3}%) | {widest_swap:.1e} | {top_changed} of {} queries |",
+            if idf { "idf" } else { "uniform" },
+            sum / n as f64,
+            100.0 * swapped as f64 / hit_pairs as f64,
+            queries.len(),
+        );
+        assert!(max < 5e-3, "stored int8 stays close to fresh f32: {max}");
+    }
+}

@@ -274,6 +274,27 @@ fn api_lifecycle_over_a_real_socket_with_restart() {
         (sum - hit["stages"]["rcmd"]["score"].as_f64().unwrap()).abs() < 1e-3,
         "{sum} vs {hit}"
     );
+    // … and carry the phrase alignment: chunks on both sides, typed and scored chunk links.
+    let chunk_sum: f64 = e["chunk_contributions"]["values"]
+        .as_array()
+        .expect("chunk contributions")
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .sum();
+    assert!((chunk_sum - sum).abs() < 1e-3, "{chunk_sum} vs {sum}");
+    assert!(!e["a"]["chunks"].as_array().expect("chunks").is_empty(), "{e}");
+    let links = e["chunk_alignments"].as_array().expect("chunk alignments");
+    assert!(!links.is_empty(), "{e}");
+    for l in links {
+        let relation = l["relation"].as_str().expect("relation");
+        assert!(
+            ["EQUI", "OPPO", "SPE1", "SPE2", "SIMI", "REL"].contains(&relation),
+            "{l}"
+        );
+        assert!((0.0..=5.0).contains(&l["score"].as_f64().unwrap()), "{l}");
+        let a = l["a"].as_u64().unwrap() as usize;
+        assert_eq!(e["a"]["chunks"][a]["aligned"], true, "{e}");
+    }
 
     // Duplicates.
     let q = json!({ "text": "I forgot my password and cannot log in to my account" });
@@ -303,6 +324,21 @@ fn api_lifecycle_over_a_real_socket_with_restart() {
     assert_eq!(st, 200, "{v}");
     assert!(v["cosine"].as_f64().unwrap() > 0.5);
     assert_eq!(v["explanation"]["b"]["words"][1]["text"], "Rust");
+    let rust_link = v["explanation"]["chunk_alignments"]
+        .as_array()
+        .expect("chunk alignments")
+        .iter()
+        .find(|l| {
+            let chunk = |side: &str, k: &Value| {
+                v["explanation"][side]["chunks"][k.as_u64().unwrap() as usize]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("Rust")
+            };
+            chunk("a", &l["a"]) && chunk("b", &l["b"])
+        })
+        .cloned();
+    assert!(rust_link.is_some(), "the chunks holding Rust align: {v}");
 
     // Delete.
     let (st, _) = call(

@@ -41,6 +41,64 @@ page.on('pageerror', (e) => pageErrors.push(String(e)));
 
 /** A GET to the API with the admin key, from the test (not the page). */
 const apiGet = (path) => fetch(`${base}${path}`, { headers: { Authorization: `Bearer ${key}` } });
+/** A POST to the API with the admin key, from the test; the answer's JSON. */
+const apiPost = async (path, body) => (await fetch(`${base}${path}`, {
+  method: 'POST', body: JSON.stringify(body),
+  headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+})).json();
+
+const RELATION = /^(EQUI|OPPO|SPE1|SPE2|SIMI|REL)$/;
+
+/** The tooltip's text, once it shows. */
+async function tipText() {
+  await page.waitForSelector('#tooltip:not([hidden])');
+  return page.textContent('#tooltip');
+}
+
+/** The phrase view as drawn: its boxes, links and the page's horizontal overflow. */
+const phraseView = () => page.evaluate(() => {
+  const box = (c) => ({ text: c.textContent, unaligned: c.classList.contains('unaligned'), rect: c.getBoundingClientRect().toJSON() });
+  const links = [...document.querySelectorAll('#explanation .phrases path.chunk-link')];
+  return {
+    a: [...document.querySelectorAll('#explanation .chunk-row.side-a .chunk')].map(box),
+    b: [...document.querySelectorAll('#explanation .chunk-row.side-b .chunk')].map(box),
+    links: links.map((p) => ({ a: Number(p.dataset.a), b: Number(p.dataset.b), relation: p.dataset.relation,
+      classes: p.getAttribute('class'), width: Number(p.getAttribute('stroke-width')), drawn: (p.getAttribute('d') || '').startsWith('M') })),
+    listed: document.querySelectorAll('#explanation .phrase-list li').length,
+    pageOverflow: document.documentElement.scrollWidth - window.innerWidth,
+  };
+});
+
+/**
+ * Checks the drawn phrase view against an explanation from the API: one box per chunk with its
+ * text, a box dashed exactly when no link touches it, links coloured by relation. `sameLinks`:
+ * the explanation is the one drawn (else only its chunks, which depend on the text alone, match).
+ */
+function samePhrases(view, e, where, sameLinks) {
+  for (const side of ['a', 'b']) {
+    assert.deepEqual(view[side].map((x) => x.text), e[side].chunks.map((c) => c.text), `${where}: one box per chunk of ${side}`);
+    view[side].forEach((box, i) => {
+      const linked = view.links.some((l) => l[side] === i);
+      assert.equal(box.unaligned, !linked, `${where}: box ${side}${i} is marked unaligned iff no link touches it`);
+      if (sameLinks) assert.equal(box.unaligned, !e[side].chunks[i].aligned, `${where}: box ${side}${i} as the API says`);
+    });
+    // Boxes in a row never overlap (many chunks scroll sideways instead).
+    view[side].slice(1).forEach((box, i) => assert.ok(box.rect.left >= view[side][i].rect.right - 0.5, `${where}: boxes ${side}${i}, ${side}${i + 1} overlap`));
+  }
+  assert.ok(view.links.length >= 1, `${where}: at least one phrase link`);
+  if (sameLinks) {
+    assert.deepEqual(view.links.map((l) => [l.a, l.b, l.relation]), e.chunk_alignments.map((l) => [l.a, l.b, l.relation]),
+      `${where}: one curve per chunk alignment`);
+  }
+  for (const l of view.links) {
+    assert.match(l.relation, RELATION);
+    assert.ok(l.classes.split(' ').includes(`rel-${l.relation}`), `${where}: link coloured by its relation (${l.classes})`);
+    assert.ok(l.drawn, `${where}: link ${l.a}-${l.b} drawn`);
+  }
+  const unalignedSides = ['a', 'b'].filter((side) => view[side].some((x) => x.unaligned)).length;
+  assert.equal(view.listed, view.links.length + unalignedSides, `${where}: the text list names every link and the unaligned chunks`);
+  assert.ok(view.pageOverflow <= 0, `${where}: the page scrolls sideways by ${view.pageOverflow}px`);
+}
 
 let step = '';
 async function check(name, fn) {
@@ -163,6 +221,66 @@ try {
     await page.screenshot({ path: `${shots}/explain.png`, fullPage: true });
   });
 
+  await check('the phrase alignment: a box per chunk, links by relation, hover shows the score', async () => {
+    // Chunks depend on the text alone, so /v1/explain on the same texts has the same ones.
+    const [a, b] = await page.locator('#explanation .pair .qtext').allTextContents();
+    const e = (await apiPost('/v1/explain', { a, b })).explanation;
+    const view = await phraseView();
+    samePhrases(view, e, 'hit', false);
+    // Hovering an aligned box of a shows each of its links with a 0–5 score and highlights them.
+    const box = page.locator('#explanation .chunk-row.side-a .chunk:not(.unaligned)').first();
+    await box.hover();
+    const tip = await tipText();
+    assert.match(tip, /↔ .+: (EQUI|OPPO|SPE1|SPE2|SIMI|REL) \d\.\d\/5 · probability \d\.\d{2} · contribution -?\d\.\d{4}/, `tooltip ${tip}`);
+    assert.ok(await page.locator('#explanation .phrase-track.focus path.chunk-link.hot').count() >= 1, 'its links are highlighted');
+    // Hovering the strongest link (at its midpoint, with the real mouse: a vertical curve has
+    // no width for locator.hover) shows its relation, score, probability and contribution.
+    const strongest = view.links.reduce((k, l, i, all) => (l.width > all[k].width ? i : k), 0);
+    await page.evaluate(() => window.scrollTo(0, 0));
+    const hoverLink = async () => {
+      const at = await page.locator('#explanation path.chunk-link').nth(strongest).evaluate((p) => {
+        const m = p.getPointAtLength(p.getTotalLength() / 2);
+        const r = p.ownerSVGElement.getBoundingClientRect();
+        return { x: r.left + m.x, y: r.top + m.y };
+      });
+      await page.mouse.move(at.x, at.y);
+    };
+    await hoverLink();
+    const linkTip = await tipText();
+    assert.match(linkTip, / ↔ .*(EQUI|OPPO|SPE1|SPE2|SIMI|REL) \(.+\) · score \d\.\d\/5/, `link tooltip ${linkTip}`);
+    assert.match(linkTip, /probability \d\.\d{2}/);
+    assert.match(linkTip, /contribution -?\d\.\d{4}/);
+    assert.equal(await page.locator('#explanation path.chunk-link.hot').count(), 1, 'the hovered link is highlighted');
+    const unaligned = page.locator('#explanation .chunk-row .chunk.unaligned');
+    if (await unaligned.count()) {
+      await unaligned.first().hover();
+      assert.match(await tipText(), /unaligned: no chunk of [ab] matches it/);
+    }
+    await hoverLink();
+    await page.screenshot({ path: `${shots}/phrases.png` });
+    await page.mouse.move(0, 0);
+  });
+
+  await check('an older server without chunks: the phrase view is left out', async () => {
+    await page.route('**/v1/explain', async (route) => {
+      const r = await route.fetch();
+      const out = await r.json();
+      delete out.explanation.chunk_alignments;
+      delete out.explanation.chunk_contributions;
+      delete out.explanation.a.chunks;
+      delete out.explanation.b.chunks;
+      await route.fulfill({ response: r, json: out });
+    });
+    await page.fill('#explain-a', 'How do I learn to cook rice?');
+    await page.fill('#explain-b', 'What is the best way to cook rice?');
+    await page.click('#explain-form button[type=submit]');
+    await page.waitForFunction(() => document.querySelector('#explanation .qtext')?.textContent === 'How do I learn to cook rice?');
+    await page.waitForSelector('#explanation svg.heatmap');
+    assert.equal(await page.locator('#explanation .phrases').count(), 0, 'no phrase view without chunks');
+    assert.ok(await page.locator('#explanation .alignment line.link').count() > 0, 'the word alignment still shows');
+    await page.unroute('**/v1/explain');
+  });
+
   await check('two typed 40-word texts: a 40×40 heatmap stays readable', async () => {
     await page.fill('#explain-a', env('LONG_A'));
     await page.fill('#explain-b', env('LONG_B'));
@@ -187,6 +305,9 @@ try {
     assert.ok(m.fontSize >= 10);
     assert.ok(!m.overlap, 'row labels overlap');
     assert.ok(Math.abs(m.sum - m.score) < 1e-4);
+    // The page asked /v1/explain for these very texts: the same chunks and links.
+    const e = (await apiPost('/v1/explain', { a: env('LONG_A'), b: env('LONG_B') })).explanation;
+    samePhrases(await phraseView(), e, '40 words', true);
     await page.screenshot({ path: `${shots}/explain-40x40.png`, fullPage: true });
   });
 
@@ -254,6 +375,7 @@ try {
     await page.locator('#hits li.hit').first().locator('button.explain').click();
     await page.waitForSelector('#explanation svg.heatmap');
     await page.locator('#explanation .word').first().hover();
+    await page.locator('#explanation .chunk-row .chunk').first().hover();
     await page.locator('#explanation rect.cell').first().hover();
     await noInjection('explaining an attack question');
     await page.fill('#explain-a', '<a href="javascript:window.__xss=2">javascript:alert(1)</a>');

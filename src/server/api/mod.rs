@@ -18,8 +18,8 @@ pub use collections::{
 pub use jobs::{format_name, IngestSummary, Rejected};
 pub use review::{PairSide, ReviewItem, ReviewPage, StoredVerdict, Verdict};
 pub use search::{
-    Depths, DuplicateMatch, DuplicateVerdict, FusionWeights, Hit, Mode, PairExplanation, RcmdStage,
-    Rerank, SearchOutcome, Stage, Stages, Timings,
+    Depths, DuplicateMatch, DuplicateVerdict, Explained, FusionWeights, Hit, Mode, PairExplanation,
+    RcmdStage, Rerank, SearchOutcome, Stage, Stages, Timings, Vectors, Weighting,
 };
 
 #[cfg(test)]
@@ -125,7 +125,10 @@ mod tests {
                     rank: 1,
                 },
             },
-            explanation: explained.then(explanation),
+            explanation: explained.then(|| search::Explained {
+                vectors: search::Vectors::StoredInt8,
+                explanation: explanation(),
+            }),
         }
     }
 
@@ -177,7 +180,13 @@ mod tests {
         same_json::<_, super::PairExplanation>(search::PairExplanation {
             cosine: 0.75,
             w2: 1.25,
-            explanation: explanation(),
+            lexical: 0.5,
+            probability: 0.875,
+            calibration: "default".into(),
+            explanation: search::Explained {
+                vectors: search::Vectors::FreshF32,
+                explanation: explanation(),
+            },
         });
     }
 
@@ -366,6 +375,9 @@ mod tests {
         }
         for body in [json!("rcmd"), json!("none"), json!("RCMD")] {
             same_read::<super::Rerank, search::Rerank>(body);
+        }
+        for body in [json!("uniform"), json!("idf"), json!("IDF"), json!("tfidf")] {
+            same_read::<super::Weighting, search::Weighting>(body);
         }
         for body in [json!("fp32"), json!("int8"), json!("Int8")] {
             same_read::<super::Precision, types::Precision>(body);

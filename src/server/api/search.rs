@@ -74,6 +74,80 @@ impl From<search::Rerank> for Rerank {
     }
 }
 
+/// How RCMD weighs each sentence's tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Weighting {
+    /// w = 1/L: every wordpiece counts the same.
+    #[default]
+    Uniform,
+    /// BERTScore-style: each wordpiece weighs its word's IDF in the collection, normalised per
+    /// sentence.
+    Idf,
+}
+
+impl From<Weighting> for search::Weighting {
+    fn from(w: Weighting) -> Self {
+        match w {
+            Weighting::Uniform => search::Weighting::Uniform,
+            Weighting::Idf => search::Weighting::Idf,
+        }
+    }
+}
+
+impl From<search::Weighting> for Weighting {
+    fn from(w: search::Weighting) -> Self {
+        match w {
+            search::Weighting::Uniform => Weighting::Uniform,
+            search::Weighting::Idf => Weighting::Idf,
+        }
+    }
+}
+
+/// Which token vectors an explanation was computed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Vectors {
+    /// Both texts encoded for this request, full f32 vectors (`POST /v1/explain`).
+    FreshF32,
+    /// The query encoded for this request; the document's vectors as the store keeps them,
+    /// int8 with a per-vector scale (the ones its hit was scored from). Their s_RCMD differs
+    /// from fresh f32 vectors' by 8e-5 on average, at most about 6e-4 (docs/api.md, "RCMD
+    /// weights and vectors").
+    StoredInt8,
+}
+
+impl From<search::Vectors> for Vectors {
+    fn from(v: search::Vectors) -> Self {
+        match v {
+            search::Vectors::FreshF32 => Vectors::FreshF32,
+            search::Vectors::StoredInt8 => Vectors::StoredInt8,
+        }
+    }
+}
+
+/// An RCMD explanation: `vectors`, then the explanation's own fields (both sides' words and
+/// chunks, `weighting` (uniform or idf), per-direction scores, token, word and chunk
+/// alignments, contribution matrices that sum to the score).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Explained {
+    /// Which token vectors it was computed from.
+    pub vectors: Vectors,
+    /// The explanation's fields, at this level.
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    pub explanation: Explanation,
+}
+
+impl From<search::Explained> for Explained {
+    fn from(e: search::Explained) -> Self {
+        Explained {
+            vectors: e.vectors.into(),
+            explanation: e.explanation,
+        }
+    }
+}
+
 /// How many candidates each first stage contributes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(default, deny_unknown_fields)]
@@ -243,10 +317,10 @@ pub struct Hit {
     pub probability: f32,
     /// Every stage's score and rank.
     pub stages: Stages,
-    /// Why they match (when asked for).
+    /// Why they match (when asked for), computed from the query's fresh token vectors and the
+    /// document's stored int8 ones (`vectors: stored_int8`), like the scores.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub explanation: Option<Explanation>,
+    pub explanation: Option<Explained>,
 }
 
 impl From<search::Hit> for Hit {
@@ -258,7 +332,7 @@ impl From<search::Hit> for Hit {
             score: h.score,
             probability: h.probability,
             stages: h.stages.into(),
-            explanation: h.explanation,
+            explanation: h.explanation.map(Into::into),
         }
     }
 }
@@ -395,17 +469,24 @@ impl From<search::DuplicateMatch> for DuplicateMatch {
     }
 }
 
-/// The explanation of two texts, with their cosine and W2.
+/// The explanation of two texts, with their other scores and P(duplicate).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct PairExplanation {
     /// Cosine of the sentence vectors.
     pub cosine: f32,
     /// 2-Wasserstein distance of the intents.
     pub w2: f32,
-    /// The RCMD explanation: both sides' words, per-direction scores, token and word
-    /// alignments, contribution matrices (they sum to the score), chunk alignment.
-    #[schema(value_type = Object)]
-    pub explanation: Explanation,
+    /// TF-IDF cosine over word uni- and bigrams (0-1), IDF from the collection when one is
+    /// given, else from the two texts.
+    pub lexical: f32,
+    /// P(duplicate) (0-1), as a search in the collection would give it: its model's
+    /// classifier or its calibration; without a collection, the server model's classifier or
+    /// the default calibration. Reads uniform RCMD whatever `weights` asked for.
+    pub probability: f32,
+    /// Where the probability comes from.
+    pub calibration: String,
+    /// The RCMD explanation, from both texts' fresh token vectors (`vectors: fresh_f32`).
+    pub explanation: Explained,
 }
 
 impl From<search::PairExplanation> for PairExplanation {
@@ -413,7 +494,10 @@ impl From<search::PairExplanation> for PairExplanation {
         PairExplanation {
             cosine: p.cosine,
             w2: p.w2,
-            explanation: p.explanation,
+            lexical: p.lexical,
+            probability: p.probability,
+            calibration: p.calibration,
+            explanation: p.explanation.into(),
         }
     }
 }
