@@ -17,9 +17,10 @@ use super::AppState;
 use crate::ingest::lines::{Line, LineSplitter};
 use crate::{db, text};
 
-/// A document as a user gives it (the schema `NewDocument`): the stored document's fields
-/// (`super::api::NewDocument`, the library's `db::NewDocument`) and the format its text is
-/// written in.
+// The stored document's fields (`super::api::NewDocument`, the library's `db::NewDocument`)
+// and the format its text is written in; its schema keeps the name `NewDocument`.
+/// A document as a user gives it: an id, its text (written as `format` says) and optional
+/// metadata.
 #[derive(Debug, Clone, PartialEq, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = NewDocument)]
@@ -32,7 +33,8 @@ pub struct DocumentUpsert {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub metadata: serde_json::Value,
-    /// How `text` is written: `text` (the default) or `html`.
+    /// How `text` is written: `text` (the default: stored as given) or `html` (an HTML
+    /// fragment: its visible text is stored).
     #[serde(default)]
     pub format: TextFormat,
 }
