@@ -105,10 +105,20 @@ pub fn run(encoder: &Encoder, args: &AlignmentArgs) -> Result<()> {
             .filter(|p| args.part.keeps(p.id))
             .collect();
         if pairs.iter().any(|p| p.gold.is_none()) {
-            bail!("{genre}: no gold alignment (.wa) to score against in {}", args.data.display());
+            bail!(
+                "{genre}: no gold alignment (.wa) to score against in {}",
+                args.data.display()
+            );
         }
-        if chunking == Chunking::Gold && pairs.iter().any(|p| p.chunks1.is_none() || p.chunks2.is_none()) {
-            bail!("{genre}: --gold-chunks needs the *.chunk.txt files in {}", args.data.display());
+        if chunking == Chunking::Gold
+            && pairs
+                .iter()
+                .any(|p| p.chunks1.is_none() || p.chunks2.is_none())
+        {
+            bail!(
+                "{genre}: --gold-chunks needs the *.chunk.txt files in {}",
+                args.data.display()
+            );
         }
         let b = bar(2 * pairs.len() as u64, &format!("encoding {genre}"))?;
         let encoded = encode_pairs(encoder, &pairs, |n| b.inc(n as u64))?;
@@ -132,7 +142,10 @@ pub fn run(encoder: &Encoder, args: &AlignmentArgs) -> Result<()> {
         reports.push(report(genre, &pairs, &system, chunking, &chunker));
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json!({ "genres": reports }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "genres": reports }))?
+        );
     } else {
         print_table(&reports);
     }

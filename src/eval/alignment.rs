@@ -12,10 +12,10 @@ use serde::Serialize;
 
 use super::ists::{self, ChunkAlignment, F1s, IstsPair, WaPair};
 use crate::error::Result;
-use crate::score::align::{Aligner, ChunkLink};
-use crate::score::explain::{chunk_pair_features, explain_with, Sentence};
-use crate::score::words::Chunk;
 use crate::score::align::ChunkPairFeatures;
+use crate::score::align::{Aligner, ChunkLink};
+use crate::score::explain::{chunk_pair_features, chunk_spans, explain_with, Sentence};
+use crate::score::words::Chunk;
 use crate::score::Weights;
 use crate::text::chunk::Chunker;
 use crate::types::Encoded;
@@ -76,14 +76,18 @@ impl TaskSentence {
     }
 
     /// Chunk char spans: the gold chunks' (token ranges), or `chunker`'s.
-    pub fn chunk_spans(&self, gold: Option<&[Range<usize>]>, chunker: &Chunker) -> Vec<Range<usize>> {
+    pub fn chunk_spans(
+        &self,
+        gold: Option<&[Range<usize>]>,
+        chunker: &Chunker,
+    ) -> Vec<Range<usize>> {
         match gold {
             Some(chunks) => chunks
                 .iter()
                 .filter(|c| !c.is_empty() && c.end <= self.spans.len())
                 .map(|c| self.spans[c.start].start..self.spans[c.end - 1].end)
                 .collect(),
-            None => chunker.chunk(&self.text),
+            None => chunk_spans(chunker, &self.text),
         }
     }
 
@@ -100,11 +104,17 @@ impl TaskSentence {
 
 /// A pair's two sentences.
 pub fn sentences(pair: &IstsPair) -> (TaskSentence, TaskSentence) {
-    (TaskSentence::of(&pair.tokens1), TaskSentence::of(&pair.tokens2))
+    (
+        TaskSentence::of(&pair.tokens1),
+        TaskSentence::of(&pair.tokens2),
+    )
 }
 
+/// Each side's chunks as task-token ranges, when known.
+type GoldChunks<'a> = (Option<&'a [Range<usize>]>, Option<&'a [Range<usize>]>);
+
 /// The gold chunks of a pair when `chunking` asks for them and the pair has them.
-fn gold_chunks(pair: &IstsPair, chunking: Chunking) -> (Option<&[Range<usize>]>, Option<&[Range<usize>]>) {
+fn gold_chunks(pair: &IstsPair, chunking: Chunking) -> GoldChunks<'_> {
     match chunking {
         Chunking::Gold => (pair.chunks1.as_deref(), pair.chunks2.as_deref()),
         Chunking::Own => (None, None),
@@ -176,7 +186,10 @@ pub fn kindred_pair(
 ) -> WaPair {
     let (sa, sb) = sentences(pair);
     let (ga, gb) = gold_chunks(pair, chunking);
-    let (spans_a, spans_b) = (sa.chunk_spans(ga, models.chunker), sb.chunk_spans(gb, models.chunker));
+    let (spans_a, spans_b) = (
+        sa.chunk_spans(ga, models.chunker),
+        sb.chunk_spans(gb, models.chunker),
+    );
     let e = explain_with(
         Sentence::of(&sa.text, ea),
         Sentence::of(&sb.text, eb),
@@ -189,7 +202,10 @@ pub fn kindred_pair(
         .iter()
         .map(|l: &ChunkLink| (l.a, l.b, l.relation.name(), l.score))
         .collect();
-    wa_pair(pair, wa_lines((&sa, &sb), (&e.a.chunks, &e.b.chunks), &links))
+    wa_pair(
+        pair,
+        wa_lines((&sa, &sb), (&e.a.chunks, &e.b.chunks), &links),
+    )
 }
 
 /// The chunks and chunk-pair features of one encoded pair (what fitting the aligner reads).
@@ -198,7 +214,13 @@ pub fn pair_features(
     (ea, eb): (&Encoded, &Encoded),
     chunking: Chunking,
     chunker: &Chunker,
-) -> (TaskSentence, TaskSentence, Vec<Chunk>, Vec<Chunk>, Vec<ChunkPairFeatures>) {
+) -> (
+    TaskSentence,
+    TaskSentence,
+    Vec<Chunk>,
+    Vec<Chunk>,
+    Vec<ChunkPairFeatures>,
+) {
     let (sa, sb) = sentences(pair);
     let (ga, gb) = gold_chunks(pair, chunking);
     let (spans_a, spans_b) = (sa.chunk_spans(ga, chunker), sb.chunk_spans(gb, chunker));
@@ -230,21 +252,42 @@ pub fn overlap_pair(pair: &IstsPair, chunking: Chunking, chunker: &Chunker) -> W
             })
             .collect::<Vec<_>>()
     };
-    let (ca, cb) = (chunks(&sa, ga, &pair.tokens1), chunks(&sb, gb, &pair.tokens2));
+    let (ca, cb) = (
+        chunks(&sa, ga, &pair.tokens1),
+        chunks(&sb, gb, &pair.tokens2),
+    );
     let shared = |a: &[String], b: &[String]| a.iter().filter(|w| b.contains(w)).count();
     let best = |counts: &mut dyn Iterator<Item = (usize, usize)>| {
-        counts.fold((usize::MAX, 0), |b, (k, v)| if v > b.1 { (k, v) } else { b })
+        counts.fold(
+            (usize::MAX, 0),
+            |b, (k, v)| if v > b.1 { (k, v) } else { b },
+        )
     };
     let mut links = Vec::new();
     for (i, (_, wa)) in ca.iter().enumerate() {
-        let (j, count) = best(&mut cb.iter().enumerate().map(|(j, (_, wb))| (j, shared(wa, wb))));
+        let (j, count) = best(
+            &mut cb
+                .iter()
+                .enumerate()
+                .map(|(j, (_, wb))| (j, shared(wa, wb))),
+        );
         if count == 0 {
             continue;
         }
-        let (back, _) = best(&mut ca.iter().enumerate().map(|(k, (_, w))| (k, shared(w, &cb[j].1))));
+        let (back, _) = best(
+            &mut ca
+                .iter()
+                .enumerate()
+                .map(|(k, (_, w))| (k, shared(w, &cb[j].1))),
+        );
         if back == i {
             let same = shared(wa, &cb[j].1) == wa.len() && wa.len() == cb[j].1.len();
-            links.push((i, j, if same { "EQUI" } else { "SIMI" }, if same { 5.0 } else { 3.0 }));
+            links.push((
+                i,
+                j,
+                if same { "EQUI" } else { "SIMI" },
+                if same { 5.0 } else { 3.0 },
+            ));
         }
     }
     let as_chunks = |cs: &[(Range<usize>, Vec<String>)]| -> Vec<Chunk> {
@@ -258,7 +301,10 @@ pub fn overlap_pair(pair: &IstsPair, chunking: Chunking, chunker: &Chunker) -> W
             })
             .collect()
     };
-    wa_pair(pair, wa_lines((&sa, &sb), (&as_chunks(&ca), &as_chunks(&cb)), &links))
+    wa_pair(
+        pair,
+        wa_lines((&sa, &sb), (&as_chunks(&ca), &as_chunks(&cb)), &links),
+    )
 }
 
 fn wa_pair(pair: &IstsPair, alignments: Vec<ChunkAlignment>) -> WaPair {
@@ -325,7 +371,10 @@ mod tests {
         assert_eq!(s.text, "café au lait");
         assert_eq!(s.spans, [0..4, 5..7, 8..12]);
         assert_eq!(s.token_ids(0, 7), [1, 2]);
-        assert_eq!(s.chunk_spans(Some(&[0..1, 1..3]), Chunker::builtin()), [0..4, 5..12]);
+        assert_eq!(
+            s.chunk_spans(Some(&[0..1, 1..3]), Chunker::builtin()),
+            [0..4, 5..12]
+        );
     }
 
     #[test]
@@ -342,7 +391,8 @@ mod tests {
             gold: None,
         };
         let wa = overlap_pair(&p, Chunking::Gold, Chunker::builtin());
-        let lines: Vec<(Vec<usize>, Vec<usize>, &str, Option<f32>)> = wa
+        type Line<'a> = (Vec<usize>, Vec<usize>, &'a str, Option<f32>);
+        let lines: Vec<Line<'_>> = wa
             .alignments
             .iter()
             .map(|l| (l.a.clone(), l.b.clone(), l.types[0].as_str(), l.score))

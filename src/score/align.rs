@@ -322,7 +322,13 @@ impl Softmax {
             .weights
             .iter()
             .zip(&self.bias)
-            .map(|(w, b)| f64::from(*b) + w.iter().zip(&z).map(|(w, z)| f64::from(*w) * z).sum::<f64>())
+            .map(|(w, b)| {
+                f64::from(*b)
+                    + w.iter()
+                        .zip(&z)
+                        .map(|(w, z)| f64::from(*w) * z)
+                        .sum::<f64>()
+            })
             .collect();
         softmax_in_place(&mut logits);
         logits.into_iter().map(|p| p as f32).collect()
@@ -352,7 +358,10 @@ impl Softmax {
                 for c in 0..classes {
                     let err = p[c] - f64::from(u8::from(c == label));
                     let g = &mut grad[c * width..(c + 1) * width];
-                    g[..dim].iter_mut().zip(row).for_each(|(g, z)| *g += err * z);
+                    g[..dim]
+                        .iter_mut()
+                        .zip(row)
+                        .for_each(|(g, z)| *g += err * z);
                     g[dim] += err;
                 }
             }
@@ -473,12 +482,14 @@ fn solve(mut a: Vec<Vec<f64>>) -> Vec<f64> {
         if a[col][col].abs() < 1e-12 {
             continue;
         }
-        for row in 0..dim {
+        let pivot_row = a[col].clone();
+        for (row, r) in a.iter_mut().enumerate() {
             if row != col {
-                let f = a[row][col] / a[col][col];
-                for k in col..=dim {
-                    a[row][k] -= f * a[col][k];
-                }
+                let f = r[col] / pivot_row[col];
+                r[col..]
+                    .iter_mut()
+                    .zip(&pivot_row[col..])
+                    .for_each(|(x, p)| *x -= f * p);
             }
         }
     }
@@ -530,7 +541,8 @@ impl Aligner {
     /// The shipped aligner.
     pub fn builtin() -> &'static Aligner {
         static ALIGNER: OnceLock<Aligner> = OnceLock::new();
-        ALIGNER.get_or_init(|| Aligner::from_json(BUILTIN).expect("the shipped aligner.json parses"))
+        ALIGNER
+            .get_or_init(|| Aligner::from_json(BUILTIN).expect("the shipped aligner.json parses"))
     }
 
     /// Reads an aligner saved by [`Aligner::to_json`].
@@ -595,7 +607,12 @@ impl Aligner {
 
     /// The linked pairs (a, b, probability) among `n × m` chunk pairs' features, in (a, b)
     /// order: probability at least the threshold and the largest of its row or its column.
-    pub fn decide(&self, features: &[ChunkPairFeatures], n: usize, m: usize) -> Vec<(usize, usize, f32)> {
+    pub fn decide(
+        &self,
+        features: &[ChunkPairFeatures],
+        n: usize,
+        m: usize,
+    ) -> Vec<(usize, usize, f32)> {
         let p = self.link_probabilities(features);
         let row_max: Vec<f32> = (0..n)
             .map(|i| (0..m).map(|j| p[i * m + j]).fold(0.0, f32::max))
@@ -616,9 +633,14 @@ impl Aligner {
     /// The relation and 0–5 score of an aligned pair.
     pub fn label(&self, f: &[f32; FEATURES]) -> (Relation, f32) {
         let p = self.relation.probabilities(f);
-        let best = (0..p.len()).max_by(|&x, &y| p[x].total_cmp(&p[y])).unwrap_or(0);
+        let best = (0..p.len())
+            .max_by(|&x, &y| p[x].total_cmp(&p[y]))
+            .unwrap_or(0);
         let relation = Relation::ALL[best];
-        let score = self.score.predict(&score_input(f, relation)).clamp(0.0, 5.0);
+        let score = self
+            .score
+            .predict(&score_input(f, relation))
+            .clamp(0.0, 5.0);
         (relation, score)
     }
 }
@@ -671,7 +693,11 @@ mod tests {
         let f = pair_features(&input);
         let (f01, f00) = (f[1].expect("features"), f[0].expect("features"));
         assert!((f01[0] - 0.9).abs() < 1e-6, "block similarity");
-        assert_eq!((f01[12], f01[13], f01[14]), (1.0, 1.0, 1.0), "best both ways");
+        assert_eq!(
+            (f01[12], f01[13], f01[14]),
+            (1.0, 1.0, 1.0),
+            "best both ways"
+        );
         assert_eq!((f00[12], f00[13]), (0.0, 0.0));
         assert_eq!(f01[5], 1.0, "a0's partner is b1");
         let empty = [0..1, 1..1];

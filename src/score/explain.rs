@@ -9,11 +9,12 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use super::align::{pair_features, Aligner, ChunkLink, ChunkPairFeatures, PairInput};
 use super::cosine::dot;
 use super::rcmd::{rcmd, Link, Rcmd, Tokens, Weights};
-use super::align::{pair_features, Aligner, ChunkLink, ChunkPairFeatures, PairInput};
 use super::words::{content_words, group_words, merge_words, word_matrix, Chunk, Word};
 use crate::text::chunk::Chunker;
+use crate::text::normalize::normalize;
 use crate::types::{Encoded, Token};
 
 /// One side of an explanation, as input.
@@ -210,7 +211,7 @@ pub fn explain_with(
 
     let spans = |given: Option<&[Range<usize>]>, text: &str| match given {
         Some(spans) => spans.to_vec(),
-        None => Chunker::builtin().chunk(text),
+        None => chunk_spans(Chunker::builtin(), text),
     };
     let mut chunks_a = group_words(a.text, &words_a, &spans(chunks.map(|c| c.0), a.text));
     let mut chunks_b = group_words(b.text, &words_b, &spans(chunks.map(|c| c.1), b.text));
@@ -332,6 +333,17 @@ pub fn chunk_pair_features(
     (chunks_a, chunks_b, features)
 }
 
+/// `chunker`'s chunks of `text` as char spans of the original text: chunked as tokenized,
+/// after normalisation (entities decoded, whitespace collapsed).
+pub fn chunk_spans(chunker: &Chunker, text: &str) -> Vec<Range<usize>> {
+    let normal = normalize(text);
+    chunker
+        .chunk(&normal.text)
+        .into_iter()
+        .map(|r| normal.to_original(r))
+        .collect()
+}
+
 /// Sums a token-level `l1 × l2` matrix over blocks of token ranges.
 fn block_sums(tokens: &[f32], l2: usize, a: &[Range<usize>], b: &[Range<usize>]) -> Vec<f32> {
     a.iter()
@@ -422,7 +434,10 @@ mod tests {
         let word_sum: f32 = e.word_contributions.values.iter().sum();
         let chunk_sum: f32 = e.chunk_contributions.values.iter().sum();
         assert!((token_sum - e.score).abs() < 1e-6 && (word_sum - e.score).abs() < 1e-6);
-        assert!((chunk_sum - e.score).abs() < 1e-6, "chunk contributions add up too");
+        assert!(
+            (chunk_sum - e.score).abs() < 1e-6,
+            "chunk contributions add up too"
+        );
         // "cats" ↔ "cat" is chosen by both plans; "big" ↔ "large" too.
         let cat = e
             .word_alignments
@@ -434,7 +449,11 @@ mod tests {
         assert!((e.word_cosines.get(1, 1) - 1.0).abs() < 1e-6);
         assert!((e.word_cosines.get(0, 0) - s).abs() < 1e-6);
         let chunks: Vec<&str> = e.a.chunks.iter().map(|c| c.text.as_str()).collect();
-        assert_eq!(chunks.concat().replace(' ', ""), "bigcats", "chunks cover the words");
+        assert_eq!(
+            chunks.concat().replace(' ', ""),
+            "bigcats",
+            "chunks cover the words"
+        );
         let json = serde_json::to_string(&e).expect("serialises");
         let back: Explanation = serde_json::from_str(&json).expect("deserialises");
         assert_eq!(back, e);

@@ -5,12 +5,13 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use crate::text::normalize::normalize_text;
 use crate::types::Token;
 
 /// A word: one or more consecutive wordpieces.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Word {
-    /// The word as written in the original text.
+    /// The word as people read it: its span of the original text with HTML entities decoded.
     pub text: String,
     /// Char offset of its start in the original text.
     pub start: usize,
@@ -40,17 +41,25 @@ pub fn merge_words(text: &str, tokens: &[Token]) -> Vec<Word> {
     }
     let chars: Vec<char> = text.chars().collect();
     for w in &mut words {
-        w.text = chars[w.start.min(chars.len())..w.end.min(chars.len())]
-            .iter()
-            .collect();
+        w.text = shown(&chars, w.start, w.end);
     }
     words
+}
+
+/// The chars `start..end` of a text as people read them: HTML entities decoded, whitespace
+/// collapsed (the offsets still point at the original).
+fn shown(chars: &[char], start: usize, end: usize) -> String {
+    let raw: String = chars[start.min(chars.len())..end.min(chars.len())]
+        .iter()
+        .collect();
+    normalize_text(&raw).into_owned()
 }
 
 /// A chunk (phrase): a run of consecutive words.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Chunk {
-    /// The chunk as written in the original text.
+    /// The chunk as people read it: its span of the original text, entities decoded and
+    /// whitespace collapsed.
     pub text: String,
     /// Char offset of its start in the original text.
     pub start: usize,
@@ -65,8 +74,13 @@ pub struct Chunk {
 impl Chunk {
     /// The content tokens it spans.
     pub fn tokens(&self, words: &[Word]) -> Range<usize> {
-        match (words.get(self.words.start), self.words.end.checked_sub(1).and_then(|l| words.get(l))) {
-            (Some(first), Some(last)) if !self.words.is_empty() => first.tokens.start..last.tokens.end,
+        match (
+            words.get(self.words.start),
+            self.words.end.checked_sub(1).and_then(|l| words.get(l)),
+        ) {
+            (Some(first), Some(last)) if !self.words.is_empty() => {
+                first.tokens.start..last.tokens.end
+            }
             _ => 0..0,
         }
     }
@@ -97,9 +111,7 @@ pub fn group_words(text: &str, words: &[Word], spans: &[Range<usize>]) -> Vec<Ch
     }
     let chars: Vec<char> = text.chars().collect();
     for c in &mut chunks {
-        c.text = chars[c.start.min(chars.len())..c.end.min(chars.len())]
-            .iter()
-            .collect();
+        c.text = shown(&chars, c.start, c.end);
     }
     chunks
 }
@@ -159,6 +171,12 @@ pub(crate) mod tests {
         assert_eq!(texts, ["Naïve", "unhappiness", "?"]);
         assert_eq!(words[1].tokens, 1..4);
         assert_eq!((words[1].start, words[1].end), (6, 17));
+        let cafe = merge_words("caf&eacute;", &[tok("cafe", 0, 11)]);
+        assert_eq!(
+            (cafe[0].text.as_str(), cafe[0].end),
+            ("café", 11),
+            "entity decoded, offsets on the original"
+        );
     }
 
     #[test]

@@ -102,7 +102,10 @@ pub fn fit_aligner(
         .map(|(_, r, _)| Relation::ALL.iter().position(|x| x == r).unwrap_or(0))
         .collect();
     let relation = Softmax::fit(&rx, &ry, Relation::ALL.len(), 1e-4, 300);
-    let sx: Vec<Vec<f32>> = labelled.iter().map(|(f, r, _)| score_input(f, *r)).collect();
+    let sx: Vec<Vec<f32>> = labelled
+        .iter()
+        .map(|(f, r, _)| score_input(f, *r))
+        .collect();
     let sy: Vec<f32> = labelled.iter().map(|(_, _, s)| *s).collect();
     let score = Linear::fit(&sx, &sy, 1e-3);
     let mut aligner = Aligner {
@@ -118,9 +121,11 @@ pub fn fit_aligner(
             (t, mean_f1_ali(&aligner, &examples, genres.len()))
         })
         .collect();
-    let best = f1_by_threshold
-        .iter()
-        .fold((0.5, f64::NEG_INFINITY), |b, &(t, f)| if f > b.1 { (t, f) } else { b });
+    let best =
+        f1_by_threshold.iter().fold(
+            (0.5, f64::NEG_INFINITY),
+            |b, &(t, f)| if f > b.1 { (t, f) } else { b },
+        );
     aligner.threshold = best.0;
     Ok((
         aligner,
@@ -148,7 +153,9 @@ fn example(
             let (ids_a, ids_b) = (a.token_ids(ca.start, ca.end), b.token_ids(cb.start, cb.end));
             gold_lines
                 .iter()
-                .find(|l| l.a.iter().any(|t| ids_a.contains(t)) && l.b.iter().any(|t| ids_b.contains(t)))
+                .find(|l| {
+                    l.a.iter().any(|t| ids_a.contains(t)) && l.b.iter().any(|t| ids_b.contains(t))
+                })
                 .and_then(|l| {
                     let relation = Relation::parse(l.types.first()?)?;
                     Some((relation, l.score.unwrap_or(0.0)))
@@ -181,7 +188,10 @@ fn mean_f1_ali(aligner: &Aligner, examples: &[Example], genres: usize) -> f64 {
         .collect();
     for &(g, chunking) in &groups {
         let (mut gold, mut system) = (Vec::new(), Vec::new());
-        for e in examples.iter().filter(|e| e.genre == g && e.chunking == chunking) {
+        for e in examples
+            .iter()
+            .filter(|e| e.genre == g && e.chunking == chunking)
+        {
             let links: Vec<(usize, usize, &str, f32)> = aligner
                 .decide(&e.features, e.chunks_a.len(), e.chunks_b.len())
                 .into_iter()

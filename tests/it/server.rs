@@ -282,7 +282,10 @@ fn api_lifecycle_over_a_real_socket_with_restart() {
         .map(|v| v.as_f64().unwrap())
         .sum();
     assert!((chunk_sum - sum).abs() < 1e-3, "{chunk_sum} vs {sum}");
-    assert!(!e["a"]["chunks"].as_array().expect("chunks").is_empty(), "{e}");
+    assert!(
+        !e["a"]["chunks"].as_array().expect("chunks").is_empty(),
+        "{e}"
+    );
     let links = e["chunk_alignments"].as_array().expect("chunk alignments");
     assert!(!links.is_empty(), "{e}");
     for l in links {
