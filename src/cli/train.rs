@@ -401,25 +401,7 @@ pub enum GradedScoreArg {
 fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> {
     let (train, dev) = args.data.load(args.seed)?;
     let graded = read_graded_training(&args.graded)?;
-    let options = ClrcmdOptions {
-        batch_size: args.batch,
-        learning_rate: args.lr,
-        tau: args.tau,
-        epochs: args.epochs,
-        max_steps: args.max_steps,
-        eval_every: args.eval_every,
-        checkpoint_every: args.checkpoint_every,
-        hard_negatives: !args.no_hard_negatives,
-        mine_negatives: args.mine_negatives,
-        seed: args.seed,
-        graded_batch: args.graded_batch,
-        graded_weight: args.graded_weight,
-        graded_score: match args.graded_score {
-            GradedScoreArg::Cosine => GradedScore::Cosine,
-            GradedScoreArg::Rcmd => GradedScore::Rcmd,
-            GradedScoreArg::Both => GradedScore::Both,
-        },
-    };
+    let options = args.options();
     let bar = ProgressBar::new(0).with_style(
         ProgressStyle::with_template(
             "{spinner} clrcmd [{bar:30}] {pos}/{len} steps {msg} ({elapsed}, eta {eta})",
@@ -508,6 +490,11 @@ fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> 
     })
     .with_context(|| format!("training into {}", args.out.display()))?;
     bar.finish_and_clear();
+    print_clrcmd_report(args, &report)
+}
+
+/// What a CLRCMD run did: JSON with `--json`, else a few lines.
+fn print_clrcmd_report(args: &ClrcmdArgs, report: &clrcmd::ClrcmdReport) -> Result<()> {
     if args.json {
         println!(
             "{}",
@@ -536,6 +523,31 @@ fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> 
         }
     }
     Ok(())
+}
+
+impl ClrcmdArgs {
+    /// The trainer's options these arguments give.
+    fn options(&self) -> ClrcmdOptions {
+        ClrcmdOptions {
+            batch_size: self.batch,
+            learning_rate: self.lr,
+            tau: self.tau,
+            epochs: self.epochs,
+            max_steps: self.max_steps,
+            eval_every: self.eval_every,
+            checkpoint_every: self.checkpoint_every,
+            hard_negatives: !self.no_hard_negatives,
+            mine_negatives: self.mine_negatives,
+            seed: self.seed,
+            graded_batch: self.graded_batch,
+            graded_weight: self.graded_weight,
+            graded_score: match self.graded_score {
+                GradedScoreArg::Cosine => GradedScore::Cosine,
+                GradedScoreArg::Rcmd => GradedScore::Rcmd,
+                GradedScoreArg::Both => GradedScore::Both,
+            },
+        }
+    }
 }
 
 #[derive(Debug, ClapArgs)]

@@ -125,17 +125,46 @@ fn bce(logits: Tensor<1>, labels: Tensor<1>) -> Tensor<1> {
     (softplus - logits * labels).mean()
 }
 
-/// Trains the intent head and the classifier on `train`, selecting on `dev`. `encoder` is the
-/// frozen model (its own intent head and classifier, if any, are replaced).
-pub fn train_intent(
-    encoder: &Encoder,
-    train: &[LabelledPair],
-    dev: &[LabelledPair],
-    options: &IntentOptions,
-    progress: impl FnMut(usize),
-) -> Result<IntentReport> {
-    let labels_of = |p: &[LabelledPair]| p.iter().filter(|p| p.duplicate).count();
-    let dups = labels_of(train);
+/// Per text (by [`TextIndex`] id), its moment-matched μ and log σ² rows.
+struct Tables<'a> {
+    texts: &'a TextIndex,
+    mu: &'a [Vec<f32>],
+    logvar: &'a [Vec<f32>],
+    dim: usize,
+}
+
+/// A batch's ((μ, log σ²) of a, (μ, log σ²) of b) and its labels.
+type Batch = ((Tensor<2>, Tensor<2>), (Tensor<2>, Tensor<2>), Tensor<1>);
+
+impl Tables<'_> {
+    /// The tensors of a batch of pairs.
+    fn batch(&self, pairs: &[&LabelledPair], device: &Device) -> Batch {
+        let n = pairs.len();
+        let rows = |side: fn(&LabelledPair) -> &str, table: &[Vec<f32>]| {
+            let data: Vec<f32> = pairs
+                .iter()
+                .flat_map(|p| table[self.texts.id(side(p))].iter().copied())
+                .collect();
+            Tensor::<2>::from_data(TensorData::new(data, [n, self.dim]), device)
+        };
+        let a = (rows(|p| &p.a, self.mu), rows(|p| &p.a, self.logvar));
+        let b = (rows(|p| &p.b, self.mu), rows(|p| &p.b, self.logvar));
+        let labels: Vec<f32> = pairs
+            .iter()
+            .map(|p| f32::from(u8::from(p.duplicate)))
+            .collect();
+        (
+            a,
+            b,
+            Tensor::<1>::from_data(TensorData::new(labels, [n]), device),
+        )
+    }
+}
+
+/// The intent dimension the options ask for, after checking the training pairs have both
+/// labels and fill a batch, and the dimension fits the model's `d`.
+fn check_inputs(train: &[LabelledPair], options: &IntentOptions, d: usize) -> Result<usize> {
+    let dups = train.iter().filter(|p| p.duplicate).count();
     if dups == 0 || dups == train.len() || train.len() < options.batch_size {
         return Err(UserError::InvalidArgument {
             name: "pairs",
@@ -147,10 +176,6 @@ pub fn train_intent(
         }
         .into());
     }
-    let mut texts = TextIndex::default();
-    train.iter().chain(dev).for_each(|p| texts.add_pair(p));
-    let encoded = encode_texts(encoder, &texts, false, progress)?;
-    let d = encoder.identity().dim;
     let k = options.dim.unwrap_or(d);
     if k == 0 || k > d {
         return Err(UserError::InvalidArgument {
@@ -161,6 +186,23 @@ pub fn train_intent(
         }
         .into());
     }
+    Ok(k)
+}
+
+/// Trains the intent head and the classifier on `train`, selecting on `dev`. `encoder` is the
+/// frozen model (its own intent head and classifier, if any, are replaced).
+pub fn train_intent(
+    encoder: &Encoder,
+    train: &[LabelledPair],
+    dev: &[LabelledPair],
+    options: &IntentOptions,
+    progress: impl FnMut(usize),
+) -> Result<IntentReport> {
+    let d = encoder.identity().dim;
+    let k = check_inputs(train, options, d)?;
+    let mut texts = TextIndex::default();
+    train.iter().chain(dev).for_each(|p| texts.add_pair(p));
+    let encoded = encode_texts(encoder, &texts, false, progress)?;
     let floor = options.sigma_floor;
     let mu0: Vec<Vec<f32>> = encoded.iter().map(|e| e.intent.mu.clone()).collect();
     let logvar0: Vec<Vec<f32>> = encoded
@@ -194,26 +236,11 @@ pub fn train_intent(
         floor,
     };
 
-    let batch_of = |pairs: &[&LabelledPair], device: &Device| {
-        let n = pairs.len();
-        let rows = |side: fn(&LabelledPair) -> &str, table: &[Vec<f32>]| {
-            let data: Vec<f32> = pairs
-                .iter()
-                .flat_map(|p| table[texts.id(side(p))].iter().copied())
-                .collect();
-            Tensor::<2>::from_data(TensorData::new(data, [n, d]), device)
-        };
-        let a = (rows(|p| &p.a, &mu0), rows(|p| &p.a, &logvar0));
-        let b = (rows(|p| &p.b, &mu0), rows(|p| &p.b, &logvar0));
-        let labels: Vec<f32> = pairs
-            .iter()
-            .map(|p| f32::from(u8::from(p.duplicate)))
-            .collect();
-        (
-            a,
-            b,
-            Tensor::<1>::from_data(TensorData::new(labels, [n]), device),
-        )
+    let tables = Tables {
+        texts: &texts,
+        mu: &mu0,
+        logvar: &logvar0,
+        dim: d,
     };
     let dev_refs: Vec<&LabelledPair> = dev.iter().collect();
     let dev_labels: Vec<bool> = dev.iter().map(|p| p.duplicate).collect();
@@ -259,7 +286,7 @@ pub fn train_intent(
         let batches = order.len() / options.batch_size;
         for chunk in order.chunks_exact(options.batch_size) {
             let pairs: Vec<&LabelledPair> = chunk.iter().map(|&i| &train[i]).collect();
-            let (a, b, labels) = batch_of(&pairs, &device);
+            let (a, b, labels) = tables.batch(&pairs, &device);
             let logits = net.logits(net.intents(a.0, a.1), net.intents(b.0, b.1));
             let loss = bce(logits, labels);
             total += scalar(&loss)?;
