@@ -54,8 +54,12 @@ pub struct IndexInfo {
     pub cosine_points: usize,
     /// Points in the W2 graph (tombstones included).
     pub w2_points: usize,
-    /// Tombstoned points (per graph).
+    /// Tombstoned points in the cosine graph (replaced or deleted documents not yet compacted
+    /// away); its live points are `cosine_points − tombstones`.
     pub tombstones: usize,
+    /// Tombstoned points in the W2 graph. Usually equal to `tombstones`; they differ after a
+    /// background compaction rebuilt one graph and not yet the other.
+    pub w2_tombstones: usize,
     /// Documents in the lexical index.
     pub lexical_documents: usize,
 }
@@ -187,6 +191,7 @@ impl Database {
                 cosine_points: cosine.points(),
                 w2_points: w2.points(),
                 tombstones: cosine.tombstones(),
+                w2_tombstones: w2.tombstones(),
                 lexical_documents: ix.lexical.len(),
             }
         };

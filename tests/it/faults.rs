@@ -9,10 +9,10 @@
 //!   document found is exactly one that was sent (text and metadata) or the one before it;
 //! - unacknowledged writes landed whole or not at all: a JSON batch all or nothing, a killed
 //!   stream or job a prefix of its lines cut at a committed batch;
-//! - the collection's stats, cosine graph (points less tombstones) and lexical index count
-//!   exactly the documents found; a cosine and a W2 search for a document's own text find it
-//!   first (the W2 graph's live count is not shown: its tombstones can differ from the cosine
-//!   graph's after a background compaction), and deleted documents are found by neither;
+//! - the collection's stats, both graphs (points less their own tombstones, which differ after
+//!   a background compaction) and the lexical index count exactly the documents found; a
+//!   cosine and a W2 search for a document's own text find it first, and deleted documents are
+//!   found by neither;
 //! - no `uploads/job-*` file of the killed process is left (the server sweeps them at start).
 //!
 //! One round in four kills the server while it saves its indexes (as soon as a save's
@@ -851,6 +851,10 @@ fn acknowledged_writes_survive_sigkill_of_the_server() {
             (
                 "cosine points",
                 stat(&info["index"]["cosine_points"]) - tombstones,
+            ),
+            (
+                "w2 points",
+                stat(&info["index"]["w2_points"]) - stat(&info["index"]["w2_tombstones"]),
             ),
             (
                 "lexical documents",

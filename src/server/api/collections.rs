@@ -216,8 +216,12 @@ pub struct IndexInfo {
     pub cosine_points: usize,
     /// Points in the W2 graph (tombstones included).
     pub w2_points: usize,
-    /// Tombstoned points (per graph).
+    /// Tombstoned points in the cosine graph (replaced or deleted documents not yet compacted
+    /// away); its live points are `cosine_points − tombstones`.
     pub tombstones: usize,
+    /// Tombstoned points in the W2 graph. Usually equal to `tombstones`; they differ after a
+    /// background compaction rebuilt one graph and not yet the other.
+    pub w2_tombstones: usize,
     /// Documents in the lexical index.
     pub lexical_documents: usize,
 }
@@ -228,6 +232,7 @@ impl From<db::IndexInfo> for IndexInfo {
             cosine_points: i.cosine_points,
             w2_points: i.w2_points,
             tombstones: i.tombstones,
+            w2_tombstones: i.w2_tombstones,
             lexical_documents: i.lexical_documents,
         }
     }

@@ -246,6 +246,7 @@ mod tests {
                     cosine_points: 11,
                     w2_points: 11,
                     tombstones: 1,
+                    w2_tombstones: 2,
                     lexical_documents: 10,
                 },
             };
