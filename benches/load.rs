@@ -14,10 +14,8 @@
 //!
 //! Run: `cargo bench --bench load` (preload ≈ 4-5 min on 2 cores, then 2 × LOAD_SECONDS).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,12 +23,9 @@ use std::time::{Duration, Instant};
 use kindred::eval::retrieval::percentile;
 use serde_json::{json, Value};
 
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+#[path = "support/mod.rs"]
+mod support;
+use support::{env_or, Client, Server};
 
 fn distinct_questions() -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
@@ -56,53 +51,6 @@ fn distinct_questions() -> Vec<String> {
     out
 }
 
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    fn start(data: &Path, model: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kindred"))
-            .env("KINDRED_MODEL", model)
-            .env("RUST_LOG", "warn")
-            .args([
-                "--data",
-                data.to_str().unwrap(),
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("server starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .expect("listening line")
-            .to_string();
-        let s = Server { child, base };
-        let deadline = Instant::now() + Duration::from_secs(600);
-        while ureq::get(&s.url("/readyz")).call().is_err() {
-            assert!(Instant::now() < deadline, "not ready");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        s
-    }
-    fn url(&self, p: &str) -> String {
-        format!("{}{p}", self.base)
-    }
-    fn stop(mut self) {
-        // SAFETY: kill(2) with our own child's pid and a valid signal number.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        self.child.wait().unwrap();
-    }
-}
-
 #[derive(Debug, Default)]
 struct Run {
     latencies_ms: Vec<f64>,
@@ -115,57 +63,6 @@ struct Run {
 /// A minimal keep-alive HTTP/1.1 client: one write per request and TCP_NODELAY, so the
 /// numbers are the server's and not Nagle's algorithm meeting delayed ACKs (which adds
 /// ~40 ms per request to clients that write headers and body separately).
-struct Client {
-    stream: BufReader<TcpStream>,
-    host: String,
-}
-
-impl Client {
-    fn connect(base: &str) -> Client {
-        let host = base.trim_start_matches("http://").to_string();
-        let stream = TcpStream::connect(&host).expect("connects");
-        stream.set_nodelay(true).expect("nodelay");
-        Client {
-            stream: BufReader::new(stream),
-            host,
-        }
-    }
-
-    /// POSTs JSON; returns (status, body).
-    fn post(&mut self, path: &str, body: &Value) -> std::io::Result<(u16, Vec<u8>)> {
-        let body = serde_json::to_vec(body).expect("json");
-        let mut req = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            self.host,
-            body.len()
-        )
-        .into_bytes();
-        req.extend_from_slice(&body);
-        self.stream.get_mut().write_all(&req)?;
-        let mut status_line = String::new();
-        self.stream.read_line(&mut status_line)?;
-        let status: u16 = status_line
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let mut len = 0usize;
-        loop {
-            let mut h = String::new();
-            self.stream.read_line(&mut h)?;
-            if h == "\r\n" || h.is_empty() {
-                break;
-            }
-            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                len = v.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut out = vec![0u8; len];
-        self.stream.read_exact(&mut out)?;
-        Ok((status, out))
-    }
-}
-
 fn search_loop(
     base: &str,
     queries: &[String],

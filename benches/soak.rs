@@ -22,24 +22,17 @@
 //! `SOAK_SECONDS=60 SOAK_DOCS=1000 cargo bench --bench soak` for a quick check).
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kindred::eval::retrieval::percentile;
 use serde_json::{json, Value};
 
-const TIMEOUT: Duration = Duration::from_secs(30);
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+#[path = "support/mod.rs"]
+mod support;
+use support::{env_or, Client, Server};
 
 /// Distinct questions and the (q1, q2) pairs of the QQP dev file.
 fn qqp() -> (Vec<String>, Vec<(String, String)>) {
@@ -68,157 +61,6 @@ fn qqp() -> (Vec<String>, Vec<(String, String)>) {
         }
     }
     (questions, pairs)
-}
-
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    fn start(data: &Path, model: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kindred"))
-            .env("KINDRED_MODEL", model)
-            .env("RUST_LOG", "warn")
-            .args([
-                "--data",
-                data.to_str().unwrap(),
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("server starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .expect("listening line")
-            .to_string();
-        let s = Server { child, base };
-        let deadline = Instant::now() + Duration::from_secs(600);
-        while ureq::get(&s.url("/readyz")).call().is_err() {
-            assert!(Instant::now() < deadline, "not ready");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        s
-    }
-    fn url(&self, p: &str) -> String {
-        format!("{}{p}", self.base)
-    }
-    fn stop(mut self) {
-        // SAFETY: kill(2) with our own child's pid and a valid signal number.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        self.child.wait().unwrap();
-    }
-}
-
-/// A minimal keep-alive HTTP/1.1 client (one write per request, TCP_NODELAY, 30 s timeouts);
-/// reconnects after a transport error. Sends `Host: 127.0.0.1:PORT` and never an Origin.
-struct Client {
-    stream: Option<BufReader<TcpStream>>,
-    host: String,
-}
-
-impl Client {
-    fn connect(base: &str) -> Client {
-        Client {
-            stream: None,
-            host: base.trim_start_matches("http://").to_string(),
-        }
-    }
-
-    /// Returns (status, body); an Err is a transport error or a timeout.
-    fn send(
-        &mut self,
-        method: &str,
-        path: &str,
-        content_type: Option<&str>,
-        body: &[u8],
-    ) -> std::io::Result<(u16, Vec<u8>)> {
-        let r = self.try_send(method, path, content_type, body);
-        if r.is_err() {
-            self.stream = None;
-        }
-        r
-    }
-
-    fn try_send(
-        &mut self,
-        method: &str,
-        path: &str,
-        content_type: Option<&str>,
-        body: &[u8],
-    ) -> std::io::Result<(u16, Vec<u8>)> {
-        if self.stream.is_none() {
-            let s = TcpStream::connect(&self.host)?;
-            s.set_nodelay(true)?;
-            s.set_read_timeout(Some(TIMEOUT))?;
-            s.set_write_timeout(Some(TIMEOUT))?;
-            self.stream = Some(BufReader::new(s));
-        }
-        let stream = self.stream.as_mut().unwrap();
-        let ct = content_type.map_or(String::new(), |c| format!("Content-Type: {c}\r\n"));
-        let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{ct}Content-Length: {}\r\n\r\n",
-            self.host,
-            body.len()
-        )
-        .into_bytes();
-        req.extend_from_slice(body);
-        stream.get_mut().write_all(&req)?;
-        let mut status_line = String::new();
-        if stream.read_line(&mut status_line)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        let status: u16 = status_line
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let (mut len, mut chunked, mut close) = (0usize, false, false);
-        loop {
-            let mut h = String::new();
-            stream.read_line(&mut h)?;
-            if h == "\r\n" || h.is_empty() {
-                break;
-            }
-            let h = h.to_ascii_lowercase();
-            if let Some(v) = h.strip_prefix("content-length:") {
-                len = v.trim().parse().unwrap_or(0);
-            } else if h.starts_with("transfer-encoding:") && h.contains("chunked") {
-                chunked = true;
-            } else if h.starts_with("connection:") && h.contains("close") {
-                close = true;
-            }
-        }
-        let mut out = Vec::new();
-        if chunked {
-            loop {
-                let mut size = String::new();
-                stream.read_line(&mut size)?;
-                let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16)
-                    .map_err(|_| std::io::Error::other("bad chunk size"))?;
-                let mut chunk = vec![0u8; n + 2];
-                stream.read_exact(&mut chunk)?;
-                if n == 0 {
-                    break;
-                }
-                out.extend_from_slice(&chunk[..n]);
-            }
-        } else {
-            out.resize(len, 0);
-            stream.read_exact(&mut out)?;
-        }
-        if close {
-            self.stream = None;
-        }
-        Ok((status, out))
-    }
 }
 
 #[derive(Default)]

@@ -185,17 +185,18 @@ pub fn explain_with(
         cols: words_b.len(),
         values: word_matrix(&token_contributions.values, l2, &words_a, &words_b),
     };
+    let cosines = token_cosines(a.vectors, b.vectors);
     let word_cosines = Matrix {
         rows: words_a.len(),
         cols: words_b.len(),
         values: words_a
             .iter()
             .flat_map(|wa| {
+                let cosines = &cosines;
                 words_b.iter().map(move |wb| {
                     wa.tokens
                         .clone()
-                        .flat_map(|k| wb.tokens.clone().map(move |l| (k, l)))
-                        .map(|(k, l)| dot(a.vectors.row(k), b.vectors.row(l)))
+                        .flat_map(|k| wb.tokens.clone().map(move |l| cosines[k * l2 + l]))
                         .fold(f32::NEG_INFINITY, f32::max)
                 })
             })
@@ -215,7 +216,13 @@ pub fn explain_with(
     };
     let mut chunks_a = group_words(a.text, &words_a, &spans(chunks.map(|c| c.0), a.text));
     let mut chunks_b = group_words(b.text, &words_b, &spans(chunks.map(|c| c.1), b.text));
-    let phrases = Phrases::of(a, b, &r, (&chunks_a, &words_a), (&chunks_b, &words_b));
+    let phrases = Phrases::of(
+        cosines,
+        l2,
+        &r,
+        (&chunks_a, &words_a),
+        (&chunks_b, &words_b),
+    );
     let chunk_alignments = aligner.align(&phrases.input(&token_contributions.values));
     for link in &chunk_alignments {
         chunks_a[link.a].aligned = true;
@@ -270,13 +277,12 @@ struct Phrases {
 
 impl Phrases {
     fn of(
-        a: Sentence<'_>,
-        b: Sentence<'_>,
+        cosines: Vec<f32>,
+        l2: usize,
         r: &Rcmd,
         (chunks_a, words_a): (&[Chunk], &[Word]),
         (chunks_b, words_b): (&[Chunk], &[Word]),
     ) -> Phrases {
-        let l2 = b.vectors.len();
         let token_ranges =
             |chunks: &[Chunk], words: &[Word]| chunks.iter().map(|c| c.tokens(words)).collect();
         let content = |chunks: &[Chunk], words: &[Word]| {
@@ -286,9 +292,7 @@ impl Phrases {
                 .collect()
         };
         Phrases {
-            cosines: (0..a.vectors.len())
-                .flat_map(|k| (0..l2).map(move |l| dot(a.vectors.row(k), b.vectors.row(l))))
-                .collect(),
+            cosines,
             l2,
             a_partner: r.a_to_b.iter().map(|l| l.partner).collect(),
             b_partner: r.b_to_a.iter().map(|l| l.partner).collect(),
@@ -328,7 +332,14 @@ pub fn chunk_pair_features(
     let words_b = merge_words(b.text, b.tokens);
     let chunks_a = group_words(a.text, &words_a, spans_a);
     let chunks_b = group_words(b.text, &words_b, spans_b);
-    let phrases = Phrases::of(a, b, &r, (&chunks_a, &words_a), (&chunks_b, &words_b));
+    let cosines = token_cosines(a.vectors, b.vectors);
+    let phrases = Phrases::of(
+        cosines,
+        b.vectors.len(),
+        &r,
+        (&chunks_a, &words_a),
+        (&chunks_b, &words_b),
+    );
     let features = pair_features(&phrases.input(&contributions));
     (chunks_a, chunks_b, features)
 }
@@ -341,6 +352,13 @@ pub fn chunk_spans(chunker: &Chunker, text: &str) -> Vec<Range<usize>> {
         .chunk(&normal.text)
         .into_iter()
         .map(|r| normal.to_original(r))
+        .collect()
+}
+
+/// Every token pair's cosine (dot of unit rows), `l1 × l2` row-major.
+fn token_cosines(a: Tokens<'_>, b: Tokens<'_>) -> Vec<f32> {
+    (0..a.len())
+        .flat_map(|k| (0..b.len()).map(move |l| dot(a.row(k), b.row(l))))
         .collect()
 }
 
