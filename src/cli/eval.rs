@@ -32,6 +32,9 @@ pub enum EvalCommand {
     /// Phrase alignment against SemEval-2016 iSTS gold: official F1 Ali, Type, Score and
     /// Type+Score per genre, with the word-overlap baseline.
     Alignment(super::eval_alignment::AlignmentArgs),
+    /// Forum question ranking: SemEval-2016 Task 3 subtask B (Qatar Living), MAP of every
+    /// first stage, RCMD rerank and P(duplicate) through the real search pipeline.
+    Forum(ForumArgs),
 }
 
 #[derive(Debug, ClapArgs)]
@@ -95,6 +98,18 @@ pub struct RetrievalArgs {
 }
 
 #[derive(Debug, ClapArgs)]
+pub struct ForumArgs {
+    /// SemEval-2016 Task 3 CQA-QL XML files (e.g.
+    /// ../shared/data/semeval2016_task3/SemEval2016-Task3-CQA-QL-dev.xml); their original
+    /// questions are ranked together.
+    #[arg(long, required = true, num_args = 1..)]
+    pub data: Vec<PathBuf>,
+    /// Where the JSON report goes.
+    #[arg(long, value_name = "FILE", default_value = "kindred-eval-forum.json")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, ClapArgs)]
 pub struct StsArgs {
     /// STS-B (sts-test.csv) or SICK (SICK_test_annotated.txt) files.
     #[arg(long, required = true, num_args = 1..)]
@@ -114,6 +129,7 @@ pub fn run(g: &Global, command: &EvalCommand) -> Result<()> {
         EvalCommand::Retrieval(a) => retrieval(&encoder, a),
         EvalCommand::Sts(a) => sts(&encoder, a),
         EvalCommand::Alignment(a) => super::eval_alignment::run(&encoder, a),
+        EvalCommand::Forum(a) => forum(&encoder, a),
     }
 }
 
@@ -212,6 +228,38 @@ fn pairs(encoder: &Encoder, args: &PairsArgs) -> Result<()> {
             "dev_pairs": dev_set.len(), "test_pairs": test_set.len(),
             "rows": rows,
         }),
+    )
+}
+
+fn forum(encoder: &Encoder, args: &ForumArgs) -> Result<()> {
+    let mut questions = Vec::new();
+    for path in &args.data {
+        questions.extend(eval::forum::read_forum(path)?);
+    }
+    let b = bar(0, "")?;
+    let progress = |what: &str, done: u64, total: u64| {
+        b.set_message(what.to_string());
+        b.set_length(total);
+        b.set_position(done);
+    };
+    let report = eval::forum::eval_forum(encoder, &questions, &progress)?;
+    b.finish_and_clear();
+    println!(
+        "{} original questions, {} related questions",
+        report.questions, report.related
+    );
+    println!("| ranking | MAP | MRR | incomplete |");
+    println!("|---|---|---|---|");
+    for r in &report.rows {
+        println!(
+            "| {} | {:.2} | {:.2} | {} |",
+            r.ranking, r.map, r.mrr, r.incomplete
+        );
+    }
+    let names: Vec<String> = args.data.iter().map(|p| p.display().to_string()).collect();
+    write_json(
+        &args.out,
+        &json!({ "model": encoder.identity(), "data": names, "report": report }),
     )
 }
 

@@ -5,6 +5,7 @@
 pub mod alignment;
 pub mod ists;
 pub mod pairs;
+pub mod forum;
 pub mod retrieval;
 pub mod scores;
 

@@ -1,0 +1,540 @@
+//! SemEval-2016 Task 3 (community question answering on the Qatar Living forum), subtask B:
+//! reading the task's XML files and its measure. Each original question comes with ten related
+//! questions a search engine found, labelled PerfectMatch / Relevant / Irrelevant to it, each
+//! with its comment thread (the context [`crate::train::context`] learns from). A system ranks
+//! the ten; the task's measure is MAP over the top 10 with PerfectMatch and Relevant counted
+//! relevant ([`average_precision`], the official scorer's definition). [`eval_forum`] ranks
+//! every original question's related questions with kindred's real search pipeline (one
+//! collection of all related questions, each search filtered to the question's own ten).
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::db::{Database, NewDocument};
+use crate::error::{io_err, Result, UserError};
+use crate::search::{self, Mode, Rerank, SearchParams, Weighting};
+use crate::store::{CollectionSettings, Durability};
+use crate::Encoder;
+
+/// A related question's label with respect to its original question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Relevance {
+    /// The same question.
+    PerfectMatch,
+    /// Answers to it would help.
+    Relevant,
+    /// Neither.
+    Irrelevant,
+}
+
+impl Relevance {
+    /// Counted relevant by the task's scorer.
+    pub fn relevant(self) -> bool {
+        !matches!(self, Relevance::Irrelevant)
+    }
+}
+
+/// One related question, its label and its comments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelatedQuestion {
+    /// RELQ_ID (unique per original question: a thread found for two originals has two ids).
+    pub id: String,
+    /// Subject line.
+    pub subject: String,
+    /// Body.
+    pub body: String,
+    /// The search engine's rank (RELQ_RANKING_ORDER, 1 = first): the task's IR baseline.
+    pub rank: u32,
+    /// Label with respect to the original question.
+    pub relevance: Relevance,
+    /// The thread's comments, in order.
+    pub comments: Vec<String>,
+}
+
+/// One original question and its related questions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OriginalQuestion {
+    /// ORGQ_ID.
+    pub id: String,
+    /// Subject line.
+    pub subject: String,
+    /// Body.
+    pub body: String,
+    /// The related questions, file order.
+    pub related: Vec<RelatedQuestion>,
+}
+
+/// The question as kindred stores it: subject and body, the subject left out when the body
+/// starts with it.
+pub fn question_text(subject: &str, body: &str) -> String {
+    let (s, b) = (subject.trim(), body.trim());
+    if s.is_empty() || b.starts_with(s.trim_end_matches(['.', '?', '!'])) {
+        b.to_string()
+    } else if b.is_empty() {
+        s.to_string()
+    } else {
+        format!("{s} {b}")
+    }
+}
+
+impl OriginalQuestion {
+    /// Subject and body as one text.
+    pub fn text(&self) -> String {
+        question_text(&self.subject, &self.body)
+    }
+}
+
+impl RelatedQuestion {
+    /// Subject and body as one text.
+    pub fn text(&self) -> String {
+        question_text(&self.subject, &self.body)
+    }
+}
+
+/// Reads a task file (`SemEval2016-Task3-CQA-QL-*.xml`): original questions in first-seen
+/// order, each with its related questions (the file repeats an original question's element
+/// once per thread; they are merged by ORGQ_ID).
+pub fn read_forum(path: &Path) -> Result<Vec<OriginalQuestion>> {
+    let xml = std::fs::read_to_string(path).map_err(io_err(format!(
+        "reading {} (a SemEval-2016 Task 3 file, e.g. \
+         ../shared/data/semeval2016_task3/SemEval2016-Task3-CQA-QL-dev.xml)",
+        path.display()
+    )))?;
+    parse_forum(&xml).map_err(|reason| {
+        UserError::InvalidArgument {
+            name: "forum file",
+            reason: format!(
+                "{}: {reason}; give a SemEval-2016 Task 3 CQA-QL XML file",
+                path.display()
+            ),
+        }
+        .into()
+    })
+}
+
+/// Parses a task file's text (see [`read_forum`]).
+pub fn parse_forum(xml: &str) -> std::result::Result<Vec<OriginalQuestion>, String> {
+    let mut out: Vec<OriginalQuestion> = Vec::new();
+    let mut rest = xml;
+    while let Some(at) = rest.find("<OrgQuestion ") {
+        let block_start = &rest[at..];
+        let end = block_start
+            .find("</OrgQuestion>")
+            .ok_or("an <OrgQuestion> element is not closed")?;
+        let block = &block_start[..end];
+        rest = &block_start[end + "</OrgQuestion>".len()..];
+        let id = attribute(block, "ORGQ_ID").ok_or("an <OrgQuestion> has no ORGQ_ID")?;
+        let related = parse_threads(block)?;
+        match out.iter_mut().find(|q| q.id == id) {
+            Some(q) => q.related.extend(related),
+            None => out.push(OriginalQuestion {
+                id: id.clone(),
+                subject: element(block, "OrgQSubject").unwrap_or_default(),
+                body: element(block, "OrgQBody").unwrap_or_default(),
+                related,
+            }),
+        }
+    }
+    if out.is_empty() {
+        return Err("no <OrgQuestion> element".into());
+    }
+    Ok(out)
+}
+
+fn parse_threads(block: &str) -> std::result::Result<Vec<RelatedQuestion>, String> {
+    let mut related = Vec::new();
+    let mut rest = block;
+    while let Some(at) = rest.find("<Thread ") {
+        let thread = &rest[at..];
+        let end = thread.find("</Thread>").ok_or("a <Thread> element is not closed")?;
+        let t = &thread[..end];
+        rest = &thread[end..];
+        let head_end = t.find("<RelQuestion ").ok_or("a <Thread> has no <RelQuestion>")?;
+        let head = &t[head_end..t[head_end..].find('>').map_or(t.len(), |e| head_end + e)];
+        let id = attribute(head, "RELQ_ID").ok_or("a <RelQuestion> has no RELQ_ID")?;
+        let relevance = match attribute(head, "RELQ_RELEVANCE2ORGQ").as_deref() {
+            Some("PerfectMatch") => Relevance::PerfectMatch,
+            Some("Relevant") => Relevance::Relevant,
+            Some("Irrelevant") => Relevance::Irrelevant,
+            other => return Err(format!("{id}: RELQ_RELEVANCE2ORGQ is {other:?}")),
+        };
+        let rank = attribute(head, "RELQ_RANKING_ORDER")
+            .and_then(|r| r.parse().ok())
+            .ok_or_else(|| format!("{id}: RELQ_RANKING_ORDER is missing or not a number"))?;
+        let mut comments = Vec::new();
+        let mut c = t;
+        while let Some(at) = c.find("<RelCText>") {
+            let from = at + "<RelCText>".len();
+            let to = c[from..].find("</RelCText>").ok_or("a <RelCText> is not closed")?;
+            comments.push(unescape(c[from..from + to].trim()));
+            c = &c[from + to..];
+        }
+        related.push(RelatedQuestion {
+            id,
+            subject: element(t, "RelQSubject").unwrap_or_default(),
+            body: element(t, "RelQBody").unwrap_or_default(),
+            rank,
+            relevance,
+            comments,
+        });
+    }
+    Ok(related)
+}
+
+/// The value of `name="…"` in a start tag.
+fn attribute(tag: &str, name: &str) -> Option<String> {
+    let key = format!(" {name}=\"");
+    let from = tag.find(&key)? + key.len();
+    let to = tag[from..].find('"')?;
+    Some(unescape(&tag[from..from + to]))
+}
+
+/// The text of the first `<name>…</name>` (empty element: empty text).
+fn element(block: &str, name: &str) -> Option<String> {
+    let open = format!("<{name}>");
+    let close = format!("</{name}>");
+    let from = block.find(&open)? + open.len();
+    let to = block[from..].find(&close)?;
+    Some(unescape(block[from..from + to].trim()))
+}
+
+/// The five predefined XML entities and numeric references.
+fn unescape(s: &str) -> String {
+    if !s.contains('&') {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let end = tail.find(';').filter(|&e| e <= 10);
+        let decoded = end.and_then(|e| match &tail[1..e] {
+            "amp" => Some('&'),
+            "lt" => Some('<'),
+            "gt" => Some('>'),
+            "quot" => Some('"'),
+            "apos" => Some('\''),
+            num if num.starts_with("#x") => {
+                u32::from_str_radix(&num[2..], 16).ok().and_then(char::from_u32)
+            }
+            num if num.starts_with('#') => num[1..].parse().ok().and_then(char::from_u32),
+            _ => None,
+        });
+        match (decoded, end) {
+            (Some(ch), Some(e)) => {
+                out.push(ch);
+                rest = &tail[e + 1..];
+            }
+            _ => {
+                out.push('&');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Average precision of one ranked list of relevance flags over its top `th`, as the task's
+/// scorer computes it (MAP_scripts/metrics.py): the mean of the precisions at each relevant
+/// position within the top `th`; 0 when none is relevant there.
+pub fn average_precision(ranked: &[bool], th: usize) -> f64 {
+    let mut correct = 0usize;
+    let mut sum = 0.0;
+    for (i, &rel) in ranked.iter().take(th).enumerate() {
+        if rel {
+            correct += 1;
+            sum += correct as f64 / (i + 1) as f64;
+        }
+    }
+    if correct == 0 {
+        0.0
+    } else {
+        sum / correct as f64
+    }
+}
+
+/// Reciprocal rank of the first relevant item within the top `th` (0 if none).
+pub fn reciprocal_rank(ranked: &[bool], th: usize) -> f64 {
+    ranked
+        .iter()
+        .take(th)
+        .position(|&r| r)
+        .map_or(0.0, |i| 1.0 / (i + 1) as f64)
+}
+
+/// The task's depth: MAP and MRR over the top 10.
+pub const TOP: usize = 10;
+
+/// Mean average precision (×100, as the task reports it) and MRR (×100) of rankings, one per
+/// original question (every question counts, as in the official scorer).
+pub fn map_mrr(rankings: &[Vec<bool>]) -> (f64, f64) {
+    let n = rankings.len().max(1) as f64;
+    let map = rankings.iter().map(|r| average_precision(r, TOP)).sum::<f64>() / n;
+    let mrr = rankings.iter().map(|r| reciprocal_rank(r, TOP)).sum::<f64>() / n;
+    (100.0 * map, 100.0 * mrr)
+}
+
+/// One ranking's quality on the task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForumRow {
+    /// What ranks: a search configuration ("hybrid → RCMD"), "P(duplicate)" or the task's
+    /// search-engine baseline.
+    pub ranking: String,
+    /// MAP over the top 10, ×100 (the task's measure).
+    pub map: f64,
+    /// MRR over the top 10, ×100.
+    pub mrr: f64,
+    /// Questions whose search returned fewer than their related questions (the rest were
+    /// appended in search-engine order; 0 for the vector stages, which see every document).
+    pub incomplete: usize,
+}
+
+/// The report of [`eval_forum`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForumReport {
+    /// Original questions (queries).
+    pub questions: usize,
+    /// Related questions (documents).
+    pub related: usize,
+    /// Seconds to encode and index the related questions.
+    pub index_seconds: f64,
+    /// One row per ranking.
+    pub rows: Vec<ForumRow>,
+}
+
+/// The metadata key holding a related question's original question id in [`eval_forum`]'s
+/// collection.
+pub const ORIGINAL_KEY: &str = "orgq";
+
+/// The related questions as documents: id RELQ_ID, metadata `{"orgq": ORGQ_ID}`, the
+/// comment thread as context.
+pub fn related_documents(questions: &[OriginalQuestion]) -> Vec<NewDocument> {
+    questions
+        .iter()
+        .flat_map(|q| {
+            q.related.iter().map(|r| NewDocument {
+                id: r.id.clone(),
+                text: r.text(),
+                metadata: serde_json::json!({ ORIGINAL_KEY: q.id }),
+            })
+        })
+        .collect()
+}
+
+/// Ranks each original question's related questions with the search pipeline in a temporary
+/// collection, for every first stage alone, with RCMD rerank (uniform and IDF weights), and by
+/// P(duplicate); plus the task's search-engine order. `progress(what, done, total)`.
+pub fn eval_forum(
+    encoder: &Encoder,
+    questions: &[OriginalQuestion],
+    progress: &dyn Fn(&str, u64, u64),
+) -> Result<ForumReport> {
+    let docs = related_documents(questions);
+    let dir =
+        tempfile::tempdir().map_err(crate::error::io_err("creating a temporary directory"))?;
+    let db = Database::open(dir.path(), Durability::Relaxed)?;
+    let name = "forum";
+    db.create_collection(
+        name,
+        &CollectionSettings::for_model(encoder.identity().clone()),
+    )?;
+    let start = Instant::now();
+    let mut done = 0u64;
+    for chunk in docs.chunks(64) {
+        let texts: Vec<&str> = chunk.iter().map(|d| d.text.as_str()).collect();
+        let encoded = encoder.encode(&texts)?;
+        db.upsert_encoded(
+            name,
+            encoder.identity(),
+            chunk.iter().cloned().zip(encoded).collect(),
+        )?;
+        done += chunk.len() as u64;
+        progress("indexing related questions", done, docs.len() as u64);
+    }
+    let index_seconds = start.elapsed().as_secs_f64();
+    let view = db.view(name)?;
+    let judge = search::Judge::Calibrated(view.calibrator()?);
+
+    let texts: Vec<String> = questions.iter().map(|q| q.text()).collect();
+    let mut queries = Vec::with_capacity(texts.len());
+    for (i, t) in texts.iter().enumerate() {
+        queries.push(encoder.encode_one(t)?);
+        progress("encoding original questions", i as u64 + 1, texts.len() as u64);
+    }
+
+    let labels = |q: &OriginalQuestion, ids: &[&str]| -> (Vec<bool>, bool) {
+        let mut order: Vec<&RelatedQuestion> = Vec::with_capacity(q.related.len());
+        for id in ids {
+            if let Some(r) = q.related.iter().find(|r| r.id == *id) {
+                order.push(r);
+            }
+        }
+        let complete = order.len() == q.related.len();
+        let mut rest: Vec<&RelatedQuestion> = q
+            .related
+            .iter()
+            .filter(|r| !ids.contains(&r.id.as_str()))
+            .collect();
+        rest.sort_by_key(|r| r.rank);
+        order.extend(rest);
+        (order.iter().map(|r| r.relevance.relevant()).collect(), complete)
+    };
+
+    let baseline: Vec<Vec<bool>> = questions.iter().map(|q| labels(q, &[]).0).collect();
+    let (map, mrr) = map_mrr(&baseline);
+    let mut rows = vec![ForumRow {
+        ranking: "search engine (the task's baseline)".into(),
+        map,
+        mrr,
+        incomplete: 0,
+    }];
+    let configs: Vec<(Mode, Rerank, Weighting)> = [Mode::Cosine, Mode::W2, Mode::Lexical, Mode::Hybrid]
+        .into_iter()
+        .map(|m| (m, Rerank::None, Weighting::Uniform))
+        .chain([
+            (Mode::Cosine, Rerank::Rcmd, Weighting::Uniform),
+            (Mode::Hybrid, Rerank::Rcmd, Weighting::Uniform),
+            (Mode::Hybrid, Rerank::Rcmd, Weighting::Idf),
+        ])
+        .collect();
+    for (c, &(mode, rerank, weights)) in configs.iter().enumerate() {
+        let mut rankings = Vec::with_capacity(questions.len());
+        let mut by_probability = Vec::with_capacity(questions.len());
+        let mut incomplete = 0;
+        for (i, q) in questions.iter().enumerate() {
+            let mut filter = serde_json::Map::new();
+            filter.insert(ORIGINAL_KEY.into(), q.id.clone().into());
+            let params = SearchParams {
+                k: q.related.len().max(1),
+                mode,
+                rerank,
+                weights,
+                filter,
+                ..SearchParams::default()
+            };
+            let mut hits = search::search_encoded(&view, &judge, (&texts[i], &queries[i]), &params)?.hits;
+            let ids: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
+            let (ranked, complete) = labels(q, &ids);
+            incomplete += usize::from(!complete);
+            rankings.push(ranked);
+            hits.sort_by(|a, b| b.probability.total_cmp(&a.probability));
+            let ids: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
+            by_probability.push(labels(q, &ids).0);
+        }
+        let (map, mrr) = map_mrr(&rankings);
+        rows.push(ForumRow {
+            ranking: config_name(mode, rerank, weights),
+            map,
+            mrr,
+            incomplete,
+        });
+        if (mode, rerank, weights) == (Mode::Hybrid, Rerank::Rcmd, Weighting::Uniform) {
+            let (map, mrr) = map_mrr(&by_probability);
+            rows.push(ForumRow {
+                ranking: "P(duplicate), calibrated".into(),
+                map,
+                mrr,
+                incomplete,
+            });
+        }
+        progress("ranking", c as u64 + 1, configs.len() as u64);
+    }
+    drop(view);
+    drop(db);
+    Ok(ForumReport {
+        questions: questions.len(),
+        related: docs.len(),
+        index_seconds,
+        rows,
+    })
+}
+
+/// "hybrid", "hybrid → RCMD", "hybrid → IDF-RCMD".
+fn config_name(mode: Mode, rerank: Rerank, weights: Weighting) -> String {
+    let mode = serde_json::to_value(mode)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    match (rerank, weights) {
+        (Rerank::None, _) => mode,
+        (_, Weighting::Uniform) => format!("{mode} → RCMD"),
+        (_, Weighting::Idf) => format!("{mode} → IDF-RCMD"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = r#"<xml version="1.0">
+<OrgQuestion ORGQ_ID="Q1">
+	<OrgQSubject>Good Bank</OrgQSubject>
+	<OrgQBody>Which is a good bank in Doha</OrgQBody>
+	<Thread THREAD_SEQUENCE="Q1_R2">
+		<RelQuestion RELQ_ID="Q1_R2" RELQ_RANKING_ORDER="2" RELQ_CATEGORY="Advice" RELQ_RELEVANCE2ORGQ="Irrelevant">
+			<RelQSubject>Cars &amp; bikes</RelQSubject>
+			<RelQBody>Where to buy a car?</RelQBody>
+		</RelQuestion>
+		<RelComment RELC_ID="Q1_R2_C1"><RelCText>Try the &quot;souq&quot;</RelCText></RelComment>
+	</Thread>
+</OrgQuestion>
+<OrgQuestion ORGQ_ID="Q1">
+	<OrgQSubject>Good Bank</OrgQSubject>
+	<OrgQBody>Which is a good bank in Doha</OrgQBody>
+	<Thread THREAD_SEQUENCE="Q1_R1">
+		<RelQuestion RELQ_ID="Q1_R1" RELQ_RANKING_ORDER="1" RELQ_RELEVANCE2ORGQ="PerfectMatch">
+			<RelQSubject>Best bank</RelQSubject>
+			<RelQBody>Best bank? Which bank is best in Qatar</RelQBody>
+		</RelQuestion>
+		<RelComment RELC_ID="Q1_R1_C1"><RelCText>QNB</RelCText></RelComment>
+		<RelComment RELC_ID="Q1_R1_C2"><RelCText>Commercial bank</RelCText></RelComment>
+	</Thread>
+</OrgQuestion>
+"#;
+
+    #[test]
+    fn threads_of_one_original_question_are_merged_with_labels_ranks_and_comments() {
+        let qs = parse_forum(SAMPLE).unwrap();
+        assert_eq!(qs.len(), 1);
+        let q = &qs[0];
+        assert_eq!((q.id.as_str(), q.text().as_str()), ("Q1", "Good Bank Which is a good bank in Doha"));
+        assert_eq!(q.related.len(), 2);
+        let r = &q.related[0];
+        assert_eq!((r.id.as_str(), r.rank, r.relevance), ("Q1_R2", 2, Relevance::Irrelevant));
+        assert_eq!(r.text(), "Cars & bikes Where to buy a car?");
+        assert_eq!(r.comments, vec!["Try the \"souq\"".to_string()]);
+        let r = &q.related[1];
+        assert_eq!(r.relevance, Relevance::PerfectMatch);
+        assert_eq!(r.text(), "Best bank? Which bank is best in Qatar", "subject repeated by the body");
+        assert_eq!(r.comments.len(), 2);
+    }
+
+    #[test]
+    fn malformed_files_are_errors_naming_the_problem() {
+        assert!(parse_forum("<xml/>").unwrap_err().contains("no <OrgQuestion>"));
+        let bad = SAMPLE.replace("RELQ_RELEVANCE2ORGQ=\"Irrelevant\"", "RELQ_RELEVANCE2ORGQ=\"Maybe\"");
+        assert!(parse_forum(&bad).unwrap_err().contains("Q1_R2"));
+        assert!(parse_forum("<OrgQuestion ORGQ_ID=\"Q\">").unwrap_err().contains("not closed"));
+    }
+
+    #[test]
+    fn average_precision_is_the_official_scorers() {
+        // Relevant at ranks 1 and 3: (1/1 + 2/3) / 2.
+        let ap = average_precision(&[true, false, true, false], 10);
+        assert!((ap - (1.0 + 2.0 / 3.0) / 2.0).abs() < 1e-12);
+        // Only the top `th` count; no relevant item there gives 0.
+        assert_eq!(average_precision(&[false, false, true], 2), 0.0);
+        assert_eq!(reciprocal_rank(&[false, true], 10), 0.5);
+        let (map, mrr) = map_mrr(&[vec![true], vec![false, false]]);
+        assert_eq!((map, mrr), (50.0, 50.0));
+    }
+
+    #[test]
+    fn entities_are_decoded_and_unknown_ones_kept() {
+        assert_eq!(unescape("a &amp; b &#233; &#x41; &nbsp; &"), "a & b é A &nbsp; &");
+    }
+}
