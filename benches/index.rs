@@ -181,6 +181,7 @@ fn main() {
                     id: format!("q{i}"),
                     text: t.clone(),
                     metadata: serde_json::json!({}),
+                    context: Vec::new(),
                 },
                 e,
             )
@@ -195,6 +196,7 @@ fn main() {
                 id: format!("{}-s{copy}", d.id),
                 text: format!("{} ({copy})", d.text),
                 metadata: d.metadata.clone(),
+                context: Vec::new(),
             };
             big.push((doc, perturb(e, &mut noise, 0.1)));
         }

@@ -68,6 +68,7 @@ fn demo(c: ServeConfig, queries: &[String], k: usize, no_serve: bool) -> Result<
                 id: format!("faq-{}", i + 1),
                 text: text.into(),
                 metadata: serde_json::json!({ "source": "demo" }),
+                context: Vec::new(),
             })
             .collect();
         eprintln!(

@@ -21,7 +21,7 @@ pub struct AddArgs {
     pub file: PathBuf,
 }
 
-/// Upserts JSONL documents ({"id", "text", "metadata"}) in batches of --batch-size; prints
+/// Upserts JSONL documents ({"id", "text", "metadata", "context"}) in batches of --batch-size; prints
 /// `ack ID` for each document once its batch is acknowledged (durable unless --relaxed).
 pub fn add(g: &Global, args: &AddArgs) -> Result<()> {
     let (name, file) = (&args.collection, &args.file);
@@ -54,7 +54,7 @@ pub fn add(g: &Global, args: &AddArgs) -> Result<()> {
         }
         let doc: NewDocument = serde_json::from_str(&line).with_context(|| {
             format!(
-                "line {}: expected {{\"id\", \"text\", \"metadata\"}}",
+                "line {}: expected {{\"id\", \"text\", \"metadata\", \"context\"}}",
                 n + 1
             )
         })?;
@@ -89,6 +89,7 @@ pub fn get(g: &Global, args: &DocumentArgs) -> Result<()> {
         "metadata": doc.metadata(),
         "tokens": doc.tokens,
         "truncated": doc.truncated,
+        "context": doc.context,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())

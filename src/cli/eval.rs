@@ -107,6 +107,10 @@ pub struct ForumArgs {
     /// Where the JSON report goes.
     #[arg(long, value_name = "FILE", default_value = "kindred-eval-forum.json")]
     pub out: PathBuf,
+    /// Only write the related questions as JSON Lines documents for `kindred ingest` (id,
+    /// text, metadata {"orgq": …}, context = the comment thread) to FILE, and stop.
+    #[arg(long, value_name = "FILE")]
+    pub write_jsonl: Option<PathBuf>,
 }
 
 #[derive(Debug, ClapArgs)]
@@ -235,6 +239,21 @@ fn forum(encoder: &Encoder, args: &ForumArgs) -> Result<()> {
     let mut questions = Vec::new();
     for path in &args.data {
         questions.extend(eval::forum::read_forum(path)?);
+    }
+    if let Some(path) = &args.write_jsonl {
+        let docs = eval::forum::related_documents(&questions);
+        let mut out = String::new();
+        for d in &docs {
+            out.push_str(&serde_json::to_string(d)?);
+            out.push('\n');
+        }
+        std::fs::write(path, out).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!(
+            "wrote {} ({} related questions)",
+            path.display(),
+            docs.len()
+        );
+        return Ok(());
     }
     let b = bar(0, "")?;
     let progress = |what: &str, done: u64, total: u64| {

@@ -42,6 +42,17 @@ pub struct IngestArgs {
     /// `metadata` object.
     #[arg(long, value_delimiter = ',')]
     pub meta_fields: Vec<String>,
+    /// Columns or keys whose texts are the document's context: stored and returned with it,
+    /// never encoded or searched (comma-separated or repeated; `--context-column` works too).
+    /// tsv/csv: each named column's non-empty cell is one context text. jsonl: each key's
+    /// value is a string or a list of strings [jsonl default: the `context` key].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "NAMES",
+        visible_alias = "context-column"
+    )]
+    pub context_fields: Vec<String>,
     /// Where bad rows go (line<TAB>reason) [default: FILE.rejects.tsv].
     #[arg(long, value_name = "FILE")]
     pub reject_file: Option<PathBuf>,
@@ -100,6 +111,7 @@ pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
             id: args.id_field.clone(),
             text: args.text_field.clone(),
             meta: args.meta_fields.clone(),
+            context: args.context_fields.clone(),
         },
         batch: args.batch,
         strict: args.strict,

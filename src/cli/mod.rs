@@ -22,6 +22,7 @@ mod search;
 mod serve;
 mod train;
 mod train_aligner;
+mod train_context;
 
 use std::process::ExitCode;
 

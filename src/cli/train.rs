@@ -27,6 +27,9 @@ pub enum TrainCommand {
     /// Fine-tune the encoder with CLRCMD (InfoNCE on s_RCMD, τ = 0.05, in-batch and hard
     /// negatives, Adam with linear decay) and write the best model (by dev AUC) to --out.
     Clrcmd(ClrcmdArgs),
+    /// Adapt the model to a collection without labels: harvest graded question pairs from
+    /// their context (answers, comments, tags) and train on them (encoder or transition).
+    Context(super::train_context::ContextArgs),
     /// Learn the intent head (μ, log σ² from the moment-matched intent) and the
     /// variational-siamese classifier on [(μ1−μ2)² + (σ1−σ2)², μ1⊙μ2] → P(duplicate), with the
     /// encoder frozen; write the model plus these heads to --out.
@@ -60,6 +63,7 @@ pub fn run(g: &Global, command: &TrainCommand) -> Result<()> {
         TrainCommand::Blend(a) => blend(&base()?, a),
         TrainCommand::Chunker(a) => chunker(a),
         TrainCommand::Aligner(a) => super::train_aligner::run(g, a),
+        TrainCommand::Context(a) => super::train_context::run(g, a, device),
     }
 }
 
@@ -402,6 +406,23 @@ fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> 
     let (train, dev) = args.data.load(args.seed)?;
     let graded = read_graded_training(&args.graded)?;
     let options = args.options();
+    let run = clrcmd::ClrcmdRun {
+        base,
+        train: &train,
+        dev: &dev,
+        graded: &graded,
+        out: &args.out,
+        options: &options,
+        device,
+        resume: args.resume,
+    };
+    let report = run_clrcmd(&run)?;
+    print_clrcmd_report(args, &report)
+}
+
+/// Runs CLRCMD behind a progress bar (loss, pairs/s, dev AUC), its events logged as lines.
+pub(super) fn run_clrcmd(run: &clrcmd::ClrcmdRun<'_>) -> Result<clrcmd::ClrcmdReport> {
+    let (graded, dev, options) = (run.graded, run.dev, run.options);
     let bar = ProgressBar::new(0).with_style(
         ProgressStyle::with_template(
             "{spinner} clrcmd [{bar:30}] {pos}/{len} steps {msg} ({elapsed}, eta {eta})",
@@ -418,17 +439,7 @@ fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> 
             bar.println(line);
         }
     };
-    let run = clrcmd::ClrcmdRun {
-        base,
-        train: &train,
-        dev: &dev,
-        graded: &graded,
-        out: &args.out,
-        options: &options,
-        device,
-        resume: args.resume,
-    };
-    let report = clrcmd::train_clrcmd(&run, |event| match event {
+    let report = clrcmd::train_clrcmd(run, |event| match event {
         Event::Started {
             step,
             total,
@@ -488,9 +499,9 @@ fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> 
         }
         Event::Checkpoint { .. } => {}
     })
-    .with_context(|| format!("training into {}", args.out.display()))?;
+    .with_context(|| format!("training into {}", run.out.display()))?;
     bar.finish_and_clear();
-    print_clrcmd_report(args, &report)
+    Ok(report)
 }
 
 /// What a CLRCMD run did: JSON with `--json`, else a few lines.

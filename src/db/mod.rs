@@ -30,6 +30,7 @@ use crate::score::wasserstein::embed;
 use crate::store::{
     validate_id, CollectionSettings, CollectionStats, Durability, Store, StoredDoc, Upserted,
 };
+use crate::text::TextFormat;
 use crate::types::{Encoded, Gaussian};
 use indexes::{Entry, Indexes};
 pub use reindex::EncodeFn;
@@ -45,6 +46,86 @@ pub struct NewDocument {
     /// A JSON object (or absent).
     #[serde(default)]
     pub metadata: serde_json::Value,
+    /// Context: texts that go with the question (answers, comments, the FAQ entry it was
+    /// filed under), stored verbatim with it and returned with it, never encoded or searched.
+    /// In JSON a string or a list of strings (absent, `""` or `[]`: none); empty or
+    /// whitespace-only texts are dropped. At most [`MAX_CONTEXT_TEXTS`] texts of
+    /// [`MAX_CONTEXT_BYTES`] in all.
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub context: Vec<String>,
+}
+
+/// Most context texts a document may carry.
+pub const MAX_CONTEXT_TEXTS: usize = 64;
+/// Most bytes (UTF-8) a document's context texts may hold in all: 64 KiB.
+pub const MAX_CONTEXT_BYTES: usize = 64 << 10;
+
+impl NewDocument {
+    /// The document as stored when its texts are written in `format`: for
+    /// [`TextFormat::Html`], its text and each context text become their visible text.
+    pub fn in_format(mut self, format: TextFormat) -> Self {
+        let visible = |t: String| match format.visible(&t) {
+            std::borrow::Cow::Borrowed(_) => t,
+            std::borrow::Cow::Owned(v) => v,
+        };
+        if format != TextFormat::Text {
+            self.text = visible(self.text);
+            self.context = self.context.into_iter().map(visible).collect();
+        }
+        self
+    }
+
+    /// The context as stored: its texts that are not empty or whitespace only.
+    fn stored_context(&self) -> Vec<String> {
+        self.context
+            .iter()
+            .filter(|c| !c.trim().is_empty())
+            .cloned()
+            .collect()
+    }
+}
+
+/// Reads a document's context: one string, or a list of strings (`null` reads as none).
+pub fn one_or_many<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Vec<String>, D::Error> {
+    struct Texts;
+    impl<'de> serde::de::Visitor<'de> for Texts {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a string or a list of strings")
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> std::result::Result<Self::Value, E> {
+            Ok(vec![s.to_string()])
+        }
+        fn visit_string<E: serde::de::Error>(
+            self,
+            s: String,
+        ) -> std::result::Result<Self::Value, E> {
+            Ok(vec![s])
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Self::Value, E> {
+            Ok(Vec::new())
+        }
+        fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Self::Value, E> {
+            Ok(Vec::new())
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX_CONTEXT_TEXTS));
+            while let Some(s) = seq.next_element::<String>()? {
+                out.push(s);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_any(Texts)
 }
 
 /// Index health of a collection.
@@ -225,6 +306,7 @@ impl Database {
                     m => m.to_string(),
                 };
                 StoredDoc::new(d.id.clone(), 0, d.text.clone(), metadata, e)
+                    .with_context(d.stored_context())
             })
             .collect();
         self.with_writer(name, |ix| {
@@ -277,6 +359,15 @@ impl Database {
     /// A stored document by external id.
     pub fn get(&self, name: &str, id: &str) -> Result<Option<StoredDoc>> {
         self.store.get(name, id)
+    }
+
+    /// Every live document of collection `name` (its current generation), in external-id
+    /// order, decoded one at a time as the iterator is advanced (memory stays flat in the
+    /// collection's size): id, text, metadata ([`StoredDoc::metadata`]), context and vectors.
+    /// Not a snapshot: writes made while it runs may or may not be seen. What trainers that
+    /// read a whole collection use.
+    pub fn documents(&self, name: &str) -> Result<impl Iterator<Item = Result<StoredDoc>>> {
+        self.store.iter(name)
     }
 
     /// Stores `calibrator` as the collection's own; searches use it from now on.
@@ -684,7 +775,8 @@ fn sound_vectors(d: &NewDocument, e: &Encoded, model: &ModelIdentity) -> Result<
     .into())
 }
 
-/// Checks a document as an upsert would: id length, non-empty text, object metadata.
+/// Checks a document as an upsert would: id length, non-empty text, object metadata, context
+/// within [`MAX_CONTEXT_TEXTS`] and [`MAX_CONTEXT_BYTES`].
 pub fn validate(d: &NewDocument) -> Result<()> {
     validate_id(&d.id)?;
     let reject = |reason: &str| -> Result<()> {
@@ -697,8 +789,23 @@ pub fn validate(d: &NewDocument) -> Result<()> {
     if d.text.trim().is_empty() {
         return reject("the text is empty; give the question's text");
     }
-    match d.metadata {
-        serde_json::Value::Object(_) | serde_json::Value::Null => Ok(()),
-        _ => reject("metadata must be a JSON object, like {\"source\": \"faq\"}"),
+    if !matches!(
+        d.metadata,
+        serde_json::Value::Object(_) | serde_json::Value::Null
+    ) {
+        return reject("metadata must be a JSON object, like {\"source\": \"faq\"}");
     }
+    let context = d.context.iter().filter(|c| !c.trim().is_empty());
+    let (texts, bytes) = context.fold((0, 0), |(n, b), c| (n + 1, b + c.len()));
+    if texts > MAX_CONTEXT_TEXTS {
+        return reject(&format!(
+            "its context has {texts} texts; the limit is {MAX_CONTEXT_TEXTS}: keep the most useful ones or join short ones"
+        ));
+    }
+    if bytes > MAX_CONTEXT_BYTES {
+        return reject(&format!(
+            "its context is {bytes} bytes; the limit is {MAX_CONTEXT_BYTES} (64 KiB) in all: shorten or drop some of its texts"
+        ));
+    }
+    Ok(())
 }

@@ -165,6 +165,7 @@ impl Database {
                         d.metadata_json.clone(),
                         e,
                     )
+                    .with_context(d.context.clone())
                 })
                 .collect();
             let replaced = self.store.generation_put(generation, &records)?;

@@ -148,10 +148,14 @@ fn parse_threads(block: &str) -> std::result::Result<Vec<RelatedQuestion>, Strin
     let mut rest = block;
     while let Some(at) = rest.find("<Thread ") {
         let thread = &rest[at..];
-        let end = thread.find("</Thread>").ok_or("a <Thread> element is not closed")?;
+        let end = thread
+            .find("</Thread>")
+            .ok_or("a <Thread> element is not closed")?;
         let t = &thread[..end];
         rest = &thread[end..];
-        let head_end = t.find("<RelQuestion ").ok_or("a <Thread> has no <RelQuestion>")?;
+        let head_end = t
+            .find("<RelQuestion ")
+            .ok_or("a <Thread> has no <RelQuestion>")?;
         let head = &t[head_end..t[head_end..].find('>').map_or(t.len(), |e| head_end + e)];
         let id = attribute(head, "RELQ_ID").ok_or("a <RelQuestion> has no RELQ_ID")?;
         let relevance = match attribute(head, "RELQ_RELEVANCE2ORGQ").as_deref() {
@@ -167,7 +171,9 @@ fn parse_threads(block: &str) -> std::result::Result<Vec<RelatedQuestion>, Strin
         let mut c = t;
         while let Some(at) = c.find("<RelCText>") {
             let from = at + "<RelCText>".len();
-            let to = c[from..].find("</RelCText>").ok_or("a <RelCText> is not closed")?;
+            let to = c[from..]
+                .find("</RelCText>")
+                .ok_or("a <RelCText> is not closed")?;
             comments.push(unescape(c[from..from + to].trim()));
             c = &c[from + to..];
         }
@@ -217,9 +223,9 @@ fn unescape(s: &str) -> String {
             "gt" => Some('>'),
             "quot" => Some('"'),
             "apos" => Some('\''),
-            num if num.starts_with("#x") => {
-                u32::from_str_radix(&num[2..], 16).ok().and_then(char::from_u32)
-            }
+            num if num.starts_with("#x") => u32::from_str_radix(&num[2..], 16)
+                .ok()
+                .and_then(char::from_u32),
             num if num.starts_with('#') => num[1..].parse().ok().and_then(char::from_u32),
             _ => None,
         });
@@ -273,8 +279,16 @@ pub const TOP: usize = 10;
 /// original question (every question counts, as in the official scorer).
 pub fn map_mrr(rankings: &[Vec<bool>]) -> (f64, f64) {
     let n = rankings.len().max(1) as f64;
-    let map = rankings.iter().map(|r| average_precision(r, TOP)).sum::<f64>() / n;
-    let mrr = rankings.iter().map(|r| reciprocal_rank(r, TOP)).sum::<f64>() / n;
+    let map = rankings
+        .iter()
+        .map(|r| average_precision(r, TOP))
+        .sum::<f64>()
+        / n;
+    let mrr = rankings
+        .iter()
+        .map(|r| reciprocal_rank(r, TOP))
+        .sum::<f64>()
+        / n;
     (100.0 * map, 100.0 * mrr)
 }
 
@@ -320,6 +334,7 @@ pub fn related_documents(questions: &[OriginalQuestion]) -> Vec<NewDocument> {
                 id: r.id.clone(),
                 text: r.text(),
                 metadata: serde_json::json!({ ORIGINAL_KEY: q.id }),
+                context: r.comments.clone(),
             })
         })
         .collect()
@@ -363,7 +378,11 @@ pub fn eval_forum(
     let mut queries = Vec::with_capacity(texts.len());
     for (i, t) in texts.iter().enumerate() {
         queries.push(encoder.encode_one(t)?);
-        progress("encoding original questions", i as u64 + 1, texts.len() as u64);
+        progress(
+            "encoding original questions",
+            i as u64 + 1,
+            texts.len() as u64,
+        );
     }
 
     let labels = |q: &OriginalQuestion, ids: &[&str]| -> (Vec<bool>, bool) {
@@ -381,7 +400,10 @@ pub fn eval_forum(
             .collect();
         rest.sort_by_key(|r| r.rank);
         order.extend(rest);
-        (order.iter().map(|r| r.relevance.relevant()).collect(), complete)
+        (
+            order.iter().map(|r| r.relevance.relevant()).collect(),
+            complete,
+        )
     };
 
     let baseline: Vec<Vec<bool>> = questions.iter().map(|q| labels(q, &[]).0).collect();
@@ -392,15 +414,16 @@ pub fn eval_forum(
         mrr,
         incomplete: 0,
     }];
-    let configs: Vec<(Mode, Rerank, Weighting)> = [Mode::Cosine, Mode::W2, Mode::Lexical, Mode::Hybrid]
-        .into_iter()
-        .map(|m| (m, Rerank::None, Weighting::Uniform))
-        .chain([
-            (Mode::Cosine, Rerank::Rcmd, Weighting::Uniform),
-            (Mode::Hybrid, Rerank::Rcmd, Weighting::Uniform),
-            (Mode::Hybrid, Rerank::Rcmd, Weighting::Idf),
-        ])
-        .collect();
+    let configs: Vec<(Mode, Rerank, Weighting)> =
+        [Mode::Cosine, Mode::W2, Mode::Lexical, Mode::Hybrid]
+            .into_iter()
+            .map(|m| (m, Rerank::None, Weighting::Uniform))
+            .chain([
+                (Mode::Cosine, Rerank::Rcmd, Weighting::Uniform),
+                (Mode::Hybrid, Rerank::Rcmd, Weighting::Uniform),
+                (Mode::Hybrid, Rerank::Rcmd, Weighting::Idf),
+            ])
+            .collect();
     for (c, &(mode, rerank, weights)) in configs.iter().enumerate() {
         let mut rankings = Vec::with_capacity(questions.len());
         let mut by_probability = Vec::with_capacity(questions.len());
@@ -416,7 +439,8 @@ pub fn eval_forum(
                 filter,
                 ..SearchParams::default()
             };
-            let mut hits = search::search_encoded(&view, &judge, (&texts[i], &queries[i]), &params)?.hits;
+            let mut hits =
+                search::search_encoded(&view, &judge, (&texts[i], &queries[i]), &params)?.hits;
             let ids: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
             let (ranked, complete) = labels(q, &ids);
             incomplete += usize::from(!complete);
@@ -501,24 +525,41 @@ mod tests {
         let qs = parse_forum(SAMPLE).unwrap();
         assert_eq!(qs.len(), 1);
         let q = &qs[0];
-        assert_eq!((q.id.as_str(), q.text().as_str()), ("Q1", "Good Bank Which is a good bank in Doha"));
+        assert_eq!(
+            (q.id.as_str(), q.text().as_str()),
+            ("Q1", "Good Bank Which is a good bank in Doha")
+        );
         assert_eq!(q.related.len(), 2);
         let r = &q.related[0];
-        assert_eq!((r.id.as_str(), r.rank, r.relevance), ("Q1_R2", 2, Relevance::Irrelevant));
+        assert_eq!(
+            (r.id.as_str(), r.rank, r.relevance),
+            ("Q1_R2", 2, Relevance::Irrelevant)
+        );
         assert_eq!(r.text(), "Cars & bikes Where to buy a car?");
         assert_eq!(r.comments, vec!["Try the \"souq\"".to_string()]);
         let r = &q.related[1];
         assert_eq!(r.relevance, Relevance::PerfectMatch);
-        assert_eq!(r.text(), "Best bank? Which bank is best in Qatar", "subject repeated by the body");
+        assert_eq!(
+            r.text(),
+            "Best bank? Which bank is best in Qatar",
+            "subject repeated by the body"
+        );
         assert_eq!(r.comments.len(), 2);
     }
 
     #[test]
     fn malformed_files_are_errors_naming_the_problem() {
-        assert!(parse_forum("<xml/>").unwrap_err().contains("no <OrgQuestion>"));
-        let bad = SAMPLE.replace("RELQ_RELEVANCE2ORGQ=\"Irrelevant\"", "RELQ_RELEVANCE2ORGQ=\"Maybe\"");
+        assert!(parse_forum("<xml/>")
+            .unwrap_err()
+            .contains("no <OrgQuestion>"));
+        let bad = SAMPLE.replace(
+            "RELQ_RELEVANCE2ORGQ=\"Irrelevant\"",
+            "RELQ_RELEVANCE2ORGQ=\"Maybe\"",
+        );
         assert!(parse_forum(&bad).unwrap_err().contains("Q1_R2"));
-        assert!(parse_forum("<OrgQuestion ORGQ_ID=\"Q\">").unwrap_err().contains("not closed"));
+        assert!(parse_forum("<OrgQuestion ORGQ_ID=\"Q\">")
+            .unwrap_err()
+            .contains("not closed"));
     }
 
     #[test]
@@ -535,6 +576,9 @@ mod tests {
 
     #[test]
     fn entities_are_decoded_and_unknown_ones_kept() {
-        assert_eq!(unescape("a &amp; b &#233; &#x41; &nbsp; &"), "a & b é A &nbsp; &");
+        assert_eq!(
+            unescape("a &amp; b &#233; &#x41; &nbsp; &"),
+            "a & b é A &nbsp; &"
+        );
     }
 }

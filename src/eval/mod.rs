@@ -3,9 +3,9 @@
 //! pairs with every feature the duplicate model reads.
 
 pub mod alignment;
+pub mod forum;
 pub mod ists;
 pub mod pairs;
-pub mod forum;
 pub mod retrieval;
 pub mod scores;
 

@@ -73,6 +73,7 @@ fn distinct_questions(pairs: &[LabelledPair]) -> Vec<NewDocument> {
             id: qqp_id(q),
             text: q.clone(),
             metadata: serde_json::Value::Null,
+            context: Vec::new(),
         })
         .collect()
 }

@@ -37,8 +37,8 @@ pub struct IngestOptions {
     pub format: Format,
     /// Which fields make a document.
     pub fields: Fields,
-    /// How the texts are written: for [`TextFormat::Html`], each document's stored text is
-    /// the fragment's visible text (`kindred ingest --text-format html`).
+    /// How the texts are written: for [`TextFormat::Html`], each document's stored text (and
+    /// each context text) is the fragment's visible text (`kindred ingest --text-format html`).
     pub text_format: TextFormat,
     /// Documents per committed batch.
     pub batch: usize,
@@ -143,7 +143,8 @@ struct Batch {
     last_line: u64,
 }
 
-/// Stage 1: reads records after line `skip`, keeps the visible text of each (`text_format`),
+/// Stage 1: reads records after line `skip`, keeps the visible text of each (`text_format`:
+/// of its text and its context texts),
 /// validates documents (texts of at most `max_text_chars` characters, counted in the visible
 /// text, as the server counts them) and tokenizes them, and sends them in batches of at least
 /// `batch_size` documents, cut only at line boundaries (a QQP line yields two). Stops at the
@@ -186,10 +187,8 @@ fn read_batches(
         batch.last_line = batch.last_line.max(line);
         match rec {
             Record::Bad(r) => batch.rejected.push(r),
-            Record::Doc(line, mut doc) => {
-                if let std::borrow::Cow::Owned(visible) = text_format.visible(&doc.text) {
-                    doc.text = visible;
-                }
+            Record::Doc(line, doc) => {
+                let doc = doc.in_format(text_format);
                 if let Some(reason) = text_too_long(&doc, max_text_chars) {
                     batch.rejected.push(Rejected { line, reason });
                     continue;
@@ -454,6 +453,7 @@ mod tests {
             id: "q1".into(),
             text: text.into(),
             metadata: serde_json::Value::Null,
+            context: Vec::new(),
         }
     }
 

@@ -83,6 +83,10 @@ pub struct Fields {
     /// Columns / keys copied into metadata. For JSON Lines, empty means "the `metadata`
     /// object, if any".
     pub meta: Vec<String>,
+    /// Columns / keys whose texts are the document's context (never encoded or searched).
+    /// TSV/CSV: each named column's non-empty cell is one context text. JSON Lines: each
+    /// key's value is a string or a list of strings; empty means "the `context` key, if any".
+    pub context: Vec<String>,
 }
 
 impl Default for Fields {
@@ -91,9 +95,13 @@ impl Default for Fields {
             id: "id".into(),
             text: "text".into(),
             meta: Vec::new(),
+            context: Vec::new(),
         }
     }
 }
+
+/// The JSON Lines key read as the context when no context keys are named.
+pub const CONTEXT_KEY: &str = "context";
 
 /// A row that cannot be ingested.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -272,12 +280,37 @@ fn jsonl(reader: impl BufRead, max: usize, fields: Fields) -> impl Iterator<Item
                     .collect(),
             )
         };
+        let default_key = [CONTEXT_KEY.to_string()];
+        let keys = match fields.context.is_empty() {
+            true => &default_key[..],
+            false => &fields.context[..],
+        };
+        let mut context = Vec::new();
+        for key in keys {
+            match obj.get(key) {
+                None | Some(serde_json::Value::Null) => {}
+                Some(serde_json::Value::String(s)) => context.push(s.clone()),
+                Some(serde_json::Value::Array(texts))
+                    if texts.iter().all(serde_json::Value::is_string) =>
+                {
+                    let texts = texts.iter().filter_map(|t| t.as_str());
+                    context.extend(texts.map(str::to_string));
+                }
+                Some(_) => {
+                    return Some(Ok(bad(
+                        n,
+                        format!("field {key:?} (context) must be a string or a list of strings"),
+                    )))
+                }
+            }
+        }
         Some(Ok(Record::Doc(
             n,
             NewDocument {
                 id,
                 text: text.to_string(),
                 metadata,
+                context,
             },
         )))
     })
@@ -321,6 +354,7 @@ fn qqp(reader: impl BufRead, max: usize, source: String) -> impl Iterator<Item =
                     id: qqp_id(q),
                     text: q.to_string(),
                     metadata: serde_json::json!({ "source": source }),
+                    context: Vec::new(),
                 },
             )));
         }
@@ -371,17 +405,26 @@ fn delimited(
         }
     };
     let col = |name: &str| header_names.iter().position(|h| h.trim() == name);
-    let missing = |what: &str, name: &str| {
+    let missing = |what: &str, name: &str, option: &str| {
         header_error(format!(
-            "the header has no {what} column {name:?} (columns: {}); pass --{what}-field",
+            "the header has no {what} column {name:?} (columns: {}); pass {option}",
             header_names.join(", ")
         ))
     };
-    let id_col = col(&fields.id).ok_or_else(|| missing("id", &fields.id))?;
-    let text_col = col(&fields.text).ok_or_else(|| missing("text", &fields.text))?;
+    let id_col = col(&fields.id).ok_or_else(|| missing("id", &fields.id, "--id-field"))?;
+    let text_col =
+        col(&fields.text).ok_or_else(|| missing("text", &fields.text, "--text-field"))?;
     let mut meta_cols = Vec::new();
     for m in &fields.meta {
-        meta_cols.push((m.clone(), col(m).ok_or_else(|| missing("meta", m))?));
+        meta_cols.push((
+            m.clone(),
+            col(m).ok_or_else(|| missing("meta", m, "--meta-fields"))?,
+        ));
+    }
+    let mut context_cols = Vec::new();
+    for c in &fields.context {
+        let i = col(c).ok_or_else(|| missing("context", c, "--context-fields"))?;
+        context_cols.push((c.clone(), i));
     }
     let (id_name, text_name) = (fields.id.clone(), fields.text.clone());
     Ok(rows.map(move |row| {
@@ -423,12 +466,21 @@ fn delimited(
                 None => {}
             }
         }
+        let mut context = Vec::new();
+        for (k, i) in &context_cols {
+            match text(*i, k) {
+                Some(Ok(v)) if !v.trim().is_empty() => context.push(v.to_string()),
+                Some(Err(why)) => return Ok(bad(line, why)),
+                _ => {}
+            }
+        }
         Ok(Record::Doc(
             line,
             NewDocument {
                 id: id.trim().to_string(),
                 text: body.to_string(),
                 metadata: serde_json::Value::Object(metadata),
+                context,
             },
         ))
     }))
@@ -700,12 +752,92 @@ mod tests {
         );
     }
 
+    /// The context of a JSON Lines record: the `context` key (a string or a list of strings)
+    /// or the keys named; anything else is a rejected row naming the key.
+    #[test]
+    fn jsonl_context_is_a_string_or_a_list_of_strings() {
+        let content = concat!(
+            "{\"id\": \"a\", \"text\": \"q\", \"context\": \"an answer\"}\n",
+            "{\"id\": \"b\", \"text\": \"q\", \"context\": [\"one\", \"two\"], \"faq\": \"F\"}\n",
+            "{\"id\": \"c\", \"text\": \"q\", \"context\": null}\n",
+            "{\"id\": \"d\", \"text\": \"q\"}\n",
+            "{\"id\": \"e\", \"text\": \"q\", \"context\": [\"ok\", 3]}\n",
+        );
+        let contexts = |fields: Fields| -> Vec<std::result::Result<Vec<String>, String>> {
+            read(content, "d.jsonl", Format::Jsonl, fields)
+                .into_iter()
+                .map(|r| match r {
+                    Record::Doc(_, d) => Ok(d.context),
+                    Record::Bad(r) => Err(r.reason),
+                })
+                .collect()
+        };
+        let got = contexts(Fields::default());
+        assert_eq!(got[0], Ok(vec!["an answer".to_string()]));
+        assert_eq!(got[1], Ok(vec!["one".to_string(), "two".to_string()]));
+        assert_eq!((&got[2], &got[3]), (&Ok(vec![]), &Ok(vec![])));
+        assert_eq!(
+            got[4],
+            Err("field \"context\" (context) must be a string or a list of strings".into())
+        );
+        let named = contexts(Fields {
+            context: vec!["faq".into(), "context".into()],
+            ..Fields::default()
+        });
+        assert_eq!(named[1], Ok(vec!["F".into(), "one".into(), "two".into()]));
+        assert_eq!(named[3], Ok(vec![]));
+    }
+
+    /// `--context-fields`: each named column's non-empty cell is one context text, verbatim;
+    /// a column the header lacks fails the read naming the option.
+    #[test]
+    fn csv_context_columns_give_one_text_per_non_empty_cell() {
+        let fields = Fields {
+            context: vec!["answer".into(), "comment".into()],
+            ..Fields::default()
+        };
+        let recs = read(
+            "id,text,answer,comment\n1,q one,\" Use the link. \",Thanks!\n2,q two,,  \n3,q three\n",
+            "d.csv",
+            Format::Csv,
+            fields.clone(),
+        );
+        let context = |i: usize| match &recs[i] {
+            Record::Doc(_, d) => d.context.clone(),
+            bad => panic!("{bad:?}"),
+        };
+        assert_eq!(context(0), [" Use the link. ", "Thanks!"]);
+        assert!(context(1).is_empty() && context(2).is_empty());
+        let tsv = read(
+            "id\ttext\tanswer\tcomment\n1\tq\tA\t\n",
+            "d.tsv",
+            Format::Tsv,
+            fields,
+        );
+        assert!(matches!(&tsv[0], Record::Doc(_, d) if d.context == ["A"]));
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d.csv");
+        std::fs::write(&p, "id,text\n1,q\n").unwrap();
+        let fields = Fields {
+            context: vec!["answer".into()],
+            ..Fields::default()
+        };
+        let e = records(&p, Format::Csv, &fields).err().expect("refused");
+        assert!(
+            e.to_string().contains(
+                "the header has no context column \"answer\" (columns: id, text); pass --context-fields"
+            ),
+            "{e}"
+        );
+    }
+
     #[test]
     fn csv_with_quotes_and_meta_columns() {
         let fields = Fields {
             id: "qid".into(),
             text: "question".into(),
             meta: vec!["topic".into()],
+            context: Vec::new(),
         };
         let recs = read(
             "qid,question,topic\n1,\"Hello, world?\",greet\n2,\"multi\nline\",x\n3\n",

@@ -82,7 +82,7 @@ pub fn best_threshold(scores: &[f64], labels: &[bool]) -> (f64, f64) {
 }
 
 /// Ranks (1-based) with ties given their average rank.
-fn average_ranks(x: &[f64]) -> Vec<f64> {
+pub fn average_ranks(x: &[f64]) -> Vec<f64> {
     let mut order: Vec<usize> = (0..x.len()).collect();
     order.sort_by(|&a, &b| x[a].total_cmp(&x[b]));
     let mut ranks = vec![0.0; x.len()];

@@ -33,10 +33,33 @@ pub struct DocumentUpsert {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub metadata: serde_json::Value,
-    /// How `text` is written: `text` (the default: stored as given) or `html` (an HTML
-    /// fragment: its visible text is stored).
+    /// How `text` and `context` are written: `text` (the default: stored as given) or `html`
+    /// (HTML fragments: their visible text is stored).
     #[serde(default)]
     pub format: TextFormat,
+    /// Texts that go with the question (answers, comments, the FAQ entry it was filed under):
+    /// one string or a list of strings, stored verbatim and returned with the document, never
+    /// encoded or searched. Absent, `""` or `[]`: none; empty texts are dropped. At most 64
+    /// texts and 64 KiB in all.
+    #[serde(default, deserialize_with = "db::one_or_many")]
+    #[schema(schema_with = context_schema)]
+    pub context: Vec<String>,
+}
+
+/// The schema of a document's `context` as written: a string or a list of strings.
+pub(crate) fn context_schema() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+    let text = || ObjectBuilder::new().schema_type(Type::String);
+    OneOfBuilder::new()
+        .item(text())
+        .item(ArrayBuilder::new().items(text()))
+        .description(Some(
+            "Texts that go with the question (answers, comments, the FAQ entry it was filed \
+             under): one string or a list of strings, stored and returned with the document, \
+             never encoded or searched. At most 64 texts and 64 KiB in all.",
+        ))
+        .build()
+        .into()
 }
 
 /// How a document's text is written. Either way, HTML character references (`&eacute;`,
@@ -64,17 +87,16 @@ impl From<TextFormat> for text::TextFormat {
 }
 
 impl From<DocumentUpsert> for db::NewDocument {
-    /// The document as stored: for `html`, its text is the fragment's visible text.
+    /// The document as stored: for `html`, its text and context texts are the fragments'
+    /// visible text.
     fn from(d: DocumentUpsert) -> Self {
-        let text = match text::TextFormat::from(d.format).visible(&d.text) {
-            std::borrow::Cow::Borrowed(_) => d.text,
-            std::borrow::Cow::Owned(visible) => visible,
-        };
         db::NewDocument {
             id: d.id,
-            text,
+            text: d.text,
             metadata: d.metadata,
+            context: d.context,
         }
+        .in_format(d.format.into())
     }
 }
 
@@ -93,7 +115,8 @@ pub struct UpsertResult {
 /// or, with `Content-Type: application/x-ndjson`, a stream of one document per line committed
 /// in batches of `limits.max_batch`. An error in a stream answers with how many documents were
 /// committed before it; nothing after the bad line is written. A document with
-/// `"format": "html"` is stored as its visible text.
+/// `"format": "html"` is stored as its visible text (its context too). A document's `context`
+/// is stored with it and never encoded.
 #[utoipa::path(post, path = "/v1/collections/{collection}/documents", params(("collection" = String, Path)),
     request_body(content = Vec<DocumentUpsert>, description = "JSON array, or NDJSON with Content-Type application/x-ndjson"),
     responses(
@@ -305,9 +328,11 @@ pub struct DocumentView {
     pub tokens: usize,
     /// Truncated at the model's maximum length.
     pub truncated: bool,
+    /// The document's context texts, as stored (always present: `[]` when it has none).
+    pub context: Vec<String>,
 }
 
-/// `GET /v1/collections/{c}/documents/{id}`.
+/// `GET /v1/collections/{c}/documents/{id}`: the document as stored, with its context.
 #[utoipa::path(get, path = "/v1/collections/{collection}/documents/{id}",
     params(("collection" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = DocumentView), (status = 404, body = ErrorBody)))]
@@ -324,6 +349,7 @@ pub async fn get_document(
             truncated: d.truncated,
             id: d.id,
             text: d.text,
+            context: d.context,
         })),
         None => Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -394,6 +420,40 @@ mod tests {
         }]))
         .expect("reads");
         assert_eq!(docs[0].text, "What&#39;s the best caf&eacute; in Doha?");
+    }
+
+    #[test]
+    fn context_is_a_string_or_a_list_and_html_strips_it_too() {
+        let docs = read(json!([
+            { "id": "a", "text": "t", "context": "an answer" },
+            { "id": "b", "text": "t", "context": ["one", "two"] },
+            { "id": "c", "text": "t", "context": "" },
+            { "id": "d", "text": "t", "context": [] },
+            { "id": "e", "text": "t", "context": null },
+            { "id": "f", "text": "t" },
+            { "id": "g", "text": "<b>t</b>", "context": ["<p>A &amp; <i>B</i></p>", "x"], "format": "html" },
+        ]))
+        .expect("reads");
+        let contexts: Vec<Vec<String>> = docs.iter().map(|d| d.context.clone()).collect();
+        assert_eq!(contexts[0], ["an answer"]);
+        assert_eq!(contexts[1], ["one", "two"]);
+        // An empty string is kept here and dropped when stored (db::validate ignores it too).
+        assert_eq!(contexts[2], [""]);
+        assert!(contexts[3..6].iter().all(Vec::is_empty));
+        assert_eq!(
+            (docs[6].text.as_str(), &contexts[6][..]),
+            ("t", &["A &amp; B".to_string(), "x".into()][..])
+        );
+        for bad in [json!(3), json!({ "a": 1 }), json!(["ok", 2])] {
+            let e = read(json!([{ "id": "a", "text": "t", "context": bad }])).expect_err("refused");
+            assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+            assert!(
+                e.message.contains("a string or a list of strings")
+                    || e.message.contains("expected a string"),
+                "{}",
+                e.message
+            );
+        }
     }
 
     #[test]

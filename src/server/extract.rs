@@ -142,6 +142,7 @@ mod fuzz {
                         Just("depths".to_string()),
                         Just("a".to_string()),
                         Just("format".to_string()),
+                        Just("context".to_string()),
                         "[a-z]{1,6}"
                     ],
                     inner,
@@ -186,6 +187,7 @@ mod fuzz {
             // The same value as the filter and the documents of a request.
             read_all(serde_json::json!({ "text": "q", "filter": v }).to_string().as_bytes());
             read_all(serde_json::json!([{ "id": "x", "text": "t", "metadata": v }]).to_string().as_bytes());
+            read_all(serde_json::json!([{ "id": "x", "text": "t", "context": v }]).to_string().as_bytes());
         }
 
         #[test]

@@ -211,6 +211,45 @@ mod tests {
         }
     }
 
+    /// A document's context: written as a string or a list of strings (optional), read back
+    /// as a list that is always present; the upload takes context columns.
+    #[test]
+    fn documents_describe_their_context() {
+        let doc = document();
+        let schemas = &doc["components"]["schemas"];
+        let new = &schemas["NewDocument"];
+        let one_of = new["properties"]["context"]["oneOf"]
+            .as_array()
+            .expect("context is oneOf");
+        assert_eq!(one_of[0]["type"], "string");
+        assert_eq!(one_of[1]["type"], "array");
+        assert_eq!(one_of[1]["items"]["type"], "string");
+        let required = |s: &Value| -> Vec<String> {
+            s["required"]
+                .as_array()
+                .map(|r| {
+                    r.iter()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        assert!(!required(new).contains(&"context".to_string()), "{new}");
+        let view = &schemas["DocumentView"];
+        assert_eq!(view["properties"]["context"]["type"], "array", "{view}");
+        assert_eq!(view["properties"]["context"]["items"]["type"], "string");
+        assert!(required(view).contains(&"context".to_string()), "{view}");
+        let ingest = &doc["paths"]["/v1/collections/{collection}/ingest"]["post"];
+        assert!(
+            ingest["parameters"]
+                .as_array()
+                .expect("parameters")
+                .iter()
+                .any(|p| p["name"] == "context_fields" && p["in"] == "query"),
+            "{ingest}"
+        );
+    }
+
     #[test]
     fn query_parameters_are_in_the_query() {
         let doc = document();

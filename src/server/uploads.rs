@@ -38,6 +38,10 @@ pub struct IngestParams {
     pub text_field: Option<String>,
     /// Comma-separated columns / keys copied into metadata.
     pub meta_fields: Option<String>,
+    /// Comma-separated columns / keys whose texts are each document's context (tsv/csv: each
+    /// non-empty cell is one text; jsonl: a string or a list of strings; jsonl default: the
+    /// `context` key).
+    pub context_fields: Option<String>,
     /// Documents per committed batch (default 256).
     pub batch: Option<usize>,
 }
@@ -75,18 +79,20 @@ pub async fn upload(
         )));
     }
     let defaults = Fields::default();
+    let names = |list: Option<String>| -> Vec<String> {
+        list.map(|m| {
+            m.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+    };
     let fields = Fields {
         id: p.id_field.unwrap_or(defaults.id),
         text: p.text_field.unwrap_or(defaults.text),
-        meta: p
-            .meta_fields
-            .map(|m| {
-                m.split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            })
-            .unwrap_or_default(),
+        meta: names(p.meta_fields),
+        context: names(p.context_fields),
     };
     check_collection(&state, &collection).await?;
     let max_jobs = state.config.limits.max_jobs;

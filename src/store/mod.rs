@@ -16,6 +16,9 @@
 //! index directory) are named by its *physical* name `c@G` ([`CollectionSettings::generation`]),
 //! so a new generation can be built beside the serving one and switched to in one write of the
 //! settings ([`Store::switch_generation`]). A collection never reindexed keeps the plain name.
+//!
+//! Format 4 appends each document's context (texts stored with it, never indexed) to its
+//! record; opening a store of format 1–3 rewrites its records (`migrate`, migrations/0004).
 
 pub mod compat;
 pub mod migrate;

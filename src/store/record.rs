@@ -1,5 +1,6 @@
 //! What the store keeps per document, and how it is encoded on disk (bincode 2, standard
-//! configuration). Format version 1; any change here is a format change (see migrations/).
+//! configuration). Format version 4 (migrations/0004_context.md: the context was appended);
+//! any change here is a format change (see migrations/ and the frozen types in `compat`).
 
 use serde::{Deserialize, Serialize};
 
@@ -32,10 +33,16 @@ pub struct StoredDoc {
     pub mu: Vec<f32>,
     /// Intent standard deviation.
     pub sigma: Vec<f32>,
+    /// The document's context, stored verbatim: texts that go with the question (answers,
+    /// comments, the FAQ entry it was filed under). Never encoded, indexed or searched; read
+    /// back with the document (and by trainers). Empty when it has none. Last, so a record
+    /// of format 1–3 is a prefix of the same record in format 4.
+    pub context: Vec<String>,
 }
 
 impl StoredDoc {
-    /// Builds the record of an encoded document.
+    /// Builds the record of an encoded document (without context: see
+    /// [`StoredDoc::with_context`]).
     pub fn new(
         id: String,
         internal: u64,
@@ -56,7 +63,14 @@ impl StoredDoc {
             sentence: enc.sentence.clone(),
             mu: enc.intent.mu.clone(),
             sigma: enc.intent.sigma.clone(),
+            context: Vec::new(),
         }
+    }
+
+    /// The record with `context` as its context.
+    pub fn with_context(mut self, context: Vec<String>) -> Self {
+        self.context = context;
+        self
     }
 
     /// The token vectors in their compressed form.
@@ -99,13 +113,20 @@ impl StoredDoc {
         let text: usize = self.tokens.iter().map(|t| t.text.len() + 12).sum();
         let floats =
             self.token_scales.len() + self.sentence.len() + self.mu.len() + self.sigma.len();
+        // A string is its bytes after a varint length: 1 byte below 251, 3 up to 64 KiB.
+        let context: usize = self
+            .context
+            .iter()
+            .map(|c| c.len() + if c.len() < 251 { 1 } else { 3 })
+            .sum();
         (self.id.len()
             + self.text.len()
             + self.metadata_json.len()
             + text
             + self.token_codes.len()
             + 4 * floats
-            + 32) as u64
+            + context
+            + 33) as u64
     }
 
     /// Encodes for disk.
@@ -189,6 +210,7 @@ mod tests {
             sentence: vec![0.6, 0.8, 0.0],
             mu: vec![0.1; 3],
             sigma: vec![1.0; 3],
+            context: vec!["Use the link on the sign-in page.".into(), "x".repeat(300)],
         }
     }
 
@@ -196,11 +218,13 @@ mod tests {
     fn a_record_round_trips_and_a_huge_length_is_refused_without_allocating() {
         let doc = record();
         assert_eq!(StoredDoc::from_bytes(&doc.to_bytes()).unwrap(), doc);
-        let (approx, exact) = (doc.approx_bytes(), doc.to_bytes().len() as u64);
-        assert!(
-            approx >= exact && approx <= exact + 64,
-            "{approx} vs {exact}"
-        );
+        for doc in [doc.clone(), doc.clone().with_context(Vec::new())] {
+            let (approx, exact) = (doc.approx_bytes(), doc.to_bytes().len() as u64);
+            assert!(
+                approx >= exact && approx <= exact + 64,
+                "{approx} vs {exact}"
+            );
+        }
         // A varint length prefix of 2^62 for the id: refused, not allocated.
         let mut bytes = vec![0xff];
         bytes.extend_from_slice(&(1u64 << 62).to_le_bytes());

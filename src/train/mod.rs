@@ -15,6 +15,7 @@
 pub mod aligner;
 pub mod blend;
 pub mod clrcmd;
+pub mod context;
 pub mod data;
 pub mod intent;
 pub mod loss;

@@ -1088,6 +1088,7 @@ fn a_damaged_calibration_falls_back_to_the_default_and_searches_go_on() {
         id: id.into(),
         text: text.into(),
         metadata: Value::Null,
+        context: Vec::new(),
     };
     crate::common::upsert(
         &db,

@@ -134,6 +134,115 @@ fn bad_rows_are_set_aside_with_line_numbers_and_strict_stops() {
     assert_eq!(doc.metadata()["topic"], "billing");
 }
 
+/// Issue 23: `kindred ingest` reads each document's context — JSON Lines' `context` (a string
+/// or a list), CSV/TSV columns named by `--context-fields` / `--context-column` (each non-empty
+/// cell one text), HTML stripped with `--text-format html` — rejects a row over the limits
+/// naming them, and `kindred get` shows it; the vectors are the text's alone.
+#[test]
+fn context_is_ingested_from_jsonl_keys_and_csv_columns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let jsonl = dir.path().join("faq.jsonl");
+    let many =
+        serde_json::json!({ "id": "many", "text": "Can I pay later?", "context": vec!["a"; 65] });
+    std::fs::write(
+        &jsonl,
+        format!(
+            "{}\n{}\n{}\n{many}\n{}\n",
+            r#"{"id": "one", "text": "How do I reset my password?", "context": "Use the <b>link</b>."}"#,
+            r#"{"id": "list", "text": "How do I reset my password?", "context": ["First.", "<p>Second.</p>"]}"#,
+            r#"{"id": "none", "text": "How do I reset my password?"}"#,
+            r#"{"id": "bad", "text": "Where is my order?", "context": {"a": 1}}"#,
+        ),
+    )
+    .expect("write");
+    let out = ok(kindred(&data)
+        .args(["ingest", jsonl.to_str().unwrap(), "-c", "faq", "--create"])
+        .args(["--text-format", "html"])
+        .output()
+        .expect("runs"));
+    assert!(
+        out.contains("ingested 3 new, updated 0, rejected 2"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "line 4: document \"many\" rejected: its context has 65 texts; the limit is 64"
+        ) && out
+            .contains("line 5: field \"context\" (context) must be a string or a list of strings"),
+        "{out}"
+    );
+
+    let csv = dir.path().join("faq.csv");
+    std::fs::write(
+        &csv,
+        "id,text,answer,comment\n\
+         close,How do I close my account?,\"Settings, then Account.\",Takes a day.\n\
+         gift,Can I send a gift?,,\n",
+    )
+    .expect("write");
+    ok(kindred(&data)
+        .args(["ingest", csv.to_str().unwrap(), "-c", "faq"])
+        .args(["--context-fields", "answer", "--context-column", "comment"])
+        .output()
+        .expect("runs"));
+    let tsv = dir.path().join("faq.tsv");
+    std::fs::write(
+        &tsv,
+        "id\ttext\tanswer\nship\tHow long is shipping?\tThree days.\n",
+    )
+    .expect("write");
+    ok(kindred(&data)
+        .args([
+            "ingest",
+            tsv.to_str().unwrap(),
+            "-c",
+            "faq",
+            "--context-column",
+            "answer",
+        ])
+        .output()
+        .expect("runs"));
+    let out = kindred(&data)
+        .args(["ingest", tsv.to_str().unwrap(), "-c", "faq", "--restart"])
+        .args(["--context-fields", "nope"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("the header has no context column \"nope\" (columns: id, text, answer); pass --context-fields"),
+        "{err}"
+    );
+
+    let db = Database::open(&data, Durability::Flush).expect("opens");
+    let read: std::collections::BTreeMap<String, (Vec<String>, Vec<f32>)> = db
+        .documents("faq")
+        .expect("collection")
+        .map(|d| d.map(|d| (d.id, (d.context, d.sentence))).expect("record"))
+        .collect();
+    let context = |id: &str| read[id].0.clone();
+    assert_eq!(context("one"), ["Use the link."]);
+    assert_eq!(context("list"), ["First.", "Second."]);
+    assert!(context("none").is_empty() && context("gift").is_empty());
+    assert_eq!(
+        context("close"),
+        ["Settings, then Account.", "Takes a day."]
+    );
+    assert_eq!(context("ship"), ["Three days."]);
+    assert_eq!(read["one"].1, read["none"].1, "context changed the vectors");
+    drop(db);
+    let shown: serde_json::Value = serde_json::from_str(&ok(kindred(&data)
+        .args(["get", "-c", "faq", "close"])
+        .output()
+        .expect("runs")))
+    .expect("json");
+    assert_eq!(
+        shown["context"],
+        serde_json::json!(["Settings, then Account.", "Takes a day."])
+    );
+}
+
 #[test]
 fn malformed_rows_are_set_aside_naming_the_line_and_the_fix() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -7,6 +7,7 @@ mod alignment;
 mod chunker;
 mod cli;
 mod common;
+mod context;
 mod crash;
 mod encoder;
 mod eval;

@@ -152,6 +152,7 @@ fn int8_identity_differs_and_a_collection_refuses_the_other_precision() {
         id: "a".into(),
         text: "How do I reset my password?".into(),
         metadata: serde_json::Value::Null,
+        context: Vec::new(),
     };
     crate::common::upsert(&db, "q", quant, vec![doc.clone()]).expect("int8 vectors go in");
     let err = crate::common::upsert(&db, "q", exact, vec![doc])

@@ -16,6 +16,7 @@ use crate::common::{cosine, encoder, model_dir, other_model, qqp_questions};
 
 fn doc(id: String, text: &str) -> NewDocument {
     NewDocument {
+        context: vec![format!("the context of {id}")],
         id,
         text: text.to_string(),
         metadata: serde_json::json!({ "n": 1 }),
@@ -129,12 +130,14 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
         .collect();
     live.extend(written.iter().cloned());
     assert_eq!(db.store().count("c").expect("count") as usize, live.len());
-    // Every document, whenever written, carries the new model's vectors of its latest text.
+    // Every document, whenever written, carries the new model's vectors of its latest text,
+    // and its context.
     let texts: Vec<&str> = live.values().map(String::as_str).collect();
     let fresh = other.encode(&texts).expect("encodes");
     for ((id, text), e) in live.iter().zip(&fresh) {
         let stored = db.get("c", id).expect("reads").expect("present");
         assert_eq!(&stored.text, text, "{id}");
+        assert_eq!(stored.context, [format!("the context of {id}")], "{id}");
         assert!(cosine(&stored.sentence, &e.sentence) > 0.9999, "{id}");
     }
     assert!(

@@ -841,3 +841,156 @@ fn collections_keep_their_own_precision_over_http_and_across_a_restart() {
     check(&s);
     s.stop();
 }
+
+/// Issue 23: a document's context over HTTP. Written as a string or a list (JSON and NDJSON,
+/// HTML stripped with `"format": "html"`, CSV columns in an upload), read back by GET (always a
+/// list), never encoded: the same text with and without context scores the same. Over the
+/// limits a batch answers 422 naming the limit, and nothing of it is stored.
+#[test]
+fn documents_carry_context_over_http() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(dir.path(), &[], &[]);
+    let (st, info) = call(
+        "POST",
+        &s.url("/v1/collections"),
+        None,
+        Some(&json!({ "name": "faq" })),
+    );
+    assert_eq!(st, 201, "{info}");
+    let docs_url = s.url("/v1/collections/faq/documents");
+    let text = "How do I reset my password?";
+    let docs = json!([
+        { "id": "one", "text": text, "context": "Use the link on the sign-in page." },
+        { "id": "list", "text": text, "context": ["First answer.", "Second answer."],
+          "metadata": { "topic": "account" } },
+        { "id": "none", "text": text },
+        { "id": "html", "text": "<b>Can I pay later?</b>", "format": "html",
+          "context": ["<p>Yes, <i>with</i> an invoice.</p>", "<br>"] },
+    ]);
+    let (st, r) = call("POST", &docs_url, None, Some(&docs));
+    assert_eq!((st, r["upserted"].as_u64()), (200, Some(4)), "{r}");
+    let ndjson = concat!(
+        "{\"id\": \"nd\", \"text\": \"Where is my parcel?\", \"context\": [\"Track it online.\"]}\n",
+        "{\"id\": \"nd-empty\", \"text\": \"Where is my order?\", \"context\": \"\"}\n",
+    );
+    let (st, r) = call_raw(&docs_url, None, "application/x-ndjson", ndjson.as_bytes());
+    assert_eq!((st, r["upserted"].as_u64()), (200, Some(2)), "{r}");
+    let get = |id: &str| {
+        let (st, doc) = call(
+            "GET",
+            &s.url(&format!("/v1/collections/faq/documents/{id}")),
+            None,
+            None,
+        );
+        assert_eq!(st, 200, "{id}: {doc}");
+        doc
+    };
+    assert_eq!(
+        get("one")["context"],
+        json!(["Use the link on the sign-in page."])
+    );
+    assert_eq!(
+        get("list")["context"],
+        json!(["First answer.", "Second answer."])
+    );
+    assert_eq!(get("list")["metadata"]["topic"], "account");
+    assert_eq!(get("none")["context"], json!([]));
+    let html = get("html");
+    assert_eq!(
+        (html["text"].as_str(), &html["context"]),
+        (Some("Can I pay later?"), &json!(["Yes, with an invoice."])),
+        "{html}"
+    );
+    assert_eq!(get("nd")["context"], json!(["Track it online."]));
+    assert_eq!(get("nd-empty")["context"], json!([]));
+
+    // Never encoded: the three copies of `text` score alike, at every stage.
+    let q = json!({ "text": text, "k": 3 });
+    let (st, out) = call("POST", &s.url("/v1/collections/faq/search"), None, Some(&q));
+    assert_eq!(st, 200, "{out}");
+    let hits = out["hits"].as_array().expect("hits");
+    let mut found = ids(&out["hits"]);
+    found.sort();
+    assert_eq!(found, ["list", "none", "one"], "{out}");
+    for h in &hits[1..] {
+        assert_eq!(h["score"], hits[0]["score"], "{out}");
+        for stage in ["cosine", "w2", "lexical"] {
+            assert_eq!(
+                h["stages"][stage]["score"], hits[0]["stages"][stage]["score"],
+                "{stage}"
+            );
+        }
+    }
+
+    // Over the limits: 422 naming the limit and the fix; nothing of the batch is stored.
+    let over = [
+        (json!(vec!["an answer"; 65]), "its context has 65 texts; the limit is 64"),
+        (
+            json!(["x".repeat(40_000), "y".repeat(30_000)]),
+            "its context is 70000 bytes; the limit is 65536 (64 KiB) in all: shorten or drop some of its texts",
+        ),
+    ];
+    for (context, message) in over {
+        let batch = json!([
+            { "id": "fine", "text": "Can I pay by card?" },
+            { "id": "over", "text": "Can I pay by cheque?", "context": context },
+        ]);
+        let (st, e) = call("POST", &docs_url, None, Some(&batch));
+        assert_eq!((st, code(&e)), (422, "invalid_document"), "{e}");
+        let got = e["error"]["message"].as_str().expect("message");
+        assert!(got.contains(message) && got.contains("\"over\""), "{got}");
+        for id in ["fine", "over"] {
+            let (st, _) = call(
+                "GET",
+                &s.url(&format!("/v1/collections/faq/documents/{id}")),
+                None,
+                None,
+            );
+            assert_eq!(st, 404, "{id} was stored");
+        }
+    }
+    let (st, e) = call(
+        "POST",
+        &docs_url,
+        None,
+        Some(&json!([{ "id": "n", "text": "t", "context": 7 }])),
+    );
+    assert_eq!(st, 422, "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .expect("message")
+            .contains("a string or a list of strings"),
+        "{e}"
+    );
+
+    // An uploaded CSV: each non-empty cell of the context columns is one text.
+    let upload = s.url("/v1/collections/faq/ingest?name=faq.csv&context_fields=answer,comment");
+    let csv = "id,text,answer,comment\n\
+               close,How do I close my account?,Go to Settings > Account.,Takes a day.\n\
+               gift,Can I send a gift?,,\n";
+    let (st, job) = call_raw(&upload, None, "text/csv", csv.as_bytes());
+    assert_eq!(st, 202, "{job}");
+    let job_url = s.url(&format!("/v1/jobs/{}", job["id"]));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let job = loop {
+        let (st, job) = call("GET", &job_url, None, None);
+        assert_eq!(st, 200, "{job}");
+        if job["state"] != "running" {
+            break job;
+        }
+        assert!(Instant::now() < deadline, "job still running: {job}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        (job["state"].as_str(), job["written"].as_u64()),
+        (Some("done"), Some(2)),
+        "{job}"
+    );
+    assert_eq!(
+        get("close")["context"],
+        json!(["Go to Settings > Account.", "Takes a day."])
+    );
+    assert_eq!(get("gift")["context"], json!([]));
+    s.stop();
+}

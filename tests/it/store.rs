@@ -13,6 +13,7 @@ fn doc(id: &str, text: &str, metadata: serde_json::Value) -> NewDocument {
         id: id.into(),
         text: text.into(),
         metadata,
+        context: Vec::new(),
     }
 }
 
@@ -169,12 +170,12 @@ fn vectors_of_another_model_are_refused() {
 fn store_of_a_newer_format_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     drop(new_db(dir.path()));
-    Store::stamp_format_version_for_tests(&dir.path().join("store"), 4).expect("stamps");
+    Store::stamp_format_version_for_tests(&dir.path().join("store"), 5).expect("stamps");
     let err = Database::open(dir.path(), Durability::Flush).expect_err("refused");
     assert_eq!(
         err.to_string(),
         format!(
-            "cannot open the store at {}: it has format version 4, newer than this kindred's 3; \
+            "cannot open the store at {}: it has format version 5, newer than this kindred's 4; \
              upgrade kindred to open it",
             dir.path().join("store").display()
         )
@@ -313,7 +314,7 @@ fn store_of_format_1_is_migrated_to_the_current_format() {
         .expect("present");
     assert_eq!(
         version.as_ref(),
-        3u32.to_be_bytes(),
+        4u32.to_be_bytes(),
         "stamped with the new version"
     );
 }
@@ -424,6 +425,7 @@ fn committed_format_1_store_opens_migrates_and_answers() {
         let doc = db.get("faq", id).expect("reads").expect("kept");
         assert_eq!(doc.text, text);
         assert_eq!(doc.metadata()["source"], "format-1");
+        assert!(doc.context.is_empty(), "{:?}", doc.context);
     }
     let exact = crate::common::exact_encoder();
     let out = crate::common::search(
@@ -449,7 +451,148 @@ fn committed_format_1_store_opens_migrates_and_answers() {
         .get("format_version")
         .expect("reads")
         .expect("present");
-    assert_eq!(version.as_ref(), 3u32.to_be_bytes(), "migrated");
+    assert_eq!(version.as_ref(), 4u32.to_be_bytes(), "migrated");
+}
+
+/// A format-3 store (document records without context: the committed fixture's records,
+/// stamped 3) opens, migrates to format 4 and reads back every document with an empty
+/// context; one record already rewritten by a migration that stopped part-way (here carrying
+/// a context, to tell) is left as it is; documents written afterwards keep their context.
+#[test]
+fn a_format_3_store_migrates_to_empty_contexts_and_resumes_a_stopped_migration() {
+    use kindred::store::compat::{upgrade_record, Upgrade};
+    use std::sync::Arc;
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FORMAT_1_FIXTURE);
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_dir(&fixture, dir.path());
+    let store = dir.path().join("store");
+    Store::stamp_format_version_for_tests(&store, 3).expect("stamps");
+    {
+        let sled = sled::open(&store).expect("sled");
+        let docs = sled.open_tree("docs/faq").expect("tree");
+        let old = docs.get("b").expect("reads").expect("b");
+        let Upgrade::Rewritten(new) = upgrade_record(&old) else {
+            panic!("the fixture's records are format 3");
+        };
+        let done = kindred::store::StoredDoc::from_bytes(&new)
+            .expect("format 4")
+            .with_context(vec!["written by the interrupted run".into()]);
+        docs.insert("b", done.to_bytes()).expect("writes");
+        sled.flush().expect("flush");
+    }
+    let db = Arc::new(Database::open(dir.path(), Durability::Flush).expect("format 3 opens"));
+    let read: Vec<(String, Vec<String>)> = db
+        .documents("faq")
+        .expect("collection")
+        .map(|d| d.map(|d| (d.id, d.context)).expect("record"))
+        .collect();
+    assert_eq!(
+        read,
+        [
+            ("a".to_string(), vec![]),
+            (
+                "b".into(),
+                vec!["written by the interrupted run".to_string()]
+            ),
+            ("c".into(), vec![]),
+        ]
+    );
+    let exact = crate::common::exact_encoder();
+    let mut with_context = doc("d", "Where is my refund?", json!({}));
+    with_context.context = vec!["Refunds take 5 days.".into()];
+    crate::common::upsert(&db, "faq", exact, vec![with_context]).expect("stored");
+    let out = crate::common::search(
+        &db,
+        exact,
+        "faq",
+        "I forgot my password",
+        &kindred::search::SearchParams::default(),
+    )
+    .expect("searches");
+    assert_eq!(out.hits[0].id, "a");
+    drop(db);
+    let db = Database::open(dir.path(), Durability::Flush).expect("reopens");
+    let d = db.get("faq", "d").expect("reads").expect("kept");
+    assert_eq!(d.context, ["Refunds take 5 days."]);
+    assert_eq!(db.store().format_version(), 4);
+}
+
+/// Context is stored verbatim (blank texts dropped) and read back, never encoded: the same
+/// text with and without context has the same vectors and the same search scores; over the
+/// limits, a batch is refused whole with a message naming the limit and the fix.
+#[test]
+fn context_is_stored_with_the_document_and_never_encoded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = new_db(dir.path());
+    let enc = encoder();
+    let text = "How do I reset my password?";
+    let mut with = doc("with", text, json!({}));
+    with.context = vec![
+        "  Use the link on the sign-in page.  ".into(),
+        "   ".into(),
+        String::new(),
+        "Ask support.".into(),
+    ];
+    let without = doc("without", text, json!({}));
+    crate::common::upsert(&db, "faq", enc, vec![with, without]).expect("stored");
+    let (a, b) = (
+        db.get("faq", "with").expect("reads").expect("kept"),
+        db.get("faq", "without").expect("reads").expect("kept"),
+    );
+    assert_eq!(
+        a.context,
+        ["  Use the link on the sign-in page.  ", "Ask support."]
+    );
+    assert!(b.context.is_empty());
+    assert_eq!(
+        (&a.sentence, &a.mu, &a.sigma, &a.token_codes),
+        (&b.sentence, &b.mu, &b.sigma, &b.token_codes)
+    );
+    let hits = crate::common::cosine_hits(&db, "faq", &a.sentence, 2);
+    assert_eq!(hits[0].1, hits[1].1);
+    let hits = crate::common::lexical_hits(&db, "faq", "sign-in link support", 2);
+    assert!(hits.is_empty(), "context was indexed: {hits:?}");
+
+    let limits = [
+        (
+            vec!["an answer".to_string(); kindred::db::MAX_CONTEXT_TEXTS + 1],
+            "document \"over\" rejected: its context has 65 texts; the limit is 64: keep the most useful ones or join short ones",
+        ),
+        (
+            vec!["x".repeat(40_000), "y".repeat(30_000)],
+            "document \"over\" rejected: its context is 70000 bytes; the limit is 65536 (64 KiB) in all: shorten or drop some of its texts",
+        ),
+    ];
+    for (context, message) in limits {
+        let mut over = doc("over", "Can I pay later?", json!({}));
+        over.context = context;
+        let fine = doc("fine", "Can I pay by card?", json!({}));
+        let encoded = enc
+            .encode(&[fine.text.as_str(), over.text.as_str()])
+            .expect("encodes");
+        let err = db
+            .upsert_encoded(
+                "faq",
+                enc.identity(),
+                vec![fine, over].into_iter().zip(encoded).collect(),
+            )
+            .expect_err("over the limit");
+        assert_eq!(err.to_string(), message);
+        assert!(matches!(user_err(err), UserError::InvalidDocument { .. }));
+        assert_eq!(db.store().count("faq").expect("count"), 2, "nothing stored");
+    }
+    // At the limits exactly: stored.
+    let mut full = doc("full", "Can I pay later?", json!({}));
+    full.context = vec!["z".repeat(1024); kindred::db::MAX_CONTEXT_TEXTS];
+    crate::common::upsert(&db, "faq", enc, vec![full]).expect("at the limits");
+    assert_eq!(
+        db.get("faq", "full")
+            .expect("reads")
+            .expect("kept")
+            .context
+            .len(),
+        64
+    );
 }
 
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {

@@ -724,6 +724,7 @@ fn numbered_docs(texts: &[&str]) -> Vec<kindred::db::NewDocument> {
             id: format!("d{i}"),
             text: t.to_string(),
             metadata: serde_json::Value::Null,
+            context: Vec::new(),
         })
         .collect()
 }

@@ -18,6 +18,14 @@ pub struct NewDocument {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub metadata: serde_json::Value,
+    /// Texts that go with the question: a string or a list of strings (absent: none).
+    #[serde(
+        default,
+        deserialize_with = "db::one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schema(schema_with = crate::server::documents::context_schema)]
+    pub context: Vec<String>,
 }
 
 impl From<NewDocument> for db::NewDocument {
@@ -26,6 +34,7 @@ impl From<NewDocument> for db::NewDocument {
             id: d.id,
             text: d.text,
             metadata: d.metadata,
+            context: d.context,
         }
     }
 }
@@ -36,6 +45,7 @@ impl From<db::NewDocument> for NewDocument {
             id: d.id,
             text: d.text,
             metadata: d.metadata,
+            context: d.context,
         }
     }
 }

@@ -348,6 +348,10 @@ mod tests {
             json!({ "id": "a", "text": "t" }),
             json!({ "id": "a", "text": "t", "extra": true }),
             json!({ "id": "a" }),
+            json!({ "id": "a", "text": "t", "context": "an answer" }),
+            json!({ "id": "a", "text": "t", "context": ["one", "two"] }),
+            json!({ "id": "a", "text": "t", "context": null }),
+            json!({ "id": "a", "text": "t", "context": 3 }),
         ] {
             same_read::<super::NewDocument, db::NewDocument>(body);
         }

@@ -1,0 +1,275 @@
+//! `kindred train context`: adapts the model to one collection without labels — reads its
+//! documents and their context, harvests graded pairs ([`kindred::train::context`]), and
+//! trains on them with the existing trainers (CLRCMD + CoSENT, or the transition matrix),
+//! writing a normal model directory plus `kindred-context.json` saying what it learned from.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::Args as ClapArgs;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+use kindred::model::ModelDir;
+use kindred::train::clrcmd::{self, ClrcmdOptions};
+use kindred::train::context::{self, ContextDoc, HarvestOptions, Signal};
+use kindred::train::transition::{train_transition, TransitionOptions};
+use kindred::train::{write_model_dir, TrainedBy};
+use kindred::{DeviceKind, Precision};
+
+use super::Global;
+
+/// The file a context-trained model directory gets beside `kindred-model.json`.
+pub const HARVEST_FILE: &str = "kindred-context.json";
+
+#[derive(Debug, ClapArgs)]
+pub struct ContextArgs {
+    /// The collection whose questions and context are learned from.
+    #[arg(long, short, required = true)]
+    pub collection: String,
+    /// Metadata keys read as context too (tags, category, linked FAQ id), beside each
+    /// document's `context` texts; each present value becomes one context text "KEY: VALUE".
+    #[arg(long = "context-field", value_name = "KEY")]
+    pub context_fields: Vec<String>,
+    /// The model directory to write.
+    #[arg(long, required = true, value_name = "DIR")]
+    pub out: PathBuf,
+    /// What is trained: the encoder (CLRCMD on the best pairs + CoSENT on every grade), or
+    /// only the sentence transition matrix (encoder frozen; seconds).
+    #[arg(long, value_enum, default_value = "encoder")]
+    pub method: MethodArg,
+    /// The grade: context (cosine of the context vectors), retrieval (how well each question
+    /// retrieves the other's context) or both.
+    #[arg(long, default_value = "both", value_parser = parse_signal)]
+    pub signal: Signal,
+    /// Nearest neighbours mined per question (by question and by context cosine each).
+    #[arg(long, default_value_t = 10)]
+    pub neighbours: usize,
+    /// Passes over the positive pairs (encoder) or over all pairs (transition).
+    #[arg(long, default_value_t = 1)]
+    pub epochs: usize,
+    /// Stop after N steps (encoder).
+    #[arg(long, value_name = "N")]
+    pub max_steps: Option<usize>,
+    /// Peak learning rate (encoder; the transition matrix uses 1e-3).
+    #[arg(long, default_value_t = 5e-5)]
+    pub lr: f64,
+    /// Positive pairs per step (encoder).
+    #[arg(long, default_value_t = 32)]
+    pub batch: usize,
+    /// Graded pairs per step (encoder).
+    #[arg(long, default_value_t = 32)]
+    pub graded_batch: usize,
+    /// Weight of the CoSENT loss on the grades beside InfoNCE on the positives.
+    #[arg(long, default_value_t = 1.0)]
+    pub graded_weight: f32,
+    /// Measure the held-out agreement every N steps (the best model is kept).
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub eval_every: usize,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--method`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MethodArg {
+    /// Fine-tune the encoder.
+    Encoder,
+    /// Learn the sentence transition matrix only.
+    Transition,
+}
+
+fn parse_signal(s: &str) -> std::result::Result<Signal, String> {
+    s.parse().map_err(|e: kindred::Error| e.to_string())
+}
+
+/// The collection's model directory: the one a reindex recorded, else --model or the default.
+fn collection_model(g: &Global, db: &kindred::Database, collection: &str) -> Result<ModelDir> {
+    let settings = db.store().settings(collection)?;
+    if g.model.is_none() {
+        if let Some(path) = settings.model_path {
+            return Ok(ModelDir::open(Path::new(&path))?);
+        }
+    }
+    g.model_dir()
+}
+
+/// Every live document as a [`ContextDoc`]: its context texts, then "KEY: VALUE" for each
+/// named metadata key it has (arrays give one text per element).
+fn read_documents(
+    db: &kindred::Database,
+    collection: &str,
+    fields: &[String],
+) -> Result<Vec<ContextDoc>> {
+    let mut docs = Vec::new();
+    for d in db.documents(collection)? {
+        let d = d?;
+        let mut ctx = d.context.clone();
+        if !fields.is_empty() {
+            let meta = d.metadata();
+            for key in fields {
+                let values: Vec<&serde_json::Value> = match meta.get(key) {
+                    Some(serde_json::Value::Array(a)) => a.iter().collect(),
+                    Some(v) => vec![v],
+                    None => Vec::new(),
+                };
+                for v in values {
+                    let text = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                    if !text.trim().is_empty() {
+                        ctx.push(format!("{key}: {text}"));
+                    }
+                }
+            }
+        }
+        docs.push(ContextDoc {
+            id: d.id,
+            text: d.text,
+            context: ctx,
+        });
+    }
+    Ok(docs)
+}
+
+pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<()> {
+    let db = g.database()?;
+    let base = collection_model(g, &db, &args.collection)?;
+    let encoder = g.load_encoder(&base, Precision::Fp32)?;
+    let docs = read_documents(&db, &args.collection, &args.context_fields)?;
+    drop(db);
+    let options = HarvestOptions {
+        neighbours: args.neighbours,
+        signal: args.signal,
+        ..HarvestOptions::default()
+    };
+    let bar = ProgressBar::new(0).with_style(ProgressStyle::with_template(
+        "{spinner} {msg} [{bar:30}] {pos}/{len} ({per_sec}, eta {eta})",
+    )?);
+    let started = std::time::Instant::now();
+    let harvest = context::harvest(&encoder, &docs, &options, &mut |what, done, total| {
+        bar.set_message(what.to_string());
+        bar.set_length(total);
+        bar.set_position(done);
+    })?;
+    bar.finish_and_clear();
+    let harvest_seconds = started.elapsed().as_secs_f64();
+    let sets = context::training_sets(&docs, &harvest, &options);
+    let positives = sets.train.iter().filter(|p| p.duplicate).count();
+    eprintln!(
+        "harvested {} pairs from {} of {} questions ({} context texts) in {:.0} s: {} positives, \
+         {} hard negatives, {} graded, {} held out; grade vs the model's cosine: Spearman {:.3}",
+        harvest.pairs.len(),
+        harvest.with_context,
+        harvest.documents,
+        harvest.context_texts,
+        harvest_seconds,
+        positives,
+        sets.train.len() - positives,
+        sets.graded.len(),
+        sets.dev.len(),
+        harvest.grade_vs_question_spearman
+    );
+    let started = std::time::Instant::now();
+    let (method, selection) = match args.method {
+        MethodArg::Encoder => {
+            let options = ClrcmdOptions {
+                batch_size: args.batch,
+                learning_rate: args.lr,
+                epochs: args.epochs,
+                max_steps: args.max_steps,
+                eval_every: args.eval_every,
+                checkpoint_every: args.eval_every.max(1) * 5,
+                hard_negatives: true,
+                graded_batch: args.graded_batch,
+                graded_weight: args.graded_weight,
+                ..ClrcmdOptions::default()
+            };
+            let run = clrcmd::ClrcmdRun {
+                base: &base,
+                train: &sets.train,
+                dev: &sets.dev,
+                graded: &sets.graded,
+                out: &args.out,
+                options: &options,
+                device,
+                resume: false,
+            };
+            let report = super::train::run_clrcmd(&run)?;
+            (
+                "encoder",
+                json!({
+                    "held_out_rcmd_auc_before": report.dev_auc_before,
+                    "best": report.best,
+                    "steps": report.steps,
+                }),
+            )
+        }
+        MethodArg::Transition => {
+            // A small collection has fewer positives than the default batch of 64.
+            let options = TransitionOptions {
+                epochs: args.epochs.max(10),
+                batch_size: positives.clamp(2, TransitionOptions::default().batch_size),
+                ..TransitionOptions::default()
+            };
+            let report = train_transition(&encoder, &sets.train, &sets.dev, &options, |_| {})?;
+            let mut heads = encoder.heads().clone();
+            heads.transition = Some(report.head.clone());
+            let by = TrainedBy::Head {
+                head: "transition",
+                dev: Some(("held_out_cosine_auc".into(), report.dev_auc_after)),
+                options: serde_json::to_value(&options)?,
+            };
+            write_model_dir(&base, &args.out, None, Some(&heads), &by)
+                .with_context(|| format!("writing {}", args.out.display()))?;
+            (
+                "transition",
+                json!({
+                    "held_out_cosine_auc_before": report.dev_auc_before,
+                    "held_out_cosine_auc_after": report.dev_auc_after,
+                    "best_epoch": report.best_epoch,
+                }),
+            )
+        }
+    };
+    let summary = json!({
+        "collection": args.collection,
+        "context_fields": args.context_fields,
+        "base": base.identity()?,
+        "method": method,
+        "harvest": {
+            "options": options,
+            "documents": harvest.documents,
+            "with_context": harvest.with_context,
+            "context_texts": harvest.context_texts,
+            "pairs": harvest.pairs.len(),
+            "positives": positives,
+            "hard_negatives": sets.train.len() - positives,
+            "graded": sets.graded.len(),
+            "held_out_pairs": sets.dev.len(),
+            "grade_vs_question_spearman": harvest.grade_vs_question_spearman,
+            "seconds": harvest_seconds,
+        },
+        "selection": selection,
+        "train_seconds": started.elapsed().as_secs_f64(),
+        "out": args.out,
+    });
+    let path = args.out.join(HARVEST_FILE);
+    std::fs::write(&path, serde_json::to_string_pretty(&summary)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!(
+            "wrote {} ({method} adapted to collection {:?})",
+            args.out.display(),
+            args.collection
+        );
+        println!("held-out agreement with the harvested grades: {selection}");
+        println!(
+            "use it: kindred --model {} reindex --collection {} (or ingest into a new collection)",
+            args.out.display(),
+            args.collection
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,469 @@
+//! Learning a site's own notion of "same question" without labels, from the context its
+//! questions come with (answers, comments, tags): papers/context-based-sentence-similarity-
+//! surrogate.txt. Two questions mean the same when the same contexts are likely for both; that
+//! signal is harvested over the collection's nearest-neighbour pairs ([`harvest`]) and turned
+//! into training data for the existing trainers ([`training_sets`]): graded pairs for CoSENT,
+//! the best pairs as InfoNCE positives with the worst as hard negatives, and a held-out slice
+//! the run is selected on — all without a single label.
+//!
+//! Two views of the signal, both from the current encoder:
+//! - **context similarity**: the cosine of the two questions' context vectors (each the
+//!   normalised mean of its context texts' sentence vectors);
+//! - **cross retrieval**, the generation-probability view made cheap: how well each question
+//!   retrieves the *other* question's context, ½·(cos(q_a, ctx_b) + cos(q_b, ctx_a)).
+//!
+//! Each is standardised over the mined pairs and the grade is their mean, mapped to 0–5 by its
+//! rank among the pairs ([`grades`], pure).
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, UserError};
+use crate::eval::{LabelledPair, ScoredPair};
+use crate::score::dot;
+use crate::Encoder;
+
+/// A question and its context, as the harvest reads them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextDoc {
+    /// External id (decides the held-out slice).
+    pub id: String,
+    /// The question.
+    pub text: String,
+    /// Its context texts (may be empty: such a question takes part in no pair).
+    pub context: Vec<String>,
+}
+
+/// Which view of the context signal grades a pair.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Signal {
+    /// Cosine of the two context vectors.
+    Context,
+    /// ½·(cos(q_a, ctx_b) + cos(q_b, ctx_a)).
+    Retrieval,
+    /// The mean of both, standardised.
+    #[default]
+    Both,
+}
+
+impl std::str::FromStr for Signal {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "context" => Ok(Signal::Context),
+            "retrieval" => Ok(Signal::Retrieval),
+            "both" => Ok(Signal::Both),
+            _ => Err(UserError::InvalidArgument {
+                name: "signal",
+                reason: format!("{s:?}; use context, retrieval or both"),
+            }
+            .into()),
+        }
+    }
+}
+
+/// Harvest settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HarvestOptions {
+    /// Nearest neighbours per question, by question cosine and by context cosine each.
+    pub neighbours: usize,
+    /// Context texts read per question (the first ones).
+    pub max_context_texts: usize,
+    /// The grade.
+    pub signal: Signal,
+    /// Share of the mined pairs (best grades) that become InfoNCE positives.
+    pub positive_share: f64,
+    /// Share of the mined pairs (worst grades) that become hard negatives.
+    pub negative_share: f64,
+    /// One question in this many is held out (by id hash): its pairs select the run.
+    pub held_out_every: u64,
+}
+
+impl Default for HarvestOptions {
+    fn default() -> Self {
+        HarvestOptions {
+            neighbours: 10,
+            max_context_texts: 10,
+            signal: Signal::Both,
+            positive_share: 0.15,
+            negative_share: 0.3,
+            held_out_every: 10,
+        }
+    }
+}
+
+/// One mined pair and its signals.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HarvestedPair {
+    /// Index of the first question in the harvested documents.
+    pub a: usize,
+    /// Index of the second.
+    pub b: usize,
+    /// Cosine of the questions' sentence vectors (how the current model sees the pair).
+    pub question: f32,
+    /// Cosine of the context vectors.
+    pub context: f32,
+    /// Cross retrieval.
+    pub retrieval: f32,
+    /// The graded similarity, 0–5.
+    pub grade: f64,
+}
+
+/// What [`harvest`] found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Harvest {
+    /// Questions read.
+    pub documents: usize,
+    /// Questions with at least one context text.
+    pub with_context: usize,
+    /// Context texts encoded.
+    pub context_texts: usize,
+    /// The mined pairs, graded.
+    pub pairs: Vec<HarvestedPair>,
+    /// Spearman correlation of the grade with the question cosine over the pairs: how much
+    /// the context says that the current model does not already know (1: nothing).
+    pub grade_vs_question_spearman: f64,
+}
+
+/// Normalised mean of unit vectors; None when empty.
+pub fn mean_direction(rows: &[&[f32]]) -> Option<Vec<f32>> {
+    let first = rows.first()?;
+    let mut m = vec![0f32; first.len()];
+    for r in rows {
+        for (x, y) in m.iter_mut().zip(r.iter()) {
+            *x += y;
+        }
+    }
+    let n = dot(&m, &m).sqrt();
+    (n > 0.0).then(|| m.iter().map(|x| x / n).collect())
+}
+
+/// Grades from the two signals of each pair (pure): each standardised over the pairs, the
+/// chosen view (or their mean), mapped to 0–5 by rank (ties share their mean rank).
+pub fn grades(context: &[f32], retrieval: &[f32], signal: Signal) -> Vec<f64> {
+    let z = |v: &[f32]| -> Vec<f64> {
+        let n = v.len().max(1) as f64;
+        let mean = v.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
+        let var = v
+            .iter()
+            .map(|&x| (f64::from(x) - mean).powi(2))
+            .sum::<f64>()
+            / n;
+        let sd = var.sqrt().max(1e-12);
+        v.iter().map(|&x| (f64::from(x) - mean) / sd).collect()
+    };
+    let raw: Vec<f64> = match signal {
+        Signal::Context => z(context),
+        Signal::Retrieval => z(retrieval),
+        Signal::Both => z(context)
+            .into_iter()
+            .zip(z(retrieval))
+            .map(|(a, b)| 0.5 * (a + b))
+            .collect(),
+    };
+    let ranks = crate::score::stats::average_ranks(&raw);
+    let top = (raw.len().max(2) - 1) as f64;
+    ranks.iter().map(|r| 5.0 * (r - 1.0) / top).collect()
+}
+
+/// Indices of the `k` largest values of `scores` except `skip`, best first.
+fn top_k(scores: &[f32], k: usize, skip: usize) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..scores.len()).filter(|&j| j != skip).collect();
+    let k = k.min(idx.len());
+    if k == 0 {
+        return Vec::new();
+    }
+    idx.select_nth_unstable_by(k - 1, |&a, &b| scores[b].total_cmp(&scores[a]));
+    idx.truncate(k);
+    idx.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+    idx
+}
+
+/// Harvests graded pairs: encodes the questions and their context texts with `encoder`, mines
+/// each question's nearest neighbours by question cosine and by context cosine (exact, O(n²)
+/// dot products), and grades each pair by its context signal. Questions without context and
+/// pairs of identical texts are left out. `progress(what, done, total)`.
+pub fn harvest(
+    encoder: &Encoder,
+    docs: &[ContextDoc],
+    options: &HarvestOptions,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<Harvest> {
+    let kept: Vec<&ContextDoc> = docs
+        .iter()
+        .filter(|d| d.context.iter().any(|c| !c.trim().is_empty()))
+        .collect();
+    if kept.len() < 2 {
+        return Err(UserError::InvalidArgument {
+            name: "collection",
+            reason: format!(
+                "{} of its {} documents carry context; harvesting needs at least 2 — ingest \
+                 documents with a `context` field (answers, comments) or name metadata keys \
+                 with --context-field",
+                kept.len(),
+                docs.len()
+            ),
+        }
+        .into());
+    }
+    let n = kept.len();
+    let texts: Vec<&str> = kept.iter().map(|d| d.text.as_str()).collect();
+    let mut done = 0u64;
+    let q = encoder.encode_with_progress(&texts, |k| {
+        done += k as u64;
+        progress("encoding questions", done, n as u64);
+    })?;
+    let q: Vec<Vec<f32>> = q.into_iter().map(|e| e.sentence).collect();
+
+    let mut ctx_texts: Vec<&str> = Vec::new();
+    let mut owner: Vec<usize> = Vec::new();
+    for (i, d) in kept.iter().enumerate() {
+        for c in d
+            .context
+            .iter()
+            .filter(|c| !c.trim().is_empty())
+            .take(options.max_context_texts.max(1))
+        {
+            ctx_texts.push(c);
+            owner.push(i);
+        }
+    }
+    let total = ctx_texts.len() as u64;
+    let mut done = 0u64;
+    let encoded = encoder.encode_with_progress(&ctx_texts, |k| {
+        done += k as u64;
+        progress("encoding context", done, total);
+    })?;
+    let mut per_doc: Vec<Vec<&[f32]>> = vec![Vec::new(); n];
+    for (e, &o) in encoded.iter().zip(&owner) {
+        per_doc[o].push(&e.sentence);
+    }
+    let ctx: Vec<Vec<f32>> = per_doc
+        .iter()
+        .map(|rows| mean_direction(rows).expect("every kept question has context"))
+        .collect();
+
+    let mut seen: HashSet<(usize, usize)> = HashSet::new();
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    let mut qs = vec![0f32; n];
+    let mut cs = vec![0f32; n];
+    for i in 0..n {
+        for j in 0..n {
+            qs[j] = dot(&q[i], &q[j]);
+            cs[j] = dot(&ctx[i], &ctx[j]);
+        }
+        for j in
+            top_k(&qs, options.neighbours, i)
+                .into_iter()
+                .chain(top_k(&cs, options.neighbours, i))
+        {
+            let key = (i.min(j), i.max(j));
+            if kept[i].text.trim() != kept[j].text.trim() && seen.insert(key) {
+                pairs.push(key);
+            }
+        }
+        if i % 256 == 0 || i + 1 == n {
+            progress("mining pairs", i as u64 + 1, n as u64);
+        }
+    }
+    let context: Vec<f32> = pairs.iter().map(|&(a, b)| dot(&ctx[a], &ctx[b])).collect();
+    let retrieval: Vec<f32> = pairs
+        .iter()
+        .map(|&(a, b)| 0.5 * (dot(&q[a], &ctx[b]) + dot(&q[b], &ctx[a])))
+        .collect();
+    let question: Vec<f32> = pairs.iter().map(|&(a, b)| dot(&q[a], &q[b])).collect();
+    let g = grades(&context, &retrieval, options.signal);
+    let qf: Vec<f64> = question.iter().map(|&x| f64::from(x)).collect();
+    let spearman = crate::score::stats::spearman(&g, &qf).unwrap_or(0.0);
+    // Indices into `docs`, not `kept`.
+    let index_of: Vec<usize> = kept
+        .iter()
+        .map(|d| {
+            docs.iter()
+                .position(|x| std::ptr::eq(x, *d))
+                .expect("kept from docs")
+        })
+        .collect();
+    Ok(Harvest {
+        documents: docs.len(),
+        with_context: n,
+        context_texts: ctx_texts.len(),
+        pairs: pairs
+            .iter()
+            .enumerate()
+            .map(|(k, &(a, b))| HarvestedPair {
+                a: index_of[a],
+                b: index_of[b],
+                question: question[k],
+                context: context[k],
+                retrieval: retrieval[k],
+                grade: g[k],
+            })
+            .collect(),
+        grade_vs_question_spearman: spearman,
+    })
+}
+
+/// Whether a question is in the held-out slice (stable across runs: a hash of its id).
+pub fn held_out(id: &str, every: u64) -> bool {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest(id.as_bytes());
+    let x = u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
+    every > 0 && x.is_multiple_of(every)
+}
+
+/// The training data a harvest gives the trainers.
+#[derive(Debug, Clone, Default)]
+pub struct TrainingSets {
+    /// InfoNCE data: positives (the best-graded pairs) and hard negatives (the worst).
+    pub train: Vec<LabelledPair>,
+    /// CoSENT data: every training pair with its grade.
+    pub graded: Vec<ScoredPair>,
+    /// Selection data: pairs touching a held-out question, best as duplicates, worst as not.
+    pub dev: Vec<LabelledPair>,
+}
+
+/// Splits a harvest into [`TrainingSets`] (pure): pairs touching a held-out question go to
+/// `dev`; of the rest, the top `positive_share` by grade are duplicates, the bottom
+/// `negative_share` non-duplicates, and all are graded pairs.
+pub fn training_sets(
+    docs: &[ContextDoc],
+    harvest: &Harvest,
+    options: &HarvestOptions,
+) -> TrainingSets {
+    let cut = |share: f64| -> (f64, f64) {
+        let mut g: Vec<f64> = harvest.pairs.iter().map(|p| p.grade).collect();
+        g.sort_by(f64::total_cmp);
+        if g.is_empty() {
+            return (f64::INFINITY, f64::NEG_INFINITY);
+        }
+        let hi = g[((1.0 - share) * (g.len() - 1) as f64).round() as usize];
+        let lo = g[((options.negative_share) * (g.len() - 1) as f64).round() as usize];
+        (hi, lo)
+    };
+    let (hi, lo) = cut(options.positive_share);
+    let mut sets = TrainingSets::default();
+    for p in &harvest.pairs {
+        let (a, b) = (&docs[p.a], &docs[p.b]);
+        let label = if p.grade >= hi {
+            Some(true)
+        } else if p.grade <= lo {
+            Some(false)
+        } else {
+            None
+        };
+        let pair = |duplicate| LabelledPair {
+            a: a.text.clone(),
+            b: b.text.clone(),
+            duplicate,
+        };
+        if held_out(&a.id, options.held_out_every) || held_out(&b.id, options.held_out_every) {
+            if let Some(d) = label {
+                sets.dev.push(pair(d));
+            }
+            continue;
+        }
+        if let Some(d) = label {
+            sets.train.push(pair(d));
+        }
+        sets.graded.push(ScoredPair {
+            a: a.text.clone(),
+            b: b.text.clone(),
+            gold: p.grade,
+        });
+    }
+    sets
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grades_follow_the_chosen_signal_by_rank_from_0_to_5() {
+        let context = [0.1, 0.9, 0.5];
+        let retrieval = [0.9, 0.1, 0.5];
+        assert_eq!(
+            grades(&context, &retrieval, Signal::Context),
+            vec![0.0, 5.0, 2.5]
+        );
+        assert_eq!(
+            grades(&context, &retrieval, Signal::Retrieval),
+            vec![5.0, 0.0, 2.5]
+        );
+        // Opposite signals cancel: all tie at the middle.
+        let both = grades(&context, &retrieval, Signal::Both);
+        assert!(both.iter().all(|&g| (g - 2.5).abs() < 1e-9), "{both:?}");
+    }
+
+    #[test]
+    fn the_mean_direction_is_unit_length_and_none_for_no_rows() {
+        let m = mean_direction(&[&[1.0, 0.0], &[0.0, 1.0]]).unwrap();
+        assert!((m[0] - m[1]).abs() < 1e-6 && (dot(&m, &m) - 1.0).abs() < 1e-5);
+        assert!(mean_direction(&[]).is_none());
+    }
+
+    #[test]
+    fn top_k_skips_the_question_itself_and_orders_best_first() {
+        assert_eq!(top_k(&[0.9, 1.0, 0.2, 0.5], 2, 1), vec![0, 3]);
+        assert_eq!(top_k(&[1.0], 3, 0), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn training_sets_split_by_grade_and_hold_out_by_id() {
+        let docs: Vec<ContextDoc> = (0..40)
+            .map(|i| ContextDoc {
+                id: format!("d{i}"),
+                text: format!("question {i}"),
+                context: vec![format!("answer {i}")],
+            })
+            .collect();
+        let pairs: Vec<HarvestedPair> = (0..39)
+            .map(|i| HarvestedPair {
+                a: i,
+                b: i + 1,
+                question: 0.5,
+                context: 0.0,
+                retrieval: 0.0,
+                grade: 5.0 * i as f64 / 38.0,
+            })
+            .collect();
+        let h = Harvest {
+            documents: 40,
+            with_context: 40,
+            context_texts: 40,
+            pairs,
+            grade_vs_question_spearman: 0.0,
+        };
+        let opts = HarvestOptions::default();
+        let s = training_sets(&docs, &h, &opts);
+        let held = |t: &str| held_out(&t.replace("question ", "d"), opts.held_out_every);
+        assert!(
+            !s.dev.is_empty(),
+            "some of 40 ids hash into the held-out slice"
+        );
+        assert!(s.dev.iter().all(|p| held(&p.a) || held(&p.b)));
+        assert!(s
+            .train
+            .iter()
+            .chain(&s.dev)
+            .all(|p| !held(&p.a) && !held(&p.b) || s.dev.contains(p)));
+        // The best pairs are duplicates, the worst are not, the middle is only graded.
+        let n = |d: bool| s.train.iter().filter(|p| p.duplicate == d).count();
+        assert!(
+            n(true) >= 1 && n(false) > n(true),
+            "{} {}",
+            n(true),
+            n(false)
+        );
+        assert!(s.graded.len() > s.train.len());
+        let best = s
+            .graded
+            .iter()
+            .max_by(|a, b| a.gold.total_cmp(&b.gold))
+            .unwrap();
+        assert!(s.train.iter().any(|p| p.a == best.a && p.duplicate));
+    }
+}

@@ -1,0 +1,290 @@
+//! Adapting to a site without labels (issue 23): harvesting graded pairs from context on a
+//! small synthetic forum whose right pairs are known (four topics; questions of one topic are
+//! worded apart, and two topics share their words — "renew", "permit" — but not their
+//! answers); and `kindred train context` end to end on a real store: the adapted model has
+//! a new fingerprint, the collection refuses it until it is reindexed onto it.
+
+use std::path::Path;
+use std::process::Command;
+
+use kindred::train::context::{harvest, ContextDoc, HarvestOptions, Signal};
+
+use crate::common::{encoder, model_dir};
+
+/// (topic, question) and each topic's answers.
+const QUESTIONS: [(usize, &str); 16] = [
+    (0, "How can I renew my driving licence?"),
+    (0, "My car license expires next week, what do I do?"),
+    (0, "Where do I go to extend a driver's permit?"),
+    (
+        0,
+        "Process for getting a new driving license after it expired",
+    ),
+    (1, "How do I renew my residence permit?"),
+    (1, "My RP is expiring, how to extend it?"),
+    (1, "What documents does immigration need to extend an RP?"),
+    (1, "Can my sponsor renew my residency card?"),
+    (2, "Which bank is the best for expats?"),
+    (2, "Where should I open a savings account?"),
+    (2, "Recommend a bank with low transfer fees"),
+    (2, "Is QNB better than Commercial Bank?"),
+    (3, "Where can I go swimming at the weekend?"),
+    (3, "Any nice beaches near Doha?"),
+    (3, "Family friendly places by the sea?"),
+    (3, "Best spot for a picnic on the coast?"),
+];
+
+const ANSWERS: [[&str; 3]; 4] = [
+    [
+        "Go to the traffic department in Madinat Khalifa with your old licence and an eye test.",
+        "The traffic police office renews it in ten minutes; bring the eye test certificate.",
+        "Renewal at the traffic department costs 250 riyals and takes a few minutes.",
+    ],
+    [
+        "Your sponsor's PRO handles it at the immigration department with your passport.",
+        "Immigration needs your passport, the medical and fingerprints; the company does it.",
+        "Ask the HR of your company, they submit the papers to immigration for you.",
+    ],
+    [
+        "QNB has the most ATMs and a decent mobile app.",
+        "Commercial Bank has good online banking and low fees for salary accounts.",
+        "HSBC is fine for international money transfers.",
+    ],
+    [
+        "Sealine beach is nice, about an hour south, bring a tent.",
+        "Try Fuwairit beach in the north, turtles nest there in spring.",
+        "Katara beach is close to the city and has showers and a cafe.",
+    ],
+];
+
+/// Each question gets two of its topic's three answers (a different pair per question) and a
+/// thank-you every thread has.
+fn forum() -> Vec<ContextDoc> {
+    QUESTIONS
+        .iter()
+        .enumerate()
+        .map(|(i, &(topic, q))| ContextDoc {
+            id: format!("q{i}"),
+            text: q.to_string(),
+            context: vec![
+                ANSWERS[topic][i % 3].to_string(),
+                ANSWERS[topic][(i + 1) % 3].to_string(),
+                "Thanks, that helps!".to_string(),
+            ],
+        })
+        .collect()
+}
+
+/// AUC of `score` separating same-topic pairs from the rest.
+fn auc(pairs: &[(bool, f64)]) -> f64 {
+    let pos: Vec<f64> = pairs.iter().filter(|p| p.0).map(|p| p.1).collect();
+    let neg: Vec<f64> = pairs.iter().filter(|p| !p.0).map(|p| p.1).collect();
+    let mut wins = 0.0;
+    for p in &pos {
+        for n in &neg {
+            wins += if p > n {
+                1.0
+            } else if p == n {
+                0.5
+            } else {
+                0.0
+            };
+        }
+    }
+    wins / (pos.len() * neg.len()) as f64
+}
+
+#[test]
+fn harvested_grades_find_the_known_pairs_better_than_the_models_own_cosine() {
+    let docs = forum();
+    let options = HarvestOptions {
+        neighbours: 5,
+        signal: Signal::Both,
+        ..HarvestOptions::default()
+    };
+    let h = harvest(encoder(), &docs, &options, &mut |_, _, _| {}).expect("harvests");
+    assert_eq!((h.documents, h.with_context, h.context_texts), (16, 16, 48));
+    let same = |a: usize, b: usize| QUESTIONS[a].0 == QUESTIONS[b].0;
+    let graded: Vec<(bool, f64)> = h.pairs.iter().map(|p| (same(p.a, p.b), p.grade)).collect();
+    let cosine: Vec<(bool, f64)> = h
+        .pairs
+        .iter()
+        .map(|p| (same(p.a, p.b), f64::from(p.question)))
+        .collect();
+    assert!(graded.iter().any(|p| p.0) && graded.iter().any(|p| !p.0));
+    let (by_grade, by_cosine) = (auc(&graded), auc(&cosine));
+    assert!(
+        by_grade >= 0.95 && by_grade > by_cosine,
+        "same-topic AUC: harvested grade {by_grade:.3}, question cosine {by_cosine:.3}"
+    );
+    // Each question's best-graded partner is one of its topic.
+    for (i, question) in QUESTIONS.iter().enumerate() {
+        let best = h
+            .pairs
+            .iter()
+            .filter(|p| p.a == i || p.b == i)
+            .max_by(|x, y| x.grade.total_cmp(&y.grade))
+            .expect("every question is in a pair");
+        let other = if best.a == i { best.b } else { best.a };
+        assert!(same(i, other), "{question:?} → {:?}", QUESTIONS[other]);
+    }
+    // Every signal grades 0–5.
+    for signal in [Signal::Context, Signal::Retrieval] {
+        let h = harvest(
+            encoder(),
+            &docs,
+            &HarvestOptions {
+                signal,
+                ..options.clone()
+            },
+            &mut |_, _, _| {},
+        )
+        .expect("harvests");
+        assert!(h.pairs.iter().all(|p| (0.0..=5.0).contains(&p.grade)));
+        let graded: Vec<(bool, f64)> = h.pairs.iter().map(|p| (same(p.a, p.b), p.grade)).collect();
+        assert!(auc(&graded) > 0.8, "{signal:?}: {:.3}", auc(&graded));
+    }
+}
+
+#[test]
+fn a_collection_without_context_is_refused_with_the_fix() {
+    let docs: Vec<ContextDoc> = QUESTIONS
+        .iter()
+        .map(|(_, q)| ContextDoc {
+            id: q.to_string(),
+            text: q.to_string(),
+            context: vec![" ".into()],
+        })
+        .collect();
+    let e = harvest(
+        encoder(),
+        &docs,
+        &HarvestOptions::default(),
+        &mut |_, _, _| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("0 of its 16 documents carry context") && e.contains("--context-field"),
+        "{e}"
+    );
+}
+
+fn kindred(data: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kindred"));
+    cmd.env("KINDRED_MODEL", &model_dir().path)
+        .env("KINDRED_DATA", data)
+        .env_remove("RUST_LOG");
+    cmd
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let jsonl = dir.path().join("forum.jsonl");
+    // Half the threads carry their answers as `context`, half as a metadata key.
+    let lines: Vec<String> = forum()
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            if i % 2 == 0 {
+                serde_json::json!({ "id": d.id, "text": d.text, "context": d.context })
+            } else {
+                serde_json::json!({ "id": d.id, "text": d.text, "metadata": { "answers": d.context } })
+            }
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&jsonl, lines.join("\n") + "\n").unwrap();
+    run_ok(
+        kindred(&data)
+            .args(["ingest", "--create", "-c", "forum"])
+            .arg(&jsonl),
+    );
+
+    let out = dir.path().join("adapted");
+    let summary = run_ok(
+        kindred(&data)
+            .args([
+                "train",
+                "context",
+                "-c",
+                "forum",
+                "--context-field",
+                "answers",
+                "--json",
+            ])
+            .args([
+                "--neighbours",
+                "5",
+                "--batch",
+                "4",
+                "--graded-batch",
+                "4",
+                "--max-steps",
+                "2",
+            ])
+            .args(["--eval-every", "1", "--out"])
+            .arg(&out),
+    );
+    let v: serde_json::Value = serde_json::from_str(&summary).expect("JSON summary");
+    assert_eq!(v["harvest"]["with_context"], 16, "{v}");
+    assert_eq!(
+        v["harvest"]["context_texts"], 48,
+        "context and the metadata key are read: {v}"
+    );
+    assert_eq!(v["method"], "encoder");
+    let recorded: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("kindred-context.json")).unwrap()).unwrap();
+    assert_eq!(recorded["collection"], "forum");
+
+    let adapted = kindred::model::ModelDir::open(&out)
+        .unwrap()
+        .identity()
+        .unwrap();
+    let base = model_dir().identity().unwrap();
+    assert_ne!(
+        adapted.fingerprint, base.fingerprint,
+        "training changed the weights"
+    );
+
+    // The collection's vectors are the base model's: the adapted model is refused, naming
+    // the fix, until the collection is reindexed onto it.
+    let refused = kindred(&data)
+        .arg("--model")
+        .arg(&out)
+        .args(["search", "-c", "forum", "Where is the traffic department?"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && err.contains("reindex"),
+        "{err}"
+    );
+    run_ok(
+        kindred(&data)
+            .arg("--model")
+            .arg(&out)
+            .args(["reindex", "-c", "forum"]),
+    );
+    let hits = run_ok(kindred(&data).arg("--model").arg(&out).args([
+        "search",
+        "-c",
+        "forum",
+        "--json",
+        "How do I renew my driving licence?",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&hits).expect("JSON hits");
+    assert_eq!(v["hits"][0]["id"], "q0", "{v}");
+}
