@@ -1,7 +1,13 @@
 //! Plain data shared by every layer: what the encoder produces and what later layers store.
 //! No behaviour beyond trivial accessors; nothing here knows burn, sled or HTTP.
+//! `search_settings` holds the four settings a search request or a collection's search
+//! defaults may choose (mode, rerank, RCMD weights, fusion weights).
+
+mod search_settings;
 
 use serde::{Deserialize, Serialize};
+
+pub use search_settings::{FusionWeights, Mode, Rerank, Weighting, DEFAULT_K0};
 
 /// One wordpiece of a text, with its span in the original text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

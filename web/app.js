@@ -78,6 +78,7 @@ function show() {
   const view = VIEWS.includes(location.hash.slice(1)) ? location.hash.slice(1) : 'collections';
   for (const v of VIEWS) $(`view-${v}`).hidden = v !== view;
   for (const a of document.querySelectorAll('header nav a')) a.classList.toggle('active', a.dataset.view === view);
+  if (view === 'search') loadSearchDefaults().catch(fail);
   if (view === 'review') loadVerdicts().catch(fail);
   if (view === 'ingest') loadJobs().catch(fail);
 }
@@ -106,12 +107,13 @@ async function loadCollections() {
   const body = $('collections-table').tBodies[0];
   const infos = await Promise.all(collections.map((c) => api('GET', `/v1/collections/${seg(c.name)}`).catch((e) => ({ name: c.name, failed: e }))));
   body.replaceChildren(...infos.map(collectionRow));
+  if (!$('view-search').hidden) await loadSearchDefaults();
 }
 
 function collectionRow(info) {
   if (info.failed) {
     return el('tr', { dataset: { name: info.name } }, el('td', { text: info.name }),
-      el('td', { colspan: 9, class: 'error', text: info.failed.message }));
+      el('td', { colspan: 10, class: 'error', text: info.failed.message }));
   }
   const ix = info.index;
   const docs = info.stats.documents;
@@ -134,11 +136,60 @@ function collectionRow(info) {
     el('td', { class: 'n', text: ix.tombstones }),
     el('td', { class: 'n', text: ix.lexical_documents }),
     el('td', { class: healthy ? 'health ok' : 'health error', text: healthy ? 'ok' : `indexes hold ${live} live points for ${docs} documents` }),
+    defaultsCell(info),
     el('td', {}, drop));
 }
 
+// ---------------------------------------------------------------- search defaults
+
+/** The four settings, e.g. "mode cosine · rerank none · weights uniform · fusion 1/1/1, k0 60". */
+function settingsText(s) {
+  const f = s.fusion;
+  return `mode ${s.mode} · rerank ${s.rerank} · weights ${s.weights} · fusion cosine ${f.cosine}, w2 ${f.w2}, lexical ${f.lexical}, k0 ${f.k0}`;
+}
+
+/** The collections table's cell: the defaults in short, why, and a stale warning. */
+function defaultsCell(info) {
+  const d = info.search_defaults;
+  if (!d) return el('td', { class: 'defaults none', text: 'none (server defaults)' });
+  return el('td', { class: d.stale ? 'defaults stale' : 'defaults' },
+    el('div', { class: 'settings', text: `${d.mode} · ${d.rerank} · ${d.weights}` }),
+    el('div', { class: 'source', text: `${d.source} ${d.chosen_at}` }),
+    el('div', { class: 'reason', text: d.reason }),
+    d.stale ? el('div', { class: 'stale error', text: 'stale: chosen for another model; not applied' }) : null);
+}
+
+/** The search page's panel: the collection's search defaults and why, or that it has none. */
+async function loadSearchDefaults() {
+  const c = collection();
+  const box = $('search-defaults');
+  if (!c) {
+    clear(box);
+    return;
+  }
+  const info = await api('GET', `/v1/collections/${seg(c)}`);
+  const d = info.search_defaults;
+  if (!d) {
+    box.className = 'defaults note none';
+    box.replaceChildren(el('span', { text: `${c} has no search defaults: searches use the server's unless they say otherwise.` }));
+    return;
+  }
+  box.className = d.stale ? 'defaults note stale' : 'defaults note';
+  const parts = [
+    el('div', { class: 'settings', text: `Search defaults of ${c} (${d.source} ${d.chosen_at}): ${settingsText(d)}` }),
+    el('div', { class: 'reason', text: `Why: ${d.reason}` }),
+  ];
+  if (d.stale) {
+    parts.push(el('div', { class: 'stale error', text: `Stale: chosen for model ${d.model_fingerprint}, but ${c} now uses ${info.settings.model.fingerprint}; not applied until tuned or set again.` }));
+  }
+  box.replaceChildren(...parts);
+}
+
 function setupCollections() {
-  $('collection').addEventListener('change', () => sessionStorage.setItem('kindred.collection', collection()));
+  $('collection').addEventListener('change', () => {
+    sessionStorage.setItem('kindred.collection', collection());
+    if (!$('view-search').hidden) loadSearchDefaults().catch(fail);
+  });
   $('create-form').addEventListener('submit', guard(async () => {
     const name = $('create-name').value.trim();
     await api('POST', '/v1/collections', { name });
@@ -181,10 +232,17 @@ function metadataLine(meta) {
 async function search() {
   const c = needCollection();
   const text = $('q').value.trim();
-  const out = await api('POST', `/v1/collections/${seg(c)}/search`, {
-    text, k: Number($('k').value) || 10, mode: $('mode').value, rerank: $('rerank').value, explain: true,
-  });
+  const body = { text, k: Number($('k').value) || 10, explain: true };
+  // Left at "collection's default", mode and rerank come from the collection's search defaults.
+  if ($('mode').value) body.mode = $('mode').value;
+  if ($('rerank').value) body.rerank = $('rerank').value;
+  const out = await api('POST', `/v1/collections/${seg(c)}/search`, body);
   say('');
+  const st = out.settings;
+  $('search-settings').textContent = st
+    ? `settings in force: mode ${st.mode} (${st.source.mode}) · rerank ${st.rerank} (${st.source.rerank}) · weights ${st.weights} (${st.source.weights}) · fusion (${st.source.fusion})` +
+      (st.stale_defaults ? ' · the collection\'s search defaults are stale and were not applied' : '')
+    : '';
   $('search-meta').textContent = `${out.hits.length} hits from ${out.candidates} candidates in ${num(out.timings.total_ms, 1)} ms ` +
     `(encode ${num(out.timings.encode_ms, 1)}, candidates ${num(out.timings.candidates_ms, 1)}, rerank ${num(out.timings.rerank_ms, 1)}); probabilities: ${out.calibration}`;
   $('hits').replaceChildren(...out.hits.map((h) => {

@@ -1,10 +1,11 @@
-//! `kindred collection create | list | drop` and `kindred stats`: collections as a whole
-//! (documents are `documents.rs`'s, search `search.rs`'s, reindex `reindex.rs`'s).
+//! `kindred collection create | list | drop` and `kindred stats`: collections as a whole, with
+//! their search defaults (documents are `documents.rs`'s, search `search.rs`'s, reindex
+//! `reindex.rs`'s).
 
 use anyhow::Result;
 use clap::{Args as ClapArgs, Subcommand};
 
-use kindred::db::Database;
+use kindred::db::{Database, SearchDefaultsInfo};
 use kindred::store::CollectionSettings;
 use kindred::Encoder;
 
@@ -102,5 +103,29 @@ pub fn stats(g: &Global, args: &StatsArgs) -> Result<()> {
         info.index.tombstones,
         info.index.lexical_documents
     );
+    match &info.search_defaults {
+        None => println!("search defaults none (searches use the built-in or server defaults)"),
+        Some(d) => print_search_defaults(d, &info.settings.model.fingerprint),
+    }
     Ok(())
+}
+
+/// The collection's search defaults: the settings, who chose them when and for which model,
+/// why, and whether a reindex made them stale.
+fn print_search_defaults(info: &SearchDefaultsInfo, fingerprint: &str) {
+    let d = &info.defaults;
+    println!(
+        "search defaults mode {}, rerank {}, weights {}, fusion {}",
+        d.mode, d.rerank, d.weights, d.fusion
+    );
+    println!(
+        "                {} {} for model {}",
+        d.source, d.chosen_at, d.model_fingerprint
+    );
+    println!("                why: {}", d.reason);
+    if info.stale {
+        println!(
+            "                STALE: chosen for another model than the collection's ({fingerprint}); not applied until tuned or set again"
+        );
+    }
 }

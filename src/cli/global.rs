@@ -49,7 +49,7 @@ pub struct Global {
 }
 
 impl Global {
-    fn home(&self) -> PathBuf {
+    pub fn home(&self) -> PathBuf {
         self.home.clone().unwrap_or_else(model::default_home)
     }
 

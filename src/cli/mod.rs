@@ -6,6 +6,7 @@
 //! the logging setup. Each command's arguments and behaviour live in its own module; the
 //! options every command takes are [`Global`]'s (`global.rs`).
 
+mod adapt;
 mod calibrate;
 mod collection;
 mod demo;
@@ -23,6 +24,7 @@ mod serve;
 mod train;
 mod train_aligner;
 mod train_context;
+mod tune;
 
 use std::process::ExitCode;
 
@@ -98,6 +100,13 @@ pub enum Command {
     /// The main job on a fresh machine: load the bundled demo FAQ into collection `faq`,
     /// answer a few sample (or your) questions, then serve the API on it.
     Demo(demo::DemoArgs),
+    /// Choose a collection's search defaults without labels: the configuration (first
+    /// stages, fusion weights, rerank) that agrees best with grades harvested from its
+    /// documents' context on a held-out slice; stored with the reason.
+    Tune(tune::TuneArgs),
+    /// Adapt kindred to a collection without labels, in one command: train context (learn
+    /// from its documents' context), reindex onto the adapted model, tune its search defaults.
+    Adapt(adapt::AdaptArgs),
 }
 
 impl Command {
@@ -127,6 +136,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Command::Reindex(a) => reindex::run(g, a),
         Command::Serve(a) => serve::run(g, a),
         Command::Demo(a) => demo::run(g, a),
+        Command::Tune(a) => tune::run(g, a),
+        Command::Adapt(a) => adapt::run(g, a),
     }?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,10 +1,12 @@
 //! `kindred search`: one query against a collection through the whole pipeline, printed as a
-//! table of every stage's score and P(duplicate) per hit, or as JSON with timings.
+//! table of every stage's score and P(duplicate) per hit, or as JSON with timings. `--mode`,
+//! `--rerank` and `--weights` left out take the collection's search defaults (unless stale),
+//! else the built-in ones; the settings in force and where each came from are printed too.
 
 use anyhow::Result;
 use clap::Args as ClapArgs;
 
-use kindred::search::SearchParams;
+use kindred::search::{Overrides, SearchParams, Settings};
 
 use super::Global;
 
@@ -15,16 +17,16 @@ pub struct SearchArgs {
     pub collection: String,
     /// The question.
     pub text: String,
-    /// cosine | w2 | lexical | hybrid.
-    #[arg(long, default_value = "hybrid")]
-    pub mode: String,
-    /// rcmd | none.
-    #[arg(long, default_value = "rcmd")]
-    pub rerank: String,
+    /// cosine | w2 | lexical | hybrid [default: the collection's search defaults, else hybrid].
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// rcmd | none [default: the collection's search defaults, else rcmd].
+    #[arg(long)]
+    pub rerank: Option<String>,
     /// uniform | idf: RCMD's token weights (idf: each wordpiece weighs its word's IDF in the
-    /// collection).
-    #[arg(long, default_value = "uniform")]
-    pub weights: String,
+    /// collection) [default: the collection's search defaults, else uniform].
+    #[arg(long)]
+    pub weights: Option<String>,
     /// How many hits.
     #[arg(short, default_value_t = 10)]
     pub k: usize,
@@ -34,16 +36,21 @@ pub struct SearchArgs {
 }
 
 pub fn run(g: &Global, args: &SearchArgs) -> Result<()> {
-    let params = SearchParams {
+    let asked = Overrides {
+        mode: args.mode.as_deref().map(str::parse).transpose()?,
+        rerank: args.rerank.as_deref().map(str::parse).transpose()?,
+        weights: args.weights.as_deref().map(str::parse).transpose()?,
+        fusion: None,
+    };
+    let fallback = SearchParams {
         k: args.k,
-        mode: args.mode.parse()?,
-        rerank: args.rerank.parse()?,
-        weights: args.weights.parse()?,
         ..Default::default()
     };
     let name = &args.collection;
     let engine = g.engine_for(name)?;
-    let out = engine.collection(name)?.search(&args.text, &params)?;
+    let out = engine
+        .collection(name)?
+        .search_with_defaults(&args.text, &asked, &fallback)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
@@ -68,5 +75,33 @@ pub fn run(g: &Global, args: &SearchArgs) -> Result<()> {
         "{} candidates; encode {:.1} ms, candidates {:.1} ms, rerank {:.1} ms",
         out.candidates, t.encode_ms, t.candidates_ms, t.rerank_ms
     );
+    if let Some(s) = &out.settings {
+        eprintln!("{}", settings_line(s));
+    }
     Ok(())
+}
+
+/// `settings: mode cosine (collection), rerank none (collection), weights uniform (option),
+/// fusion cosine 1 · w2 1 · lexical 1 · k0 60 (default)`, and a note on stale defaults.
+fn settings_line(s: &Settings) -> String {
+    let from = |source: kindred::search::Source| match source {
+        kindred::search::Source::Request => "option",
+        kindred::search::Source::Collection => "collection",
+        kindred::search::Source::Default => "default",
+    };
+    let mut line = format!(
+        "settings: mode {} ({}), rerank {} ({}), weights {} ({}), fusion {} ({})",
+        s.mode,
+        from(s.source.mode),
+        s.rerank,
+        from(s.source.rerank),
+        s.weights,
+        from(s.source.weights),
+        s.fusion,
+        from(s.source.fusion)
+    );
+    if s.stale_defaults {
+        line.push_str("; the collection's search defaults were chosen for another model and are not applied (see `kindred stats`)");
+    }
+    line
 }

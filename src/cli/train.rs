@@ -63,7 +63,7 @@ pub fn run(g: &Global, command: &TrainCommand) -> Result<()> {
         TrainCommand::Blend(a) => blend(&base()?, a),
         TrainCommand::Chunker(a) => chunker(a),
         TrainCommand::Aligner(a) => super::train_aligner::run(g, a),
-        TrainCommand::Context(a) => super::train_context::run(g, a, device),
+        TrainCommand::Context(a) => super::train_context::run(g, a, device).map(drop),
     }
 }
 

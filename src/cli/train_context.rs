@@ -31,9 +31,9 @@ pub struct ContextArgs {
     /// document's `context` texts; each present value becomes one context text "KEY: VALUE".
     #[arg(long = "context-field", value_name = "KEY")]
     pub context_fields: Vec<String>,
-    /// The model directory to write.
-    #[arg(long, required = true, value_name = "DIR")]
-    pub out: PathBuf,
+    /// The model directory to write. Default: $KINDRED_HOME/models/COLLECTION-context-TIME.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
     /// What is trained: the encoder (CLRCMD on the best pairs + CoSENT on every grade), or
     /// only the sentence transition matrix (encoder frozen; seconds).
     #[arg(long, value_enum, default_value = "encoder")]
@@ -45,6 +45,10 @@ pub struct ContextArgs {
     /// Nearest neighbours mined per question (by question and by context cosine each).
     #[arg(long, default_value_t = 10)]
     pub neighbours: usize,
+    /// One question in N (by id hash) is held out: its pairs select the model (and `tune`
+    /// searches them).
+    #[arg(long, default_value_t = HarvestOptions::default().held_out_every, value_name = "N")]
+    pub held_out_every: u64,
     /// Passes over the positive pairs (encoder) or over all pairs (transition).
     #[arg(long, default_value_t = 1)]
     pub epochs: usize,
@@ -80,7 +84,7 @@ pub enum MethodArg {
     Transition,
 }
 
-fn parse_signal(s: &str) -> std::result::Result<Signal, String> {
+pub(super) fn parse_signal(s: &str) -> std::result::Result<Signal, String> {
     s.parse().map_err(|e: kindred::Error| e.to_string())
 }
 
@@ -97,7 +101,7 @@ fn collection_model(g: &Global, db: &kindred::Database, collection: &str) -> Res
 
 /// Every live document as a [`ContextDoc`]: its context texts, then "KEY: VALUE" for each
 /// named metadata key it has (arrays give one text per element).
-fn read_documents(
+pub(super) fn read_documents(
     db: &kindred::Database,
     collection: &str,
     fields: &[String],
@@ -131,7 +135,23 @@ fn read_documents(
     Ok(docs)
 }
 
-pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<()> {
+impl ContextArgs {
+    /// --out, or a new directory under kindred's home named after the collection.
+    pub fn out(&self, g: &Global) -> PathBuf {
+        self.out.clone().unwrap_or_else(|| {
+            let secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            g.home()
+                .join("models")
+                .join(format!("{}-context-{secs}", self.collection))
+        })
+    }
+}
+
+/// Trains as `args` say; returns the model directory written.
+pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf> {
+    let out = args.out(g);
     let db = g.database()?;
     let base = collection_model(g, &db, &args.collection)?;
     let encoder = g.load_encoder(&base, Precision::Fp32)?;
@@ -140,6 +160,7 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<()> {
     let options = HarvestOptions {
         neighbours: args.neighbours,
         signal: args.signal,
+        held_out_every: args.held_out_every.max(2),
         ..HarvestOptions::default()
     };
     let bar = ProgressBar::new(0).with_style(ProgressStyle::with_template(
@@ -172,8 +193,16 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<()> {
     let started = std::time::Instant::now();
     let (method, selection) = match args.method {
         MethodArg::Encoder => {
+            if positives < 2 {
+                anyhow::bail!(
+                    "the harvest gave {positives} positive pairs outside the held-out slice; \
+                     training needs at least 2 — add documents with context (a few hundred \
+                     questions are a useful start)"
+                );
+            }
+            // A small collection has fewer positives than one batch.
             let options = ClrcmdOptions {
-                batch_size: args.batch,
+                batch_size: args.batch.min(positives),
                 learning_rate: args.lr,
                 epochs: args.epochs,
                 max_steps: args.max_steps,
@@ -189,7 +218,7 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<()> {
                 train: &sets.train,
                 dev: &sets.dev,
                 graded: &sets.graded,
-                out: &args.out,
+                out: &out,
                 options: &options,
                 device,
                 resume: false,
@@ -219,8 +248,8 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<()> {
                 dev: Some(("held_out_cosine_auc".into(), report.dev_auc_after)),
                 options: serde_json::to_value(&options)?,
             };
-            write_model_dir(&base, &args.out, None, Some(&heads), &by)
-                .with_context(|| format!("writing {}", args.out.display()))?;
+            write_model_dir(&base, &out, None, Some(&heads), &by)
+                .with_context(|| format!("writing {}", out.display()))?;
             (
                 "transition",
                 json!({
@@ -251,9 +280,9 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<()> {
         },
         "selection": selection,
         "train_seconds": started.elapsed().as_secs_f64(),
-        "out": args.out,
+        "out": out,
     });
-    let path = args.out.join(HARVEST_FILE);
+    let path = out.join(HARVEST_FILE);
     std::fs::write(&path, serde_json::to_string_pretty(&summary)? + "\n")
         .with_context(|| format!("writing {}", path.display()))?;
     if args.json {
@@ -261,15 +290,15 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<()> {
     } else {
         println!(
             "wrote {} ({method} adapted to collection {:?})",
-            args.out.display(),
+            out.display(),
             args.collection
         );
         println!("held-out agreement with the harvested grades: {selection}");
         println!(
             "use it: kindred --model {} reindex --collection {} (or ingest into a new collection)",
-            args.out.display(),
+            out.display(),
             args.collection
         );
     }
-    Ok(())
+    Ok(out)
 }

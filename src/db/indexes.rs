@@ -1,5 +1,5 @@
 //! One collection's in-memory state: its two vector graphs, its lexical and metadata indexes,
-//! its settings and its cached calibrator, and the one routine that applies a batch of stored
+//! its settings, its cached calibrator and search defaults, and the one routine that applies a batch of stored
 //! changes to them (used by writes, deletes and a reindex's catch-up alike).
 
 use std::collections::HashSet;
@@ -11,7 +11,7 @@ use crate::index::hnsw::{Metric, VectorIndex};
 use crate::index::{LexicalIndex, MetadataIndex};
 use crate::score::calibration::Calibrator;
 use crate::score::wasserstein::embed;
-use crate::store::CollectionSettings;
+use crate::store::{CollectionSettings, SearchDefaults};
 use crate::types::Gaussian;
 
 /// A document as the indexes take it: its internal id, text and vectors.
@@ -42,6 +42,9 @@ pub(crate) struct Indexes {
     pub saved_seq: Mutex<Option<u64>>,
     /// The collection's calibrator, decoded from the store on first use.
     pub calibrator: Mutex<Option<Arc<Calibrator>>>,
+    /// The collection's search defaults, decoded from the store on first use (outer None:
+    /// not read yet; inner None: it has none).
+    pub search_defaults: Mutex<Option<Option<Arc<SearchDefaults>>>>,
     /// Set while a background compaction runs.
     compacting: AtomicBool,
 }
@@ -65,6 +68,7 @@ impl Indexes {
             retired: AtomicBool::new(false),
             saved_seq: Mutex::new(saved_seq),
             calibrator: Mutex::new(None),
+            search_defaults: Mutex::new(None),
             compacting: AtomicBool::new(false),
         }
     }

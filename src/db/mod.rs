@@ -7,10 +7,10 @@
 //! vector indexes, and both graphs are rebuilt in the background when their tombstones pass
 //! [`crate::index::hnsw::COMPACTION_RATIO`].
 //!
-//! Reads go through a [`View`], taken once per request: the collection's settings, indexes and
-//! cached calibrator, with documents loaded by internal id. Reindexing ([`Database::reindex`],
-//! in `reindex.rs`) builds a new generation beside the serving one. The database stores
-//! vectors; it never encodes (that is [`crate::engine`]'s job).
+//! Reads go through a [`View`], taken once per request: the collection's settings, indexes,
+//! cached calibrator and search defaults, with documents loaded by internal id. Reindexing
+//! ([`Database::reindex`], in `reindex.rs`) builds a new generation beside the serving one. The
+//! database stores vectors; it never encodes (that is [`crate::engine`]'s job).
 
 mod indexes;
 mod reindex;
@@ -28,7 +28,8 @@ use crate::model::ModelIdentity;
 use crate::score::calibration::Calibrator;
 use crate::score::wasserstein::embed;
 use crate::store::{
-    validate_id, CollectionSettings, CollectionStats, Durability, Store, StoredDoc, Upserted,
+    validate_id, CollectionSettings, CollectionStats, Durability, SearchDefaults, Store, StoredDoc,
+    Upserted, SEARCH_DEFAULTS_KEY,
 };
 use crate::text::TextFormat;
 use crate::types::{Encoded, Gaussian};
@@ -158,6 +159,21 @@ pub struct CollectionInfo {
     pub stats: CollectionStats,
     /// Indexes.
     pub index: IndexInfo,
+    /// The search defaults its searches use where a request does not say (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_defaults: Option<SearchDefaultsInfo>,
+}
+
+/// A collection's search defaults as its info reports them: the stored defaults and whether
+/// they are stale (chosen for another model than the one its vectors now come from, after a
+/// reindex): stale defaults are kept and shown but never applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchDefaultsInfo {
+    /// The defaults, as stored.
+    #[serde(flatten)]
+    pub defaults: SearchDefaults,
+    /// True when `defaults.model_fingerprint` is not the collection's model's: not applied.
+    pub stale: bool,
 }
 
 /// Progress of a long operation: (what, done, total).
@@ -276,13 +292,61 @@ impl Database {
                 lexical_documents: ix.lexical.len(),
             }
         };
+        let search_defaults = cached_defaults(self, name, &ix)?.map(|d| SearchDefaultsInfo {
+            stale: d.is_stale(&ix.settings.model.fingerprint),
+            defaults: (*d).clone(),
+        });
         Ok(CollectionInfo {
             name: name.into(),
             settings: ix.settings.clone(),
             format_version: self.store.format_version(),
             stats: self.store.stats(name)?,
             index,
+            search_defaults,
         })
+    }
+
+    /// Stores `defaults` as collection `name`'s search defaults, replacing any (`None` clears
+    /// them); searches use them from now on where a request does not say. Refused, naming the
+    /// field, when they do not validate ([`SearchDefaults::validate`]) or were chosen for
+    /// another model than the collection's (choose them again after a reindex). A later
+    /// reindex keeps them, stale: reported by [`Database::info`], not applied.
+    pub fn set_search_defaults(&self, name: &str, defaults: Option<SearchDefaults>) -> Result<()> {
+        let ix = self.indexes(name)?;
+        if let Some(d) = &defaults {
+            d.validate()?;
+            let model = &ix.settings.model;
+            if d.is_stale(&model.fingerprint) {
+                return Err(UserError::InvalidArgument {
+                    name: "model_fingerprint",
+                    reason: format!(
+                        "the defaults were chosen for model {}, but collection {name:?}'s vectors come from {} ({}); choose them again with this model",
+                        d.model_fingerprint, model.id, model.fingerprint
+                    ),
+                }
+                .into());
+            }
+        }
+        // Store and cache change under the cache's lock, so concurrent setters leave them
+        // agreeing. Indexes a reindex switched to meanwhile read the store on first use.
+        let mut cached = ix.search_defaults.lock().expect("lock");
+        match &defaults {
+            Some(d) => {
+                let bytes = serde_json::to_vec(d).expect("search defaults serialise");
+                self.store.set_meta(name, SEARCH_DEFAULTS_KEY, &bytes)?;
+            }
+            None => {
+                self.store.remove_meta(name, SEARCH_DEFAULTS_KEY)?;
+            }
+        }
+        *cached = Some(defaults.map(Arc::new));
+        Ok(())
+    }
+
+    /// Collection `name`'s search defaults as stored, stale or not (None: it has none).
+    pub fn search_defaults(&self, name: &str) -> Result<Option<SearchDefaults>> {
+        let ix = self.indexes(name)?;
+        Ok(cached_defaults(self, name, &ix)?.map(|d| (*d).clone()))
     }
 
     /// Upserts documents encoded by `model`: all of them, or (on any error) none. The model
@@ -564,6 +628,27 @@ impl Database {
 /// The store key of a collection's own calibrator.
 const CALIBRATION_KEY: &str = "calibration";
 
+/// The collection's search defaults from `ix`'s cache, read from the store on first use. A
+/// stored value that does not decode (damaged) is logged and treated as none, so searches go
+/// on; setting or clearing the defaults replaces it.
+fn cached_defaults(db: &Database, name: &str, ix: &Indexes) -> Result<Option<Arc<SearchDefaults>>> {
+    let mut cached = ix.search_defaults.lock().expect("lock");
+    if let Some(d) = cached.as_ref() {
+        return Ok(d.clone());
+    }
+    let stored = db.store.meta(name, SEARCH_DEFAULTS_KEY)?;
+    let d = match stored.map(|b| serde_json::from_slice::<SearchDefaults>(&b)) {
+        Some(Ok(d)) => Some(Arc::new(d)),
+        Some(Err(e)) => {
+            tracing::warn!(collection = %name, error = %e, "the stored search defaults are damaged; searches use the server's until they are set or cleared again");
+            None
+        }
+        None => None,
+    };
+    *cached = Some(d.clone());
+    Ok(d)
+}
+
 /// A read handle on one collection ([`Database::view`]): its settings, its indexes as of when
 /// it was taken, and its documents by internal id. First stages answer internal ids, which
 /// are what the pipeline carries until it loads each candidate once.
@@ -701,6 +786,12 @@ impl View<'_> {
         let c = Arc::new(c);
         *cached = Some(c.clone());
         Ok(c)
+    }
+
+    /// The collection's search defaults, stale or not (None: it has none); read from the store
+    /// once and kept. Whether they apply is the search layer's call (`search::resolve`).
+    pub fn search_defaults(&self) -> Result<Option<Arc<SearchDefaults>>> {
+        cached_defaults(self.db, &self.name, &self.ix)
     }
 
     /// Refuses a query `what` vector (sentence or intent) of another dimension than the

@@ -19,8 +19,8 @@ use crate::error::{Result, UserError};
 use crate::index::LexicalIndex;
 use crate::score::calibration::Calibrator;
 use crate::search::{
-    self, DuplicateVerdict, Explained, FirstStages, Judge, PairExplanation, Scope, SearchOutcome,
-    SearchParams, Weighting,
+    self, DuplicateVerdict, Explained, FirstStages, Judge, Overrides, PairExplanation, Scope,
+    SearchOutcome, SearchParams, Settings, Weighting,
 };
 use crate::store::Upserted;
 use crate::types::Encoded;
@@ -205,6 +205,55 @@ impl Collection<'_> {
         out.timings.encode_ms = encode_ms;
         out.timings.total_ms = search::ms(start);
         record_timings(&out.timings);
+        Ok(out)
+    }
+
+    /// The parameters a search runs with in this collection when it chose `asked` itself:
+    /// for mode, rerank, weights and fusion, `asked`'s value, else the collection's search
+    /// defaults unless stale, else `fallback`'s ([`search::resolve()`]); every other value is
+    /// `fallback`'s. With the settings in force and where each came from.
+    pub fn resolve(
+        &self,
+        asked: &Overrides,
+        fallback: &SearchParams,
+    ) -> Result<(SearchParams, Settings)> {
+        let defaults = self.view.search_defaults()?;
+        Ok(search::resolve(
+            asked,
+            defaults.as_deref(),
+            &self.view.settings().model.fingerprint,
+            fallback,
+        ))
+    }
+
+    /// Searches for `text` as a user asks: the settings `asked` leaves open take the
+    /// collection's search defaults ([`Self::resolve`]); the outcome's `settings` says which
+    /// were in force and where each came from. What the API and `kindred search` run;
+    /// [`Self::search`] takes explicit parameters and applies no defaults.
+    pub fn search_with_defaults(
+        &self,
+        text: &str,
+        asked: &Overrides,
+        fallback: &SearchParams,
+    ) -> Result<SearchOutcome> {
+        let (params, settings) = self.resolve(asked, fallback)?;
+        let mut out = self.search(text, &params)?;
+        out.settings = Some(settings);
+        Ok(out)
+    }
+
+    /// [`Self::duplicates`] as a user asks, the settings `asked` leaves open taking the
+    /// collection's search defaults, like [`Self::search_with_defaults`].
+    pub fn duplicates_with_defaults(
+        &self,
+        text: &str,
+        threshold: Option<f32>,
+        asked: &Overrides,
+        fallback: &SearchParams,
+    ) -> Result<DuplicateVerdict> {
+        let (params, settings) = self.resolve(asked, fallback)?;
+        let mut out = self.duplicates(text, threshold, &params)?;
+        out.settings = Some(settings);
         Ok(out)
     }
 

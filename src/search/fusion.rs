@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 
 /// The default k0 (the constant of the original paper).
-pub const DEFAULT_K0: f32 = 60.0;
+pub use crate::types::DEFAULT_K0;
 
 /// One stage's ranked list and its weight.
 #[derive(Debug, Clone, Copy)]

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::resolve::Settings;
 use crate::score::explain::Explanation;
 
 /// A first stage's view of a hit: its exact score, and its rank if that stage retrieved it.
@@ -125,6 +126,11 @@ pub struct SearchOutcome {
     /// bound on an answer's explanations (`explain_cells`; absent when 0).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unexplained: usize,
+    /// The mode, rerank, weights and fusion in force and where each came from (the request,
+    /// the collection's search defaults, the server's defaults): set by a search that
+    /// resolved them ([`super::resolve()`]; absent for one given explicit parameters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<Settings>,
     /// Stage timings.
     pub timings: Timings,
 }
@@ -160,6 +166,9 @@ pub struct DuplicateVerdict {
     /// Matches left without the explanation asked for (see [`SearchOutcome::unexplained`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unexplained: usize,
+    /// The settings the candidate pool was searched with (see [`SearchOutcome::settings`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<Settings>,
     /// Stage timings.
     pub timings: Timings,
 }

@@ -10,7 +10,9 @@
 //! ```
 //!
 //! Each step is a function here; [`crate::engine`] encodes the query and calls them. The math
-//! lives in [`crate::score`] and [`fusion`]; where P(duplicate) comes from is the [`Judge`].
+//! lives in [`crate::score`] and [`fusion`]; where P(duplicate) comes from is the [`Judge`];
+//! which mode, rerank, weights and fusion a request runs with (its own, its collection's
+//! search defaults, the server's) is decided in one place, [`resolve()`].
 //! This module never encodes, never looks a collection up by name and never decodes JSON
 //! settings: the view carries all of that.
 
@@ -18,6 +20,7 @@ pub mod fusion;
 pub mod hits;
 pub mod judge;
 pub mod params;
+pub mod resolve;
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -48,6 +51,7 @@ pub use params::{
     validate, Depths, FusionWeights, Mode, Rerank, SearchParams, Weighting, DEFAULT_EXPLAIN_CELLS,
     MAX_DEPTH,
 };
+pub use resolve::{resolve, Overrides, Settings, Source, Sources};
 
 /// The first stages' candidate lists: internal ids, best first.
 #[derive(Debug, Default)]
@@ -403,6 +407,7 @@ pub fn outcome(
         threshold: judge.threshold(),
         filtered: scored.filtered,
         unexplained: budget.refused,
+        settings: None,
         timings: Timings {
             encode_ms: 0.0,
             candidates_ms: scored.candidates_ms,
@@ -443,6 +448,7 @@ pub fn verdict(
         matches,
         calibration: out.calibration,
         unexplained: out.unexplained,
+        settings: out.settings,
         timings: out.timings,
     }
 }

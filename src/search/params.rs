@@ -1,108 +1,13 @@
 //! What a search can be told: candidate sources, ordering, depths, fusion weights, the
-//! metadata filter, and the checks that reject a bad request before any encoder time.
-
-use std::str::FromStr;
+//! metadata filter, and the checks that reject a bad request before any encoder time. The four
+//! settings a collection's search defaults may also choose (`Mode`, `Rerank`, `Weighting`,
+//! `FusionWeights`) are plain data in [`crate::types`], re-exported here.
 
 use serde::{Deserialize, Serialize};
 
-use super::fusion;
 use crate::error::{Result, UserError};
 use crate::index::Filter;
-
-/// Where candidates come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Cosine of sentence vectors (HNSW).
-    Cosine,
-    /// 2-Wasserstein distance of intents (HNSW on [μ;σ]).
-    W2,
-    /// BM25 over word uni- and bigrams (the lexical index).
-    Lexical,
-    /// All three, fused by reciprocal rank.
-    #[default]
-    Hybrid,
-}
-
-/// How candidates are ordered after the first stages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Rerank {
-    /// By s_RCMD (relaxed optimal transport over token vectors).
-    #[default]
-    Rcmd,
-    /// Keep the first-stage (fused) order.
-    None,
-}
-
-/// How RCMD weighs each sentence's tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Weighting {
-    /// w = 1/L: every wordpiece counts the same.
-    #[default]
-    Uniform,
-    /// BERTScore-style: each wordpiece weighs its word's IDF in the collection
-    /// ([`crate::score::weights::token_weights`]), normalised per sentence.
-    Idf,
-}
-
-impl Weighting {
-    /// Its name, as requests give it and explanations report it (`weighting`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Weighting::Uniform => "uniform",
-            Weighting::Idf => "idf",
-        }
-    }
-}
-
-impl FromStr for Weighting {
-    type Err = crate::Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "uniform" => Ok(Weighting::Uniform),
-            "idf" => Ok(Weighting::Idf),
-            other => Err(UserError::InvalidArgument {
-                name: "weights",
-                reason: format!("{other:?}; use uniform or idf"),
-            }
-            .into()),
-        }
-    }
-}
-
-impl FromStr for Mode {
-    type Err = crate::Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "cosine" => Ok(Mode::Cosine),
-            "w2" => Ok(Mode::W2),
-            "lexical" => Ok(Mode::Lexical),
-            "hybrid" => Ok(Mode::Hybrid),
-            other => Err(UserError::InvalidArgument {
-                name: "mode",
-                reason: format!("{other:?}; use cosine, w2, lexical or hybrid"),
-            }
-            .into()),
-        }
-    }
-}
-
-impl FromStr for Rerank {
-    type Err = crate::Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "rcmd" => Ok(Rerank::Rcmd),
-            "none" => Ok(Rerank::None),
-            other => Err(UserError::InvalidArgument {
-                name: "rerank",
-                reason: format!("{other:?}; use rcmd or none"),
-            }
-            .into()),
-        }
-    }
-}
+pub use crate::types::{FusionWeights, Mode, Rerank, Weighting};
 
 /// How many candidates each first stage contributes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,31 +30,6 @@ impl Default for Depths {
             cosine: 64,
             w2: 64,
             lexical: 100,
-        }
-    }
-}
-
-/// Reciprocal-rank fusion weights.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct FusionWeights {
-    /// Weight of the cosine stage.
-    pub cosine: f32,
-    /// Weight of the W2 stage.
-    pub w2: f32,
-    /// Weight of the lexical stage.
-    pub lexical: f32,
-    /// The RRF constant k0 in weight / (k0 + rank).
-    pub k0: f32,
-}
-
-impl Default for FusionWeights {
-    fn default() -> Self {
-        FusionWeights {
-            cosine: 1.0,
-            w2: 1.0,
-            lexical: 1.0,
-            k0: fusion::DEFAULT_K0,
         }
     }
 }

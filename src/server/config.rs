@@ -64,7 +64,8 @@ impl Default for Limits {
     }
 }
 
-/// Server-wide search defaults (a request may override each).
+/// Server-wide search defaults (a request may override each; a collection's own search
+/// defaults, `store::SearchDefaults`, take precedence over `fusion`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SearchDefaults {

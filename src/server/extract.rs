@@ -176,6 +176,7 @@ mod fuzz {
         let _ = parse::<crate::server::api::Verdict>(b());
         let _ = parse::<crate::server::collections::CreateCollection>(b());
         let _ = parse::<crate::server::reindex::ReindexRequest>(b());
+        let _ = parse::<crate::server::collections::SetSearchDefaults>(b());
     }
 
     proptest! {

@@ -32,7 +32,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -117,6 +117,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(
             "/v1/collections/{collection}",
             delete(collections::drop_collection),
+        )
+        .route(
+            "/v1/collections/{collection}/search-defaults",
+            put(collections::put_search_defaults).delete(collections::delete_search_defaults),
         )
         .route(
             "/v1/collections/{collection}/documents",

@@ -20,6 +20,8 @@ use super::{collections, documents, reindex, review, routes, search, uploads};
         collections::create_collection,
         collections::get_collection,
         collections::drop_collection,
+        collections::put_search_defaults,
+        collections::delete_search_defaults,
         documents::upsert_documents,
         documents::get_document,
         documents::delete_document,
@@ -248,6 +250,58 @@ mod tests {
                 .any(|p| p["name"] == "context_fields" && p["in"] == "query"),
             "{ingest}"
         );
+    }
+
+    /// A collection's search defaults: PUT and DELETE on their own path, shown in its info
+    /// with `stale`; every search answer's `settings` names a source per setting.
+    #[test]
+    fn search_defaults_and_settings_are_described() {
+        let doc = document();
+        let path = &doc["paths"]["/v1/collections/{collection}/search-defaults"];
+        assert!(
+            path["put"].is_object() && path["delete"].is_object(),
+            "{path}"
+        );
+        let schemas = &doc["components"]["schemas"];
+        let shown = schemas["CollectionInfo"]["properties"]["search_defaults"].to_string();
+        assert!(
+            shown.contains("#/components/schemas/SearchDefaultsInfo"),
+            "{shown}"
+        );
+        let info = schemas["SearchDefaultsInfo"].to_string();
+        assert!(
+            info.contains("#/components/schemas/SearchDefaults") && info.contains("\"stale\""),
+            "{info}"
+        );
+        for field in [
+            "mode",
+            "rerank",
+            "weights",
+            "fusion",
+            "reason",
+            "model_fingerprint",
+        ] {
+            assert!(
+                schemas["SearchDefaults"]["properties"][field].is_object(),
+                "SearchDefaults.{field}"
+            );
+        }
+        for answer in ["SearchOutcome", "DuplicateVerdict"] {
+            let settings = schemas[answer]["properties"]["settings"].to_string();
+            assert!(
+                settings.contains("#/components/schemas/SearchSettings"),
+                "{answer}: {settings}"
+            );
+        }
+        for field in ["mode", "rerank", "weights", "fusion"] {
+            let source = &schemas["SettingSources"]["properties"][field]["$ref"];
+            assert_eq!(source, "#/components/schemas/SettingSource", "{field}");
+        }
+        assert_eq!(
+            schemas["SettingSource"]["enum"],
+            serde_json::json!(["request", "collection", "default"])
+        );
+        assert_eq!(schemas["SetSearchDefaults"]["additionalProperties"], false);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Handlers for search, duplicate detection and pair explanations: parse the request into
-//! the library's parameters (unset fields take the server's configured defaults), run it
-//! through the engine off the async threads, answer the wire types.
+//! the library's parameters (mode, rerank, weights and fusion left unset take the collection's
+//! search defaults, else the server's; other unset fields the server's configured defaults),
+//! run it through the engine off the async threads, answer the wire types.
 
 use std::sync::Arc;
 
@@ -18,9 +19,11 @@ use super::api::{
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{blocking, check_k, check_text, parse};
 use super::AppState;
-use crate::search::SearchParams;
+use crate::search::{Overrides, SearchParams};
 
-/// `POST /v1/collections/{c}/search` body; unset fields take the server's defaults.
+/// `POST /v1/collections/{c}/search` body. Unset `mode`, `rerank`, `weights` and `fusion` take
+/// the collection's search defaults (unless stale), else the server's; other unset fields the
+/// server's. The answer's `settings` says which were in force and where each came from.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
@@ -28,9 +31,9 @@ pub struct SearchRequest {
     pub text: String,
     /// Hits (default 10).
     pub k: Option<usize>,
-    /// cosine | w2 | lexical | hybrid (default).
+    /// cosine | w2 | lexical | hybrid (default: the collection's search defaults, else hybrid).
     pub mode: Option<Mode>,
-    /// rcmd (default) | none.
+    /// rcmd | none (default: the collection's search defaults, else rcmd).
     pub rerank: Option<Rerank>,
     /// Attach an RCMD explanation to each hit (default false).
     pub explain: Option<bool>,
@@ -42,37 +45,49 @@ pub struct SearchRequest {
     pub filter: Option<serde_json::Map<String, serde_json::Value>>,
     /// Per-stage candidate depths.
     pub depths: Option<Depths>,
-    /// Reciprocal-rank fusion weights and k0.
+    /// Reciprocal-rank fusion weights and k0, as a whole (fields left out of the object take
+    /// the built-in values; the object left out: the collection's search defaults, else the
+    /// server's `[search.fusion]`).
     pub fusion: Option<FusionWeights>,
     /// Fused candidates scored and reranked (default 100).
     pub rerank_depth: Option<usize>,
-    /// RCMD's token weights: uniform (default) | idf (each wordpiece weighs its word's IDF in
-    /// the collection). They set the RCMD stage's scores, the order by them and the
-    /// explanations; P(duplicate) reads uniform RCMD either way.
+    /// RCMD's token weights: uniform | idf (each wordpiece weighs its word's IDF in the
+    /// collection; default: the collection's search defaults, else uniform). They set the
+    /// RCMD stage's scores, the order by them and the explanations; P(duplicate) reads
+    /// uniform RCMD either way.
     pub weights: Option<Weighting>,
 }
 
 impl SearchRequest {
-    fn params(self, state: &AppState, default_k: usize) -> ApiResult<(String, SearchParams)> {
+    /// The query, the settings it chose itself (mode, rerank, weights, fusion: the rest take
+    /// the collection's search defaults, else the server's) and the parameters for everything
+    /// else, with the server's defaults as the fallback for those four.
+    fn params(
+        self,
+        state: &AppState,
+        default_k: usize,
+    ) -> ApiResult<(String, Overrides, SearchParams)> {
         check_text(state, "the query", &self.text)?;
         let d = &state.config.search;
         let k = self.k.unwrap_or(default_k);
         check_k(state, k)?;
-        Ok((
-            self.text,
-            SearchParams {
-                k,
-                mode: self.mode.map(Into::into).unwrap_or_default(),
-                rerank: self.rerank.map(Into::into).unwrap_or_default(),
-                depths: self.depths.map_or(d.depths, Into::into),
-                fusion: self.fusion.map_or(d.fusion, Into::into),
-                rerank_depth: self.rerank_depth.unwrap_or(d.rerank_depth),
-                weights: self.weights.map(Into::into).unwrap_or_default(),
-                explain: self.explain.unwrap_or(false),
-                explain_cells: state.config.limits.max_explain_cells,
-                filter: self.filter.unwrap_or_default(),
-            },
-        ))
+        let asked = Overrides {
+            mode: self.mode.map(Into::into),
+            rerank: self.rerank.map(Into::into),
+            weights: self.weights.map(Into::into),
+            fusion: self.fusion.map(Into::into),
+        };
+        let fallback = SearchParams {
+            k,
+            depths: self.depths.map_or(d.depths, Into::into),
+            fusion: d.fusion,
+            rerank_depth: self.rerank_depth.unwrap_or(d.rerank_depth),
+            explain: self.explain.unwrap_or(false),
+            explain_cells: state.config.limits.max_explain_cells,
+            filter: self.filter.unwrap_or_default(),
+            ..SearchParams::default()
+        };
+        Ok((self.text, asked, fallback))
     }
 }
 
@@ -85,11 +100,12 @@ pub async fn search_collection(
     Path(collection): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<SearchOutcome>> {
-    let (text, params) = parse::<SearchRequest>(body)?.params(&state, 10)?;
+    let (text, asked, fallback) = parse::<SearchRequest>(body)?.params(&state, 10)?;
     let s = state.clone();
     let out = blocking(move || {
-        s.engine
-            .with_collection(&collection, |col| col.search(&text, &params))
+        s.engine.with_collection(&collection, |col| {
+            col.search_with_defaults(&text, &asked, &fallback)
+        })
     })
     .await?;
     state.metrics.search(&out.timings);
@@ -108,8 +124,10 @@ pub struct DuplicatesRequest {
     pub k: Option<usize>,
     /// Attach explanations (default true).
     pub explain: Option<bool>,
-    /// RCMD's token weights: uniform (default) | idf, as for a search. The verdict and the
-    /// matches' order follow P(duplicate), which reads uniform RCMD either way.
+    /// RCMD's token weights: uniform | idf, as for a search (default: the collection's search
+    /// defaults, else uniform). The verdict and the matches' order follow P(duplicate), which
+    /// reads uniform RCMD either way; the candidate pool is searched with the collection's
+    /// search defaults' mode and fusion, else the server's.
     pub weights: Option<Weighting>,
 }
 
@@ -123,7 +141,8 @@ pub async fn duplicates(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<DuplicateVerdict>> {
     let req: DuplicatesRequest = parse(body)?;
-    // A duplicate check is a search with the server's defaults, 3 matches and explanations.
+    // A duplicate check is a search with the collection's (else the server's) defaults, 3
+    // matches and explanations.
     let search = SearchRequest {
         text: req.text,
         k: req.k,
@@ -131,11 +150,12 @@ pub async fn duplicates(
         weights: req.weights,
         ..SearchRequest::default()
     };
-    let (text, params) = search.params(&state, 3)?;
+    let (text, asked, fallback) = search.params(&state, 3)?;
     let (s, threshold) = (state.clone(), req.threshold);
     let out = blocking(move || {
-        s.engine
-            .with_collection(&collection, |col| col.duplicates(&text, threshold, &params))
+        s.engine.with_collection(&collection, |col| {
+            col.duplicates_with_defaults(&text, threshold, &asked, &fallback)
+        })
     })
     .await?;
     state.metrics.search(&out.timings);

@@ -19,8 +19,11 @@
 //!
 //! Format 4 appends each document's context (texts stored with it, never indexed) to its
 //! record; opening a store of format 1–3 rewrites its records (`migrate`, migrations/0004).
+//! A collection's search defaults ([`SearchDefaults`], issue 23) went into `meta/c` within
+//! format 4, beside its calibration: older binaries ignore them.
 
 pub mod compat;
+mod defaults;
 pub mod migrate;
 mod record;
 
@@ -33,6 +36,9 @@ use crate::error::{io_err, Error, InternalError, Result, UserError};
 use crate::model::ModelIdentity;
 
 pub use crate::types::HnswParams;
+pub use defaults::{
+    now_rfc3339, rfc3339_utc, DefaultsSource, SearchDefaults, MAX_REASON_BYTES, SEARCH_DEFAULTS_KEY,
+};
 pub use record::StoredDoc;
 
 /// Longest accepted external id, in bytes.
@@ -643,6 +649,16 @@ impl Store {
         let t = self.db.open_tree(tree_name("meta", name))?;
         t.insert(key, value)?;
         self.durable()
+    }
+
+    /// Removes a collection-level value durably; true if it was there.
+    pub fn remove_meta(&self, name: &str, key: &str) -> Result<bool> {
+        self.ensure_room(4096)?;
+        self.trees(name)?;
+        let t = self.db.open_tree(tree_name("meta", name))?;
+        let had = t.remove(key)?.is_some();
+        self.durable()?;
+        Ok(had)
     }
 
     /// Stores a labelled pair under `key` durably (replacing one with the same key).

@@ -79,6 +79,9 @@ pub struct HarvestOptions {
     pub negative_share: f64,
     /// One question in this many is held out (by id hash): its pairs select the run.
     pub held_out_every: u64,
+    /// Questions harvested at most (mining is O(n²)): a larger collection is sampled, the
+    /// same questions every run (by id hash).
+    pub max_documents: usize,
 }
 
 impl Default for HarvestOptions {
@@ -90,6 +93,7 @@ impl Default for HarvestOptions {
             positive_share: 0.15,
             negative_share: 0.3,
             held_out_every: 10,
+            max_documents: 20_000,
         }
     }
 }
@@ -191,10 +195,16 @@ pub fn harvest(
     options: &HarvestOptions,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<Harvest> {
-    let kept: Vec<&ContextDoc> = docs
-        .iter()
-        .filter(|d| d.context.iter().any(|c| !c.trim().is_empty()))
+    // Indices into `docs` of the questions harvested.
+    let mut index_of: Vec<usize> = (0..docs.len())
+        .filter(|&i| docs[i].context.iter().any(|c| !c.trim().is_empty()))
         .collect();
+    if index_of.len() > options.max_documents {
+        index_of.sort_by_key(|&i| id_hash(&docs[i].id));
+        index_of.truncate(options.max_documents);
+        index_of.sort_unstable();
+    }
+    let kept: Vec<&ContextDoc> = index_of.iter().map(|&i| &docs[i]).collect();
     if kept.len() < 2 {
         return Err(UserError::InvalidArgument {
             name: "collection",
@@ -245,27 +255,34 @@ pub fn harvest(
         .map(|rows| mean_direction(rows).expect("every kept question has context"))
         .collect();
 
+    // Each question's neighbours (rows in parallel; O(n²) dot products), then the pairs in
+    // first-seen order, each once.
+    let neighbours: Vec<Vec<usize>> = {
+        use rayon::prelude::*;
+        let done = std::sync::atomic::AtomicU64::new(0);
+        let rows: Vec<Vec<usize>> = (0..n)
+            .into_par_iter()
+            .map(|i| {
+                let qs: Vec<f32> = q.iter().map(|x| dot(&q[i], x)).collect();
+                let cs: Vec<f32> = ctx.iter().map(|x| dot(&ctx[i], x)).collect();
+                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                top_k(&qs, options.neighbours, i)
+                    .into_iter()
+                    .chain(top_k(&cs, options.neighbours, i))
+                    .collect()
+            })
+            .collect();
+        progress("mining pairs", done.into_inner(), n as u64);
+        rows
+    };
     let mut seen: HashSet<(usize, usize)> = HashSet::new();
     let mut pairs: Vec<(usize, usize)> = Vec::new();
-    let mut qs = vec![0f32; n];
-    let mut cs = vec![0f32; n];
-    for i in 0..n {
-        for j in 0..n {
-            qs[j] = dot(&q[i], &q[j]);
-            cs[j] = dot(&ctx[i], &ctx[j]);
-        }
-        for j in
-            top_k(&qs, options.neighbours, i)
-                .into_iter()
-                .chain(top_k(&cs, options.neighbours, i))
-        {
+    for (i, row) in neighbours.iter().enumerate() {
+        for &j in row {
             let key = (i.min(j), i.max(j));
             if kept[i].text.trim() != kept[j].text.trim() && seen.insert(key) {
                 pairs.push(key);
             }
-        }
-        if i % 256 == 0 || i + 1 == n {
-            progress("mining pairs", i as u64 + 1, n as u64);
         }
     }
     let context: Vec<f32> = pairs.iter().map(|&(a, b)| dot(&ctx[a], &ctx[b])).collect();
@@ -306,12 +323,15 @@ pub fn harvest(
     })
 }
 
-/// Whether a question is in the held-out slice (stable across runs: a hash of its id).
-pub fn held_out(id: &str, every: u64) -> bool {
+fn id_hash(id: &str) -> u64 {
     use sha2::{Digest, Sha256};
     let h = Sha256::digest(id.as_bytes());
-    let x = u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
-    every > 0 && x.is_multiple_of(every)
+    u64::from_le_bytes(h[..8].try_into().expect("8 bytes"))
+}
+
+/// Whether a question is in the held-out slice (stable across runs: a hash of its id).
+pub fn held_out(id: &str, every: u64) -> bool {
+    every > 0 && id_hash(id).is_multiple_of(every)
 }
 
 /// The training data a harvest gives the trainers.

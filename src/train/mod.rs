@@ -20,6 +20,7 @@ pub mod data;
 pub mod intent;
 pub mod loss;
 pub mod transition;
+pub mod tune;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -288,3 +288,74 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
     let v: serde_json::Value = serde_json::from_str(&hits).expect("JSON hits");
     assert_eq!(v["hits"][0]["id"], "q0", "{v}");
 }
+
+#[test]
+fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let jsonl = dir.path().join("forum.jsonl");
+    let lines: Vec<String> = forum()
+        .iter()
+        .map(|d| {
+            serde_json::json!({ "id": d.id, "text": d.text, "context": d.context }).to_string()
+        })
+        .collect();
+    std::fs::write(&jsonl, lines.join("\n") + "\n").unwrap();
+    run_ok(
+        kindred(&data)
+            .args(["ingest", "--create", "-c", "forum"])
+            .arg(&jsonl),
+    );
+    let out = dir.path().join("adapted");
+    let report = run_ok(
+        kindred(&data)
+            .args(["adapt", "-c", "forum", "--json", "--held-out-every", "3"])
+            .args([
+                "--neighbours",
+                "5",
+                "--batch",
+                "4",
+                "--graded-batch",
+                "4",
+                "--max-steps",
+                "1",
+            ])
+            .arg("--out")
+            .arg(&out),
+    );
+    // The last JSON document printed is tune's report.
+    let tune_json = &report[report.rfind("\n{").map_or(0, |i| i + 1)..];
+    let v: serde_json::Value = serde_json::from_str(tune_json).expect("tune's JSON report");
+    assert_eq!(v["stored"], true, "{v}");
+    assert!(v["tuning"]["queries"].as_u64().unwrap() >= 1, "{v}");
+    assert!(
+        v["reason"].as_str().unwrap().contains("held-out questions"),
+        "{v}"
+    );
+
+    // Searches now run on the adapted model (no --model needed) with the learned defaults.
+    let hits = run_ok(kindred(&data).env_remove("KINDRED_MODEL").args([
+        "search",
+        "-c",
+        "forum",
+        "--json",
+        "How do I renew my driving licence?",
+    ]));
+    let h: serde_json::Value = serde_json::from_str(&hits).expect("JSON hits");
+    assert_eq!(h["hits"][0]["id"], "q0", "{h}");
+    assert_eq!(h["settings"]["source"]["mode"], "collection", "{h}");
+    assert_eq!(h["settings"]["mode"], v["chosen"]["mode"], "{h} {v}");
+    let adapted = kindred::model::ModelDir::open(&out)
+        .unwrap()
+        .identity()
+        .unwrap();
+    let stats = run_ok(
+        kindred(&data)
+            .env_remove("KINDRED_MODEL")
+            .args(["stats", "forum", "--json"]),
+    );
+    assert!(
+        stats.contains(&adapted.fingerprint),
+        "the collection is on the adapted model: {stats}"
+    );
+}

@@ -9,6 +9,7 @@ mod cli;
 mod common;
 mod context;
 mod crash;
+mod defaults;
 mod encoder;
 mod eval;
 mod faults;

@@ -1,8 +1,9 @@
 //! The admin web UI in a real browser: Debian's headless chromium, driven by playwright-core
 //! (tests/ui/e2e.mjs), against a real `kindred serve` holding real QQP questions. The browser
-//! checks search, explanations (heatmap cells and their sum, a 40×40 heatmap), duplicate
-//! review with stored verdicts, a file upload with progress and XSS questions; this side
-//! prepares the data and checks the verdicts through the API afterwards.
+//! checks search, the collection's search defaults with their reason, explanations (heatmap
+//! cells and their sum, a 40×40 heatmap), duplicate review with stored verdicts, a file upload
+//! with progress and XSS questions; this side prepares the data and checks the verdicts
+//! through the API afterwards.
 //!
 //! Needs node, tests/ui/node_modules (`npm ci --prefix tests/ui`) and /usr/bin/chromium
 //! (`apt-get install chromium chromium-driver`); `./scripts/test.sh` installs them. Missing,
@@ -106,6 +107,17 @@ fn admin_ui_in_headless_chromium() {
         assert_eq!(st, 200, "{r}");
     }
 
+    // Search defaults set by hand: the built-in settings (so the browser's results are the
+    // same), which the pages show with their reason.
+    let reason = "set for the UI test: hybrid then RCMD, as <b>built in</b>";
+    let (st, r) = call(
+        "PUT",
+        &s.url("/v1/collections/qqp/search-defaults"),
+        admin,
+        Some(&json!({ "mode": "hybrid", "rerank": "rcmd", "reason": reason })),
+    );
+    assert_eq!(st, 200, "{r}");
+
     // The file the browser uploads: 40 other QQP questions as TSV with a header.
     let upload = dir.path().join("more-questions.tsv");
     let extra = duplicate_pairs(190);
@@ -133,6 +145,7 @@ fn admin_ui_in_headless_chromium() {
         .env("UPLOAD_ROWS", "40")
         .env("ATTACKS", json!(attacks).to_string())
         .env("QUERY", &pairs[0].1)
+        .env("DEFAULTS_REASON", reason)
         .env(
             "LONG_A",
             long("how can a small team keep its answers consistent when many customers ask the same question in different words every single day"),

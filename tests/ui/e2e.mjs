@@ -3,7 +3,8 @@
 // failure exits non-zero with its message. Screenshots go to $SCREENSHOT_DIR.
 //
 // Env: KINDRED_URL, KINDRED_ADMIN_KEY, KINDRED_COLLECTION, SCREENSHOT_DIR, UPLOAD_FILE (a TSV),
-// UPLOAD_ROWS (its data rows), QUERY (a stored question's paraphrase), LONG_A/LONG_B (~40 words).
+// UPLOAD_ROWS (its data rows), QUERY (a stored question's paraphrase), LONG_A/LONG_B (~40 words),
+// DEFAULTS_REASON (the reason of the collection's search defaults, set before the browser starts).
 
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
@@ -187,6 +188,32 @@ try {
     for (const s of ['cosine', 'W2', 'lexical', 'fused', 'RCMD', 'final']) assert.ok(head.includes(s), `stage ${s} missing`);
     assert.match(await first.locator('.badge.prob').textContent(), /P\(dup\) \d+\.\d%/);
     await page.screenshot({ path: `${shots}/search.png`, fullPage: false });
+  });
+
+  await check('the collection\'s search defaults show with their reason, on the collections and search pages', async () => {
+    const reason = env('DEFAULTS_REASON');
+    const cell = page.locator(`#collections-table tr[data-name="${collection}"] td.defaults`);
+    await page.click('a[data-view="collections"]');
+    assert.equal(await cell.locator('.reason').textContent(), reason);
+    assert.match(await cell.locator('.source').textContent(), /^set \d{4}-\d\d-\d\dT/);
+    assert.equal(await cell.locator('.settings').textContent(), 'hybrid · rcmd · uniform');
+    assert.equal(await cell.locator('.stale').count(), 0);
+    await page.click('a[data-view="search"]');
+    await page.waitForSelector('#search-defaults .reason');
+    assert.equal(await page.textContent('#search-defaults .reason'), `Why: ${reason}`);
+    assert.match(await page.textContent('#search-defaults .settings'), /\(set .*\): mode hybrid · rerank rcmd · weights uniform/);
+    assert.equal(await page.textContent('#search-defaults'), `${await page.textContent('#search-defaults .settings')}Why: ${reason}`,
+      'the panel holds the settings and the reason, nothing else (no stale line)');
+    // The search above left mode and rerank at the collection's default: the answer says so.
+    const inForce = await page.textContent('#search-settings');
+    assert.match(inForce, /mode hybrid \(collection\) · rerank rcmd \(collection\) · weights uniform \(collection\)/, inForce);
+    // A mode picked in the form is the request's.
+    await page.selectOption('#mode', 'cosine');
+    await page.click('#search-form button[type=submit]');
+    await page.waitForFunction(() => document.getElementById('search-settings').textContent.includes('mode cosine (request)'));
+    await page.selectOption('#mode', '');
+    await page.click('#search-form button[type=submit]');
+    await page.waitForFunction(() => document.getElementById('search-settings').textContent.includes('mode hybrid (collection)'));
   });
 
   await check('an explanation from a hit: heatmap cells add up to the score; hover shows words', async () => {

@@ -1,9 +1,10 @@
-//! Collections and documents: a document as written, a collection's settings, sizes and index
-//! health, the model its vectors come from, what a reindex did.
+//! Collections and documents: a document as written, a collection's settings, sizes, index
+//! health and search defaults, the model its vectors come from, what a reindex did.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::search::{FusionWeights, Mode, Rerank, Weighting};
 use crate::{db, model, store, types};
 
 /// A document as a user gives it.
@@ -248,6 +249,87 @@ impl From<db::IndexInfo> for IndexInfo {
     }
 }
 
+/// Who chose a collection's search defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DefaultsSource {
+    /// Measured on the collection's own data (`kindred tune`).
+    Learned,
+    /// Set by an operator (`PUT /v1/collections/{c}/search-defaults`).
+    Set,
+}
+
+impl From<store::DefaultsSource> for DefaultsSource {
+    fn from(s: store::DefaultsSource) -> Self {
+        match s {
+            store::DefaultsSource::Learned => DefaultsSource::Learned,
+            store::DefaultsSource::Set => DefaultsSource::Set,
+        }
+    }
+}
+
+/// A collection's search defaults: the settings its searches use where a request does not
+/// say, and why they were chosen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SearchDefaults {
+    /// Where candidates come from.
+    pub mode: Mode,
+    /// How candidates are ordered.
+    pub rerank: Rerank,
+    /// RCMD's token weights.
+    pub weights: Weighting,
+    /// Reciprocal-rank fusion weights (used by `mode: hybrid`).
+    pub fusion: FusionWeights,
+    /// `learned` (measured on the collection's data) or `set` (by an operator).
+    pub source: DefaultsSource,
+    /// Why these: one sentence for people, with the measured numbers when learned.
+    pub reason: String,
+    /// The fingerprint of the model they were chosen for.
+    pub model_fingerprint: String,
+    /// When they were chosen: RFC 3339, UTC.
+    pub chosen_at: String,
+    /// What was compared (free-form, e.g. a table of configurations and their scores); null
+    /// when nothing was.
+    #[serde(default)]
+    pub evidence: serde_json::Value,
+}
+
+impl From<store::SearchDefaults> for SearchDefaults {
+    fn from(d: store::SearchDefaults) -> Self {
+        SearchDefaults {
+            mode: d.mode.into(),
+            rerank: d.rerank.into(),
+            weights: d.weights.into(),
+            fusion: d.fusion.into(),
+            source: d.source.into(),
+            reason: d.reason,
+            model_fingerprint: d.model_fingerprint,
+            chosen_at: d.chosen_at,
+            evidence: d.evidence,
+        }
+    }
+}
+
+/// A collection's search defaults as its info reports them, with whether they are stale.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SearchDefaultsInfo {
+    /// The defaults, as stored.
+    #[serde(flatten)]
+    pub defaults: SearchDefaults,
+    /// True when they were chosen for another model than the collection's vectors now come
+    /// from (after a reindex): kept and shown, never applied. Tune or set them again.
+    pub stale: bool,
+}
+
+impl From<db::SearchDefaultsInfo> for SearchDefaultsInfo {
+    fn from(i: db::SearchDefaultsInfo) -> Self {
+        SearchDefaultsInfo {
+            defaults: i.defaults.into(),
+            stale: i.stale,
+        }
+    }
+}
+
 /// What `kindred collection stats` shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct CollectionInfo {
@@ -261,6 +343,10 @@ pub struct CollectionInfo {
     pub stats: CollectionStats,
     /// Indexes.
     pub index: IndexInfo,
+    /// The search defaults its searches use where a request does not say (absent: none; the
+    /// server's apply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_defaults: Option<SearchDefaultsInfo>,
 }
 
 impl From<db::CollectionInfo> for CollectionInfo {
@@ -271,6 +357,7 @@ impl From<db::CollectionInfo> for CollectionInfo {
             format_version: c.format_version,
             stats: c.stats.into(),
             index: c.index.into(),
+            search_defaults: c.search_defaults.map(Into::into),
         }
     }
 }

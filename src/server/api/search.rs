@@ -230,6 +230,89 @@ impl From<search::FusionWeights> for FusionWeights {
     }
 }
 
+/// Where a setting in force came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SettingSource {
+    /// The request said it.
+    Request,
+    /// The collection's search defaults.
+    Collection,
+    /// The server's configuration or the built-in default.
+    Default,
+}
+
+impl From<search::Source> for SettingSource {
+    fn from(s: search::Source) -> Self {
+        match s {
+            search::Source::Request => SettingSource::Request,
+            search::Source::Collection => SettingSource::Collection,
+            search::Source::Default => SettingSource::Default,
+        }
+    }
+}
+
+/// Where each setting in force came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SettingSources {
+    /// Of `mode`.
+    pub mode: SettingSource,
+    /// Of `rerank`.
+    pub rerank: SettingSource,
+    /// Of `weights`.
+    pub weights: SettingSource,
+    /// Of `fusion`.
+    pub fusion: SettingSource,
+}
+
+impl From<search::Sources> for SettingSources {
+    fn from(s: search::Sources) -> Self {
+        SettingSources {
+            mode: s.mode.into(),
+            rerank: s.rerank.into(),
+            weights: s.weights.into(),
+            fusion: s.fusion.into(),
+        }
+    }
+}
+
+/// The settings a search ran with and where each came from: the request, the collection's
+/// search defaults, or the server's defaults (in that order of precedence).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SearchSettings {
+    /// Where candidates came from.
+    pub mode: Mode,
+    /// How candidates were ordered.
+    pub rerank: Rerank,
+    /// RCMD's token weights.
+    pub weights: Weighting,
+    /// Fusion weights (they act in hybrid mode only).
+    pub fusion: FusionWeights,
+    /// Where each came from.
+    pub source: SettingSources,
+    /// True when the collection has search defaults that were not applied because they were
+    /// chosen for another model than its vectors now come from (absent when false).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub stale_defaults: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl From<search::Settings> for SearchSettings {
+    fn from(s: search::Settings) -> Self {
+        SearchSettings {
+            mode: s.mode.into(),
+            rerank: s.rerank.into(),
+            weights: s.weights.into(),
+            fusion: s.fusion.into(),
+            source: s.source.into(),
+            stale_defaults: s.stale_defaults,
+        }
+    }
+}
+
 /// A first stage's view of a hit: its exact score, and its rank if that stage retrieved it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Stage {
@@ -379,6 +462,9 @@ pub struct SearchOutcome {
     /// `limits.max_explain_cells` (the best hits are the ones explained; absent when 0).
     #[serde(default, skip_serializing_if = "search::is_zero")]
     pub unexplained: usize,
+    /// The mode, rerank, weights and fusion in force and where each came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<SearchSettings>,
     /// Stage timings.
     pub timings: Timings,
 }
@@ -392,6 +478,7 @@ impl From<search::SearchOutcome> for SearchOutcome {
             threshold: o.threshold,
             filtered: o.filtered.map(Into::into),
             unexplained: o.unexplained,
+            settings: o.settings.map(Into::into),
             timings: o.timings.into(),
         }
     }
@@ -432,6 +519,9 @@ pub struct DuplicateVerdict {
     /// Matches left without the explanation asked for (see `SearchOutcome.unexplained`).
     #[serde(default, skip_serializing_if = "search::is_zero")]
     pub unexplained: usize,
+    /// The settings the candidate pool was searched with (see `SearchOutcome.settings`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<SearchSettings>,
     /// Stage timings.
     pub timings: Timings,
 }
@@ -445,6 +535,7 @@ impl From<search::DuplicateVerdict> for DuplicateVerdict {
             matches: v.matches.into_iter().map(DuplicateMatch::from).collect(),
             calibration: v.calibration,
             unexplained: v.unexplained,
+            settings: v.settings.map(Into::into),
             timings: v.timings.into(),
         }
     }

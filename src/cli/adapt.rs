@@ -1,0 +1,63 @@
+//! `kindred adapt`: a site without labels adapts kindred to its data in one command —
+//! `train context` (the encoder learns from the collection's context), `reindex` (the
+//! collection moves onto the adapted model) and `tune` (its search defaults are chosen on the
+//! adapted vectors), in that order; each step's own command does the same by hand.
+
+use anyhow::{Context, Result};
+use clap::Args as ClapArgs;
+
+use super::Global;
+
+#[derive(Debug, ClapArgs)]
+pub struct AdaptArgs {
+    #[command(flatten)]
+    pub train: super::train_context::ContextArgs,
+}
+
+pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
+    let device = g.device.as_deref().unwrap_or("cpu").parse()?;
+    let t = &args.train;
+    eprintln!(
+        "1/3 train context: harvesting pairs from {:?} and training",
+        t.collection
+    );
+    let out = super::train_context::run(g, t, device)?;
+    eprintln!(
+        "2/3 reindex: moving {:?} onto {}",
+        t.collection,
+        out.display()
+    );
+    let adapted = Global {
+        model: Some(out.clone()),
+        home: g.home.clone(),
+        device: g.device.clone(),
+        data: g.data.clone(),
+        relaxed: g.relaxed,
+        batch_size: g.batch_size,
+        precision: g.precision,
+    };
+    super::reindex::run(
+        &adapted,
+        &super::reindex::ReindexArgs {
+            collection: t.collection.clone(),
+            json: false,
+        },
+    )
+    .with_context(|| format!("reindexing {} onto {}", t.collection, out.display()))?;
+    eprintln!(
+        "3/3 tune: choosing the search defaults of {:?}",
+        t.collection
+    );
+    super::tune::run(
+        &adapted,
+        &super::tune::TuneArgs {
+            collection: t.collection.clone(),
+            context_fields: t.context_fields.clone(),
+            signal: t.signal,
+            held_out_every: t.held_out_every,
+            max_queries: super::tune::DEFAULT_MAX_QUERIES,
+            dry_run: false,
+            json: t.json,
+        },
+    )
+}

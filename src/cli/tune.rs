@@ -1,0 +1,129 @@
+//! `kindred tune`: chooses a collection's search defaults without labels — harvests graded
+//! pairs from its documents' context ([`kindred::train::context`]), searches the held-out
+//! slice with every candidate configuration ([`kindred::train::tune`]) and stores the one
+//! that agrees best with the harvest (with the reason) as the collection's search defaults.
+
+use anyhow::Result;
+use clap::Args as ClapArgs;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+use kindred::train::context::{self, HarvestOptions, Signal};
+use kindred::train::tune;
+
+use super::Global;
+
+/// `--max-queries`.
+pub const DEFAULT_MAX_QUERIES: usize = 300;
+
+#[derive(Debug, ClapArgs)]
+pub struct TuneArgs {
+    /// The collection.
+    #[arg(long, short)]
+    pub collection: String,
+    /// Metadata keys read as context too (as for `kindred train context`).
+    #[arg(long = "context-field", value_name = "KEY")]
+    pub context_fields: Vec<String>,
+    /// The grade: context, retrieval or both.
+    #[arg(long, default_value = "both", value_parser = super::train_context::parse_signal)]
+    pub signal: Signal,
+    /// One question in N (by id hash) is held out and searched.
+    #[arg(long, default_value_t = HarvestOptions::default().held_out_every, value_name = "N")]
+    pub held_out_every: u64,
+    /// Held-out questions searched at most.
+    #[arg(long, default_value_t = DEFAULT_MAX_QUERIES)]
+    pub max_queries: usize,
+    /// Measure and print, but leave the collection's settings as they are.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
+    let engine = g.engine_for(&args.collection)?;
+    let docs =
+        super::train_context::read_documents(engine.db(), &args.collection, &args.context_fields)?;
+    let options = HarvestOptions {
+        signal: args.signal,
+        held_out_every: args.held_out_every.max(2),
+        ..HarvestOptions::default()
+    };
+    let bar = ProgressBar::new(0).with_style(ProgressStyle::with_template(
+        "{spinner} {msg} [{bar:30}] {pos}/{len} ({per_sec}, eta {eta})",
+    )?);
+    let harvest = context::harvest(
+        engine.encoder(),
+        &docs,
+        &options,
+        &mut |what, done, total| {
+            bar.set_message(what.to_string());
+            bar.set_length(total);
+            bar.set_position(done);
+        },
+    )?;
+    bar.set_message("searching held-out questions");
+    let collection = engine.collection(&args.collection)?;
+    let tuning = tune::tune(
+        &collection,
+        &docs,
+        &harvest,
+        options.held_out_every,
+        args.max_queries,
+        &mut |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        },
+    )?;
+    bar.finish_and_clear();
+    let chosen = tuning.chosen();
+    let reason = tuning.reason();
+    if !args.dry_run {
+        store(engine.db(), &args.collection, &tuning, &reason)?;
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "collection": args.collection,
+                "chosen": chosen,
+                "reason": reason,
+                "stored": !args.dry_run,
+                "tuning": tuning,
+            }))?
+        );
+    } else {
+        println!("| configuration | nDCG@10 vs harvested grades |");
+        println!("|---|---|");
+        for (i, r) in tuning.rows.iter().enumerate() {
+            let mark = if i == tuning.chosen { " (chosen)" } else { "" };
+            println!("| {}{mark} | {:.4} |", r.name, r.ndcg_at_10);
+        }
+        println!("{reason}");
+        if args.dry_run {
+            println!("--dry-run: collection {:?} left as it was", args.collection);
+        } else {
+            println!(
+                "stored as the search defaults of collection {:?}",
+                args.collection
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Stores the chosen configuration as the collection's search defaults (source: learned),
+/// with the reason and every configuration's measurement as evidence.
+fn store(db: &kindred::Database, name: &str, tuning: &tune::Tuning, reason: &str) -> Result<()> {
+    let fingerprint = db.store().settings(name)?.model.fingerprint;
+    let defaults = kindred::store::SearchDefaults::from_params(
+        &tuning.chosen().params(),
+        kindred::store::DefaultsSource::Learned,
+        reason,
+        fingerprint,
+        serde_json::to_value(&tuning.rows)?,
+    );
+    db.set_search_defaults(name, Some(defaults))?;
+    Ok(())
+}
