@@ -101,12 +101,16 @@ pub struct RetrievalArgs {
 pub struct ForumArgs {
     /// SemEval-2016 Task 3 CQA-QL XML files (e.g.
     /// ../shared/data/semeval2016_task3/SemEval2016-Task3-CQA-QL-dev.xml); their original
-    /// questions are ranked together.
-    #[arg(long, required = true, num_args = 1..)]
-    pub data: Vec<PathBuf>,
+    /// questions are ranked together. (Positional: `--data` is the database directory.)
+    #[arg(required = true, num_args = 1.., value_name = "FILE")]
+    pub files: Vec<PathBuf>,
     /// Where the JSON report goes.
     #[arg(long, value_name = "FILE", default_value = "kindred-eval-forum.json")]
     pub out: PathBuf,
+    /// Also rank with this collection's search defaults (as `kindred tune` stored them; the
+    /// collection must be on the model evaluated).
+    #[arg(long, value_name = "COLLECTION")]
+    pub defaults_from: Option<String>,
     /// Only write the related questions as JSON Lines documents for `kindred ingest` (id,
     /// text, metadata {"orgq": …}, context = the comment thread) to FILE, and stop.
     #[arg(long, value_name = "FILE")]
@@ -133,7 +137,7 @@ pub fn run(g: &Global, command: &EvalCommand) -> Result<()> {
         EvalCommand::Retrieval(a) => retrieval(&encoder, a),
         EvalCommand::Sts(a) => sts(&encoder, a),
         EvalCommand::Alignment(a) => super::eval_alignment::run(&encoder, a),
-        EvalCommand::Forum(a) => forum(&encoder, a),
+        EvalCommand::Forum(a) => forum(g, &encoder, a),
     }
 }
 
@@ -235,9 +239,9 @@ fn pairs(encoder: &Encoder, args: &PairsArgs) -> Result<()> {
     )
 }
 
-fn forum(encoder: &Encoder, args: &ForumArgs) -> Result<()> {
+fn forum(g: &Global, encoder: &Encoder, args: &ForumArgs) -> Result<()> {
     let mut questions = Vec::new();
-    for path in &args.data {
+    for path in &args.files {
         questions.extend(eval::forum::read_forum(path)?);
     }
     if let Some(path) = &args.write_jsonl {
@@ -261,7 +265,33 @@ fn forum(encoder: &Encoder, args: &ForumArgs) -> Result<()> {
         b.set_length(total);
         b.set_position(done);
     };
-    let report = eval::forum::eval_forum(encoder, &questions, &progress)?;
+    let mut extra = Vec::new();
+    if let Some(c) = &args.defaults_from {
+        let db = g.database()?;
+        let settings = db.store().settings(c)?;
+        let Some(d) = db.search_defaults(c)? else {
+            anyhow::bail!("collection {c:?} has no search defaults; run `kindred tune --collection {c}` first");
+        };
+        if d.is_stale(&settings.model.fingerprint)
+            || settings.model.fingerprint != encoder.identity().fingerprint
+        {
+            anyhow::bail!(
+                "the search defaults of {c:?} were chosen for model {}, not the one evaluated ({}); \
+                 pass the collection's model with --model",
+                d.model_fingerprint,
+                encoder.identity().fingerprint
+            );
+        }
+        let params = kindred::search::SearchParams {
+            mode: d.mode,
+            rerank: d.rerank,
+            weights: d.weights,
+            fusion: d.fusion,
+            ..Default::default()
+        };
+        extra.push((format!("{c}'s search defaults"), params));
+    }
+    let report = eval::forum::eval_forum(encoder, &questions, &extra, &progress)?;
     b.finish_and_clear();
     println!(
         "{} original questions, {} related questions",
@@ -275,7 +305,7 @@ fn forum(encoder: &Encoder, args: &ForumArgs) -> Result<()> {
             r.ranking, r.map, r.mrr, r.incomplete
         );
     }
-    let names: Vec<String> = args.data.iter().map(|p| p.display().to_string()).collect();
+    let names: Vec<String> = args.files.iter().map(|p| p.display().to_string()).collect();
     write_json(
         &args.out,
         &json!({ "model": encoder.identity(), "data": names, "report": report }),

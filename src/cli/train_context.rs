@@ -40,7 +40,7 @@ pub struct ContextArgs {
     pub method: MethodArg,
     /// The grade: context (cosine of the context vectors), retrieval (how well each question
     /// retrieves the other's context) or both.
-    #[arg(long, default_value = "both", value_parser = parse_signal)]
+    #[arg(long, default_value = "retrieval", value_parser = parse_signal)]
     pub signal: Signal,
     /// Nearest neighbours mined per question (by question and by context cosine each).
     #[arg(long, default_value_t = 10)]
@@ -52,9 +52,10 @@ pub struct ContextArgs {
     /// Passes over the positive pairs (encoder) or over all pairs (transition).
     #[arg(long, default_value_t = 1)]
     pub epochs: usize,
-    /// Stop after N steps (encoder).
-    #[arg(long, value_name = "N")]
-    pub max_steps: Option<usize>,
+    /// Stop after N steps (encoder): bounds the run on a large collection (a step is about
+    /// 30 s on 2 cores for forum-length questions; EVALUATION.md).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub max_steps: usize,
     /// Peak learning rate (encoder; the transition matrix uses 1e-3).
     #[arg(long, default_value_t = 5e-5)]
     pub lr: f64,
@@ -68,7 +69,7 @@ pub struct ContextArgs {
     #[arg(long, default_value_t = 1.0)]
     pub graded_weight: f32,
     /// Measure the held-out agreement every N steps (the best model is kept).
-    #[arg(long, default_value_t = 20, value_name = "N")]
+    #[arg(long, default_value_t = 8, value_name = "N")]
     pub eval_every: usize,
     /// Print the summary as JSON.
     #[arg(long)]
@@ -205,7 +206,7 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
                 batch_size: args.batch.min(positives),
                 learning_rate: args.lr,
                 epochs: args.epochs,
-                max_steps: args.max_steps,
+                max_steps: Some(args.max_steps),
                 eval_every: args.eval_every,
                 checkpoint_every: args.eval_every.max(1) * 5,
                 hard_negatives: true,

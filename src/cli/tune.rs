@@ -25,7 +25,7 @@ pub struct TuneArgs {
     #[arg(long = "context-field", value_name = "KEY")]
     pub context_fields: Vec<String>,
     /// The grade: context, retrieval or both.
-    #[arg(long, default_value = "both", value_parser = super::train_context::parse_signal)]
+    #[arg(long, default_value = "retrieval", value_parser = super::train_context::parse_signal)]
     pub signal: Signal,
     /// One question in N (by id hash) is held out and searched.
     #[arg(long, default_value_t = HarvestOptions::default().held_out_every, value_name = "N")]

@@ -343,9 +343,12 @@ pub fn related_documents(questions: &[OriginalQuestion]) -> Vec<NewDocument> {
 /// Ranks each original question's related questions with the search pipeline in a temporary
 /// collection, for every first stage alone, with RCMD rerank (uniform and IDF weights), and by
 /// P(duplicate); plus the task's search-engine order. `progress(what, done, total)`.
+/// `extra` adds named configurations (e.g. a collection's learned search defaults), ranked
+/// like the built-in ones.
 pub fn eval_forum(
     encoder: &Encoder,
     questions: &[OriginalQuestion],
+    extra: &[(String, SearchParams)],
     progress: &dyn Fn(&str, u64, u64),
 ) -> Result<ForumReport> {
     let docs = related_documents(questions);
@@ -414,7 +417,7 @@ pub fn eval_forum(
         mrr,
         incomplete: 0,
     }];
-    let configs: Vec<(Mode, Rerank, Weighting)> =
+    let mut configs: Vec<(String, SearchParams)> =
         [Mode::Cosine, Mode::W2, Mode::Lexical, Mode::Hybrid]
             .into_iter()
             .map(|m| (m, Rerank::None, Weighting::Uniform))
@@ -423,8 +426,18 @@ pub fn eval_forum(
                 (Mode::Hybrid, Rerank::Rcmd, Weighting::Uniform),
                 (Mode::Hybrid, Rerank::Rcmd, Weighting::Idf),
             ])
+            .map(|(mode, rerank, weights)| {
+                let params = SearchParams {
+                    mode,
+                    rerank,
+                    weights,
+                    ..SearchParams::default()
+                };
+                (config_name(mode, rerank, weights), params)
+            })
             .collect();
-    for (c, &(mode, rerank, weights)) in configs.iter().enumerate() {
+    configs.extend(extra.iter().cloned());
+    for (c, (name, base)) in configs.iter().enumerate() {
         let mut rankings = Vec::with_capacity(questions.len());
         let mut by_probability = Vec::with_capacity(questions.len());
         let mut incomplete = 0;
@@ -433,11 +446,8 @@ pub fn eval_forum(
             filter.insert(ORIGINAL_KEY.into(), q.id.clone().into());
             let params = SearchParams {
                 k: q.related.len().max(1),
-                mode,
-                rerank,
-                weights,
                 filter,
-                ..SearchParams::default()
+                ..base.clone()
             };
             let mut hits =
                 search::search_encoded(&view, &judge, (&texts[i], &queries[i]), &params)?.hits;
@@ -451,12 +461,13 @@ pub fn eval_forum(
         }
         let (map, mrr) = map_mrr(&rankings);
         rows.push(ForumRow {
-            ranking: config_name(mode, rerank, weights),
+            ranking: name.clone(),
             map,
             mrr,
             incomplete,
         });
-        if (mode, rerank, weights) == (Mode::Hybrid, Rerank::Rcmd, Weighting::Uniform) {
+        if *name == config_name(Mode::Hybrid, Rerank::Rcmd, Weighting::Uniform) {
+            // The built-in default's hits, ordered by P(duplicate) instead.
             let (map, mrr) = map_mrr(&by_probability);
             rows.push(ForumRow {
                 ranking: "P(duplicate), calibrated".into(),
