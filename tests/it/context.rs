@@ -359,3 +359,46 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
         "the collection is on the adapted model: {stats}"
     );
 }
+
+#[test]
+fn eval_forum_reproduces_the_tasks_baseline_and_ranks_above_it_on_semeval_dev() {
+    let dev = crate::common::shared_data("semeval2016_task3/SemEval2016-Task3-CQA-QL-dev.xml");
+    let questions = kindred::eval::forum::read_forum(&dev).expect("reads the dev file");
+    assert_eq!(questions.len(), 50);
+    assert_eq!(
+        questions.iter().map(|q| q.related.len()).sum::<usize>(),
+        500
+    );
+    assert!(questions
+        .iter()
+        .all(|q| q.related.iter().all(|r| r.comments.len() == 10)));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("forum.json");
+    run_ok(
+        kindred(&dir.path().join("data"))
+            .args(["eval", "forum"])
+            .arg(&dev)
+            .arg("--out")
+            .arg(&out),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let map = |name: &str| -> f64 {
+        v["report"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["ranking"].as_str().unwrap().starts_with(name))
+            .unwrap_or_else(|| panic!("no row {name}: {v}"))["map"]
+            .as_f64()
+            .unwrap()
+    };
+    // The official scorer's MAP of the search engine's order on dev is 71.35.
+    assert!((map("search engine") - 71.35).abs() < 0.005, "{v}");
+    assert!(map("cosine") > 75.0, "{v}");
+    // Every vector stage sees all ten related questions through the filter.
+    for r in v["report"]["rows"].as_array().unwrap() {
+        if !r["ranking"].as_str().unwrap().starts_with("lexical") {
+            assert_eq!(r["incomplete"], 0, "{r}");
+        }
+    }
+}
