@@ -193,73 +193,11 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
     );
     let started = std::time::Instant::now();
     let (method, selection) = match args.method {
-        MethodArg::Encoder => {
-            if positives < 2 {
-                anyhow::bail!(
-                    "the harvest gave {positives} positive pairs outside the held-out slice; \
-                     training needs at least 2 — add documents with context (a few hundred \
-                     questions are a useful start)"
-                );
-            }
-            // A small collection has fewer positives than one batch.
-            let options = ClrcmdOptions {
-                batch_size: args.batch.min(positives),
-                learning_rate: args.lr,
-                epochs: args.epochs,
-                max_steps: Some(args.max_steps),
-                eval_every: args.eval_every,
-                checkpoint_every: args.eval_every.max(1) * 5,
-                hard_negatives: true,
-                graded_batch: args.graded_batch,
-                graded_weight: args.graded_weight,
-                ..ClrcmdOptions::default()
-            };
-            let run = clrcmd::ClrcmdRun {
-                base: &base,
-                train: &sets.train,
-                dev: &sets.dev,
-                graded: &sets.graded,
-                out: &out,
-                options: &options,
-                device,
-                resume: false,
-            };
-            let report = super::train::run_clrcmd(&run)?;
-            (
-                "encoder",
-                json!({
-                    "held_out_rcmd_auc_before": report.dev_auc_before,
-                    "best": report.best,
-                    "steps": report.steps,
-                }),
-            )
-        }
-        MethodArg::Transition => {
-            // A small collection has fewer positives than the default batch of 64.
-            let options = TransitionOptions {
-                epochs: args.epochs.max(10),
-                batch_size: positives.clamp(2, TransitionOptions::default().batch_size),
-                ..TransitionOptions::default()
-            };
-            let report = train_transition(&encoder, &sets.train, &sets.dev, &options, |_| {})?;
-            let mut heads = encoder.heads().clone();
-            heads.transition = Some(report.head.clone());
-            let by = TrainedBy::Head {
-                head: "transition",
-                dev: Some(("held_out_cosine_auc".into(), report.dev_auc_after)),
-                options: serde_json::to_value(&options)?,
-            };
-            write_model_dir(&base, &out, None, Some(&heads), &by)
-                .with_context(|| format!("writing {}", out.display()))?;
-            (
-                "transition",
-                json!({
-                    "held_out_cosine_auc_before": report.dev_auc_before,
-                    "held_out_cosine_auc_after": report.dev_auc_after,
-                    "best_epoch": report.best_epoch,
-                }),
-            )
-        }
+        MethodArg::Encoder => ("encoder", train_encoder(args, &base, &sets, &out, device)?),
+        MethodArg::Transition => (
+            "transition",
+            train_transition_head(args, &base, &encoder, &sets, &out)?,
+        ),
     };
     let summary = json!({
         "collection": args.collection,
@@ -302,4 +240,84 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         );
     }
     Ok(out)
+}
+
+/// The encoder, CLRCMD + CoSENT on the harvested sets; returns the selection summary.
+fn train_encoder(
+    args: &ContextArgs,
+    base: &ModelDir,
+    sets: &context::TrainingSets,
+    out: &Path,
+    device: DeviceKind,
+) -> Result<serde_json::Value> {
+    let positives = sets.train.iter().filter(|p| p.duplicate).count();
+    if positives < 2 {
+        anyhow::bail!(
+            "the harvest gave {positives} positive pairs outside the held-out slice; \
+             training needs at least 2 — add documents with context (a few hundred \
+             questions are a useful start)"
+        );
+    }
+    // A small collection has fewer positives than one batch.
+    let options = ClrcmdOptions {
+        batch_size: args.batch.min(positives),
+        learning_rate: args.lr,
+        epochs: args.epochs,
+        max_steps: Some(args.max_steps),
+        eval_every: args.eval_every,
+        checkpoint_every: args.eval_every.max(1) * 5,
+        hard_negatives: true,
+        graded_batch: args.graded_batch,
+        graded_weight: args.graded_weight,
+        ..ClrcmdOptions::default()
+    };
+    let run = clrcmd::ClrcmdRun {
+        base,
+        train: &sets.train,
+        dev: &sets.dev,
+        graded: &sets.graded,
+        out,
+        options: &options,
+        device,
+        resume: false,
+    };
+    let report = super::train::run_clrcmd(&run)?;
+    Ok(json!({
+        "held_out_rcmd_auc_before": report.dev_auc_before,
+        "best": report.best,
+        "steps": report.steps,
+    }))
+}
+
+/// The transition matrix on the harvested sets (encoder frozen), written with the base's
+/// files; returns the selection summary.
+fn train_transition_head(
+    args: &ContextArgs,
+    base: &ModelDir,
+    encoder: &kindred::Encoder,
+    sets: &context::TrainingSets,
+    out: &Path,
+) -> Result<serde_json::Value> {
+    let positives = sets.train.iter().filter(|p| p.duplicate).count();
+    // A small collection has fewer positives than the default batch of 64.
+    let options = TransitionOptions {
+        epochs: args.epochs.max(10),
+        batch_size: positives.clamp(2, TransitionOptions::default().batch_size),
+        ..TransitionOptions::default()
+    };
+    let report = train_transition(encoder, &sets.train, &sets.dev, &options, |_| {})?;
+    let mut heads = encoder.heads().clone();
+    heads.transition = Some(report.head.clone());
+    let by = TrainedBy::Head {
+        head: "transition",
+        dev: Some(("held_out_cosine_auc".into(), report.dev_auc_after)),
+        options: serde_json::to_value(&options)?,
+    };
+    write_model_dir(base, out, None, Some(&heads), &by)
+        .with_context(|| format!("writing {}", out.display()))?;
+    Ok(json!({
+        "held_out_cosine_auc_before": report.dev_auc_before,
+        "held_out_cosine_auc_after": report.dev_auc_after,
+        "best_epoch": report.best_epoch,
+    }))
 }

@@ -352,29 +352,10 @@ pub fn eval_forum(
     progress: &dyn Fn(&str, u64, u64),
 ) -> Result<ForumReport> {
     let docs = related_documents(questions);
-    let dir =
-        tempfile::tempdir().map_err(crate::error::io_err("creating a temporary directory"))?;
-    let db = Database::open(dir.path(), Durability::Relaxed)?;
-    let name = "forum";
-    db.create_collection(
-        name,
-        &CollectionSettings::for_model(encoder.identity().clone()),
-    )?;
     let start = Instant::now();
-    let mut done = 0u64;
-    for chunk in docs.chunks(64) {
-        let texts: Vec<&str> = chunk.iter().map(|d| d.text.as_str()).collect();
-        let encoded = encoder.encode(&texts)?;
-        db.upsert_encoded(
-            name,
-            encoder.identity(),
-            chunk.iter().cloned().zip(encoded).collect(),
-        )?;
-        done += chunk.len() as u64;
-        progress("indexing related questions", done, docs.len() as u64);
-    }
+    let (_dir, db) = index_related(encoder, &docs, progress)?;
     let index_seconds = start.elapsed().as_secs_f64();
-    let view = db.view(name)?;
+    let view = db.view(COLLECTION)?;
     let judge = search::Judge::Calibrated(view.calibrator()?);
 
     let texts: Vec<String> = questions.iter().map(|q| q.text()).collect();
@@ -388,28 +369,7 @@ pub fn eval_forum(
         );
     }
 
-    let labels = |q: &OriginalQuestion, ids: &[&str]| -> (Vec<bool>, bool) {
-        let mut order: Vec<&RelatedQuestion> = Vec::with_capacity(q.related.len());
-        for id in ids {
-            if let Some(r) = q.related.iter().find(|r| r.id == *id) {
-                order.push(r);
-            }
-        }
-        let complete = order.len() == q.related.len();
-        let mut rest: Vec<&RelatedQuestion> = q
-            .related
-            .iter()
-            .filter(|r| !ids.contains(&r.id.as_str()))
-            .collect();
-        rest.sort_by_key(|r| r.rank);
-        order.extend(rest);
-        (
-            order.iter().map(|r| r.relevance.relevant()).collect(),
-            complete,
-        )
-    };
-
-    let baseline: Vec<Vec<bool>> = questions.iter().map(|q| labels(q, &[]).0).collect();
+    let baseline: Vec<Vec<bool>> = questions.iter().map(|q| ranked_labels(q, &[]).0).collect();
     let (map, mrr) = map_mrr(&baseline);
     let mut rows = vec![ForumRow {
         ranking: "search engine (the task's baseline)".into(),
@@ -452,12 +412,12 @@ pub fn eval_forum(
             let mut hits =
                 search::search_encoded(&view, &judge, (&texts[i], &queries[i]), &params)?.hits;
             let ids: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
-            let (ranked, complete) = labels(q, &ids);
+            let (ranked, complete) = ranked_labels(q, &ids);
             incomplete += usize::from(!complete);
             rankings.push(ranked);
             hits.sort_by(|a, b| b.probability.total_cmp(&a.probability));
             let ids: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
-            by_probability.push(labels(q, &ids).0);
+            by_probability.push(ranked_labels(q, &ids).0);
         }
         let (map, mrr) = map_mrr(&rankings);
         rows.push(ForumRow {
@@ -486,6 +446,62 @@ pub fn eval_forum(
         index_seconds,
         rows,
     })
+}
+
+/// The temporary collection [`eval_forum`] ranks in.
+const COLLECTION: &str = "forum";
+
+/// A temporary database holding `docs` in [`COLLECTION`] (the directory lives as long as the
+/// returned guard).
+fn index_related(
+    encoder: &Encoder,
+    docs: &[NewDocument],
+    progress: &dyn Fn(&str, u64, u64),
+) -> Result<(tempfile::TempDir, Database)> {
+    let dir =
+        tempfile::tempdir().map_err(crate::error::io_err("creating a temporary directory"))?;
+    let db = Database::open(dir.path(), Durability::Relaxed)?;
+    db.create_collection(
+        COLLECTION,
+        &CollectionSettings::for_model(encoder.identity().clone()),
+    )?;
+    let mut done = 0u64;
+    for chunk in docs.chunks(64) {
+        let texts: Vec<&str> = chunk.iter().map(|d| d.text.as_str()).collect();
+        let encoded = encoder.encode(&texts)?;
+        db.upsert_encoded(
+            COLLECTION,
+            encoder.identity(),
+            chunk.iter().cloned().zip(encoded).collect(),
+        )?;
+        done += chunk.len() as u64;
+        progress("indexing related questions", done, docs.len() as u64);
+    }
+    Ok((dir, db))
+}
+
+/// The relevance flags of `q`'s related questions in the order of `ids` (its own ids among
+/// them), the ones missing from `ids` appended in search-engine order; and whether none was
+/// missing.
+fn ranked_labels(q: &OriginalQuestion, ids: &[&str]) -> (Vec<bool>, bool) {
+    let mut order: Vec<&RelatedQuestion> = Vec::with_capacity(q.related.len());
+    for id in ids {
+        if let Some(r) = q.related.iter().find(|r| r.id == *id) {
+            order.push(r);
+        }
+    }
+    let complete = order.len() == q.related.len();
+    let mut rest: Vec<&RelatedQuestion> = q
+        .related
+        .iter()
+        .filter(|r| !ids.contains(&r.id.as_str()))
+        .collect();
+    rest.sort_by_key(|r| r.rank);
+    order.extend(rest);
+    (
+        order.iter().map(|r| r.relevance.relevant()).collect(),
+        complete,
+    )
 }
 
 /// "hybrid", "hybrid → RCMD", "hybrid → IDF-RCMD".

@@ -228,6 +228,56 @@ pub fn harvest(
     })?;
     let q: Vec<Vec<f32>> = q.into_iter().map(|e| e.sentence).collect();
 
+    let (ctx, context_texts) = context_vectors(encoder, &kept, options, progress)?;
+    let neighbours = neighbours(&q, &ctx, options.neighbours, progress);
+    let mut seen: HashSet<(usize, usize)> = HashSet::new();
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    for (i, row) in neighbours.iter().enumerate() {
+        for &j in row {
+            let key = (i.min(j), i.max(j));
+            if kept[i].text.trim() != kept[j].text.trim() && seen.insert(key) {
+                pairs.push(key);
+            }
+        }
+    }
+    let context: Vec<f32> = pairs.iter().map(|&(a, b)| dot(&ctx[a], &ctx[b])).collect();
+    let retrieval: Vec<f32> = pairs
+        .iter()
+        .map(|&(a, b)| 0.5 * (dot(&q[a], &ctx[b]) + dot(&q[b], &ctx[a])))
+        .collect();
+    let question: Vec<f32> = pairs.iter().map(|&(a, b)| dot(&q[a], &q[b])).collect();
+    let g = grades(&context, &retrieval, options.signal);
+    let qf: Vec<f64> = question.iter().map(|&x| f64::from(x)).collect();
+    let spearman = crate::score::stats::spearman(&g, &qf).unwrap_or(0.0);
+    Ok(Harvest {
+        documents: docs.len(),
+        with_context: n,
+        context_texts,
+        pairs: pairs
+            .iter()
+            .enumerate()
+            .map(|(k, &(a, b))| HarvestedPair {
+                a: index_of[a],
+                b: index_of[b],
+                question: question[k],
+                context: context[k],
+                retrieval: retrieval[k],
+                grade: g[k],
+            })
+            .collect(),
+        grade_vs_question_spearman: spearman,
+    })
+}
+
+/// Each question's context vector (the normalised mean of its first `max_context_texts`
+/// texts' sentence vectors), and how many texts were encoded.
+fn context_vectors(
+    encoder: &Encoder,
+    kept: &[&ContextDoc],
+    options: &HarvestOptions,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<(Vec<Vec<f32>>, usize)> {
+    let n = kept.len();
     let mut ctx_texts: Vec<&str> = Vec::new();
     let mut owner: Vec<usize> = Vec::new();
     for (i, d) in kept.iter().enumerate() {
@@ -255,73 +305,32 @@ pub fn harvest(
         .iter()
         .map(|rows| mean_direction(rows).expect("every kept question has context"))
         .collect();
+    Ok((ctx, ctx_texts.len()))
+}
 
-    // Each question's neighbours (rows in parallel; O(n²) dot products), then the pairs in
-    // first-seen order, each once.
-    let neighbours: Vec<Vec<usize>> = {
-        use rayon::prelude::*;
-        let done = std::sync::atomic::AtomicU64::new(0);
-        let rows: Vec<Vec<usize>> = (0..n)
-            .into_par_iter()
-            .map(|i| {
-                let qs: Vec<f32> = q.iter().map(|x| dot(&q[i], x)).collect();
-                let cs: Vec<f32> = ctx.iter().map(|x| dot(&ctx[i], x)).collect();
-                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                top_k(&qs, options.neighbours, i)
-                    .into_iter()
-                    .chain(top_k(&cs, options.neighbours, i))
-                    .collect()
-            })
-            .collect();
-        progress("mining pairs", done.into_inner(), n as u64);
-        rows
-    };
-    let mut seen: HashSet<(usize, usize)> = HashSet::new();
-    let mut pairs: Vec<(usize, usize)> = Vec::new();
-    for (i, row) in neighbours.iter().enumerate() {
-        for &j in row {
-            let key = (i.min(j), i.max(j));
-            if kept[i].text.trim() != kept[j].text.trim() && seen.insert(key) {
-                pairs.push(key);
-            }
-        }
-    }
-    let context: Vec<f32> = pairs.iter().map(|&(a, b)| dot(&ctx[a], &ctx[b])).collect();
-    let retrieval: Vec<f32> = pairs
-        .iter()
-        .map(|&(a, b)| 0.5 * (dot(&q[a], &ctx[b]) + dot(&q[b], &ctx[a])))
-        .collect();
-    let question: Vec<f32> = pairs.iter().map(|&(a, b)| dot(&q[a], &q[b])).collect();
-    let g = grades(&context, &retrieval, options.signal);
-    let qf: Vec<f64> = question.iter().map(|&x| f64::from(x)).collect();
-    let spearman = crate::score::stats::spearman(&g, &qf).unwrap_or(0.0);
-    // Indices into `docs`, not `kept`.
-    let index_of: Vec<usize> = kept
-        .iter()
-        .map(|d| {
-            docs.iter()
-                .position(|x| std::ptr::eq(x, *d))
-                .expect("kept from docs")
+/// Each question's `k` nearest neighbours by question cosine, then its `k` nearest by context
+/// cosine (rows in parallel; O(n²) dot products).
+fn neighbours(
+    q: &[Vec<f32>],
+    ctx: &[Vec<f32>],
+    k: usize,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Vec<Vec<usize>> {
+    use rayon::prelude::*;
+    let n = q.len();
+    let rows: Vec<Vec<usize>> = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let qs: Vec<f32> = q.iter().map(|x| dot(&q[i], x)).collect();
+            let cs: Vec<f32> = ctx.iter().map(|x| dot(&ctx[i], x)).collect();
+            top_k(&qs, k, i)
+                .into_iter()
+                .chain(top_k(&cs, k, i))
+                .collect()
         })
         .collect();
-    Ok(Harvest {
-        documents: docs.len(),
-        with_context: n,
-        context_texts: ctx_texts.len(),
-        pairs: pairs
-            .iter()
-            .enumerate()
-            .map(|(k, &(a, b))| HarvestedPair {
-                a: index_of[a],
-                b: index_of[b],
-                question: question[k],
-                context: context[k],
-                retrieval: retrieval[k],
-                grade: g[k],
-            })
-            .collect(),
-        grade_vs_question_spearman: spearman,
-    })
+    progress("mining pairs", n as u64, n as u64);
+    rows
 }
 
 fn id_hash(id: &str) -> u64 {
