@@ -2,11 +2,13 @@
 //! sentence transition matrix ([`transition`]), and the learned intent head with the
 //! variational-siamese classifier ([`intent`]); blending a tuned encoder back toward its base
 //! ([`blend`]); the phrase aligner's small models, fitted on iSTS gold alignments
-//! ([`aligner`]). Owns training data handling ([`data`]), the
+//! ([`aligner`]); adapting to a collection without labels, from its documents' context
+//! ([`context`]), and choosing its search defaults the same way ([`tune`]). Owns training
+//! data handling ([`data`]), the
 //! sparse RCMD InfoNCE objective ([`loss`], pure) and writing trained model directories.
 //!
-//! Every trainer reads labelled pairs in the QQP layout (`label⇥q1⇥q2[⇥id]`) — the data
-//! files, or the verdicts the admin UI's duplicate review exports — and writes a model
+//! The supervised trainers read labelled pairs in the QQP layout (`label⇥q1⇥q2[⇥id]`) — the data
+//! files, or the verdicts the admin UI's duplicate review exports — and write a model
 //! directory like any other: `config.json`, `tokenizer.json`, `model.safetensors`, the heads
 //! it carries in `kindred-heads.safetensors`, and `kindred-model.json` saying what it is and
 //! how it was trained. Its fingerprint covers weights and heads, so a store refuses vectors
