@@ -150,6 +150,22 @@ impl ContextArgs {
     }
 }
 
+/// The progress bar the harvest steps draw on (its message names the step).
+pub(super) fn step_bar() -> Result<ProgressBar> {
+    Ok(ProgressBar::new(0).with_style(ProgressStyle::with_template(
+        "{spinner} {msg} [{bar:30}] {pos}/{len} ({per_sec}, eta {eta})",
+    )?))
+}
+
+/// A harvest's `progress(what, done, total)` drawing on `bar`.
+pub(super) fn on_step(bar: &ProgressBar) -> impl FnMut(&str, u64, u64) + '_ {
+    move |what, done, total| {
+        bar.set_message(what.to_string());
+        bar.set_length(total);
+        bar.set_position(done);
+    }
+}
+
 /// Trains as `args` say; returns the model directory written.
 pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf> {
     let out = args.out(g);
@@ -164,15 +180,9 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         held_out_every: args.held_out_every.max(2),
         ..HarvestOptions::default()
     };
-    let bar = ProgressBar::new(0).with_style(ProgressStyle::with_template(
-        "{spinner} {msg} [{bar:30}] {pos}/{len} ({per_sec}, eta {eta})",
-    )?);
+    let bar = step_bar()?;
     let started = std::time::Instant::now();
-    let harvest = context::harvest(&encoder, &docs, &options, &mut |what, done, total| {
-        bar.set_message(what.to_string());
-        bar.set_length(total);
-        bar.set_position(done);
-    })?;
+    let harvest = context::harvest(&encoder, &docs, &options, &mut on_step(&bar))?;
     bar.finish_and_clear();
     let harvest_seconds = started.elapsed().as_secs_f64();
     let sets = context::training_sets(&docs, &harvest, &options);

@@ -5,7 +5,6 @@
 
 use anyhow::Result;
 use clap::Args as ClapArgs;
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use kindred::train::context::{self, HarvestOptions, Signal};
@@ -50,18 +49,12 @@ pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
         held_out_every: args.held_out_every.max(2),
         ..HarvestOptions::default()
     };
-    let bar = ProgressBar::new(0).with_style(ProgressStyle::with_template(
-        "{spinner} {msg} [{bar:30}] {pos}/{len} ({per_sec}, eta {eta})",
-    )?);
+    let bar = super::train_context::step_bar()?;
     let harvest = context::harvest(
         engine.encoder(),
         &docs,
         &options,
-        &mut |what, done, total| {
-            bar.set_message(what.to_string());
-            bar.set_length(total);
-            bar.set_position(done);
-        },
+        &mut super::train_context::on_step(&bar),
     )?;
     bar.set_message("searching held-out questions");
     let collection = engine.collection(&args.collection)?;

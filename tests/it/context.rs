@@ -188,30 +188,35 @@ fn run_ok(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Ingests the synthetic forum into collection `forum` of the database `data`, one JSONL line
+/// per thread as `line(index, thread)` writes it.
+fn ingest_forum(dir: &Path, data: &Path, line: impl Fn(usize, &ContextDoc) -> serde_json::Value) {
+    let jsonl = dir.join("forum.jsonl");
+    let lines: Vec<String> = forum()
+        .iter()
+        .enumerate()
+        .map(|(i, d)| line(i, d).to_string())
+        .collect();
+    std::fs::write(&jsonl, lines.join("\n") + "\n").unwrap();
+    run_ok(
+        kindred(data)
+            .args(["ingest", "--create", "-c", "forum"])
+            .arg(&jsonl),
+    );
+}
+
 #[test]
 fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_model() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let jsonl = dir.path().join("forum.jsonl");
     // Half the threads carry their answers as `context`, half as a metadata key.
-    let lines: Vec<String> = forum()
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            if i % 2 == 0 {
-                serde_json::json!({ "id": d.id, "text": d.text, "context": d.context })
-            } else {
-                serde_json::json!({ "id": d.id, "text": d.text, "metadata": { "answers": d.context } })
-            }
-            .to_string()
-        })
-        .collect();
-    std::fs::write(&jsonl, lines.join("\n") + "\n").unwrap();
-    run_ok(
-        kindred(&data)
-            .args(["ingest", "--create", "-c", "forum"])
-            .arg(&jsonl),
-    );
+    ingest_forum(dir.path(), &data, |i, d| {
+        if i % 2 == 0 {
+            serde_json::json!({ "id": d.id, "text": d.text, "context": d.context })
+        } else {
+            serde_json::json!({ "id": d.id, "text": d.text, "metadata": { "answers": d.context } })
+        }
+    });
 
     let out = dir.path().join("adapted");
     let summary = run_ok(
@@ -293,18 +298,10 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
 fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let jsonl = dir.path().join("forum.jsonl");
-    let lines: Vec<String> = forum()
-        .iter()
-        .map(|d| {
-            serde_json::json!({ "id": d.id, "text": d.text, "context": d.context }).to_string()
-        })
-        .collect();
-    std::fs::write(&jsonl, lines.join("\n") + "\n").unwrap();
-    run_ok(
-        kindred(&data)
-            .args(["ingest", "--create", "-c", "forum"])
-            .arg(&jsonl),
+    ingest_forum(
+        dir.path(),
+        &data,
+        |_, d| serde_json::json!({ "id": d.id, "text": d.text, "context": d.context }),
     );
     let out = dir.path().join("adapted");
     let report = run_ok(
