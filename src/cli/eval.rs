@@ -282,13 +282,12 @@ fn forum(g: &Global, encoder: &Encoder, args: &ForumArgs) -> Result<()> {
                 encoder.identity().fingerprint
             );
         }
-        let params = kindred::search::SearchParams {
-            mode: d.mode,
-            rerank: d.rerank,
-            weights: d.weights,
-            fusion: d.fusion,
-            ..Default::default()
-        };
+        let (params, _) = kindred::search::resolve(
+            &kindred::search::Overrides::default(),
+            Some(&d),
+            &settings.model.fingerprint,
+            &kindred::search::SearchParams::default(),
+        );
         extra.push((format!("{c}'s search defaults"), params));
     }
     let report = eval::forum::eval_forum(encoder, &questions, &extra, &progress)?;

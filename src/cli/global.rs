@@ -122,13 +122,19 @@ impl Global {
             .precision
             .or(settings.as_ref().map(|s| s.model.precision))
             .unwrap_or_else(|| self.precision());
+        self.load_encoder(&self.collection_model_dir(db, collection)?, precision)
+    }
+
+    /// The model directory of `collection`: --model when given, otherwise the one a reindex
+    /// recorded for the collection, or the default model.
+    pub fn collection_model_dir(&self, db: &Database, collection: &str) -> Result<ModelDir> {
         if self.model.is_none() {
+            let settings = db.store().settings(collection).ok();
             if let Some(path) = settings.and_then(|s| s.model_path) {
-                let dir = ModelDir::open(Path::new(&path))?;
-                return self.load_encoder(&dir, precision);
+                return Ok(ModelDir::open(Path::new(&path))?);
             }
         }
-        self.load_encoder(&self.model_dir()?, precision)
+        self.model_dir()
     }
 }
 

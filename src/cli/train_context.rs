@@ -89,17 +89,6 @@ pub(super) fn parse_signal(s: &str) -> std::result::Result<Signal, String> {
     s.parse().map_err(|e: kindred::Error| e.to_string())
 }
 
-/// The collection's model directory: the one a reindex recorded, else --model or the default.
-fn collection_model(g: &Global, db: &kindred::Database, collection: &str) -> Result<ModelDir> {
-    let settings = db.store().settings(collection)?;
-    if g.model.is_none() {
-        if let Some(path) = settings.model_path {
-            return Ok(ModelDir::open(Path::new(&path))?);
-        }
-    }
-    g.model_dir()
-}
-
 /// Every live document as a [`ContextDoc`]: its context texts, then "KEY: VALUE" for each
 /// named metadata key it has (arrays give one text per element).
 pub(super) fn read_documents(
@@ -170,7 +159,7 @@ pub(super) fn on_step(bar: &ProgressBar) -> impl FnMut(&str, u64, u64) + '_ {
 pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf> {
     let out = args.out(g);
     let db = g.database()?;
-    let base = collection_model(g, &db, &args.collection)?;
+    let base = g.collection_model_dir(&db, &args.collection)?;
     let encoder = g.load_encoder(&base, Precision::Fp32)?;
     let docs = read_documents(&db, &args.collection, &args.context_fields)?;
     drop(db);
