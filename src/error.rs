@@ -133,6 +133,28 @@ pub enum UserError {
         /// The model offered.
         found: String,
     },
+    /// The storage backend (a Milvus server) cannot be reached or gave up; nothing of the
+    /// request was acknowledged.
+    #[error(
+        "the storage backend ({backend}) is unavailable: {reason}. Check that it runs and is \
+         reachable, then retry: nothing of this request was acknowledged"
+    )]
+    BackendUnavailable {
+        /// Which backend.
+        backend: String,
+        /// What failed.
+        reason: String,
+    },
+    /// An operation the collection's backend does not offer.
+    #[error("{what} is not available on the {backend} backend: {fix}")]
+    NotSupported {
+        /// The operation.
+        what: String,
+        /// The backend.
+        backend: &'static str,
+        /// What to do instead.
+        fix: String,
+    },
     /// An argument outside its allowed range.
     #[error("invalid {name}: {reason}")]
     InvalidArgument {

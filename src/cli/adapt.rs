@@ -35,6 +35,7 @@ pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
         relaxed: g.relaxed,
         batch_size: g.batch_size,
         precision: g.precision,
+        backend: g.backend.clone(),
     };
     super::reindex::run(
         &adapted,

@@ -57,7 +57,7 @@ fn list(db: &Database) -> Result<()> {
     for (name, settings) in db.collections()? {
         println!(
             "{name}\t{} documents\t{}\t{}",
-            db.store().count(&name)?,
+            db.count(&name)?,
             settings.model.id,
             settings.model.precision
         );

@@ -59,7 +59,7 @@ fn demo(c: ServeConfig, queries: &[String], k: usize, no_serve: bool) -> Result<
     // int8 was the default): answer with its encoder, as the server does.
     let engine = Engine::with_encoder(db.clone(), encoder.clone());
     let collection = engine.collection(DEMO_COLLECTION)?;
-    if db.store().count(DEMO_COLLECTION)? == 0 {
+    if db.count(DEMO_COLLECTION)? == 0 {
         let docs: Vec<NewDocument> = FAQ
             .lines()
             .filter(|l| !l.trim().is_empty())

@@ -268,7 +268,7 @@ fn forum(g: &Global, encoder: &Encoder, args: &ForumArgs) -> Result<()> {
     let mut extra = Vec::new();
     if let Some(c) = &args.defaults_from {
         let db = g.database()?;
-        let settings = db.store().settings(c)?;
+        let settings = db.settings(c)?;
         let Some(d) = db.search_defaults(c)? else {
             anyhow::bail!("collection {c:?} has no search defaults; run `kindred tune --collection {c}` first");
         };

@@ -1,5 +1,5 @@
-//! The options every command takes (`--model`, `--home`, `--device`, `--data`, `--relaxed`,
-//! `--batch-size`, `--precision`) and what commands build from them: the model directory,
+//! The options every command takes (`--model`, `--home`, `--device`, `--data`, `--backend`,
+//! `--relaxed`, `--batch-size`, `--precision`) and what commands build from them: the model directory,
 //! encoders at the right precision, the database (index rebuilds drawn as a progress bar) and
 //! an engine for one collection.
 
@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use kindred::db::Database;
+use kindred::db::{Backend, Database};
 use kindred::engine::Engine;
 use kindred::model::{self, ModelDir};
 use kindred::store::Durability;
@@ -46,6 +46,11 @@ pub struct Global {
     /// Training always runs in fp32. [default: int8]
     #[arg(long, env = "KINDRED_PRECISION", global = true)]
     pub precision: Option<Precision>,
+    /// Where collections live: `embedded` (in --data) or `milvus://HOST:PORT` (a Milvus
+    /// server or cluster; --data then holds only this node's review queue and jobs).
+    /// [default: embedded]
+    #[arg(long, env = "KINDRED_BACKEND", global = true)]
+    pub backend: Option<Backend>,
 }
 
 impl Global {
@@ -64,7 +69,11 @@ impl Global {
     }
 
     pub fn database(&self) -> Result<Database> {
-        open_database(&self.data_dir(), self.relaxed)
+        open_database(
+            &self.data_dir(),
+            self.relaxed,
+            &self.backend.clone().unwrap_or_default(),
+        )
     }
 
     pub fn model_dir(&self) -> Result<ModelDir> {
@@ -117,7 +126,7 @@ impl Global {
     /// reindex recorded for the collection, or the default model; at --precision when
     /// given, otherwise at the collection's own.
     pub fn collection_encoder(&self, db: &Database, collection: &str) -> Result<Encoder> {
-        let settings = db.store().settings(collection).ok();
+        let settings = db.settings(collection).ok();
         let precision = self
             .precision
             .or(settings.as_ref().map(|s| s.model.precision))
@@ -129,7 +138,7 @@ impl Global {
     /// recorded for the collection, or the default model.
     pub fn collection_model_dir(&self, db: &Database, collection: &str) -> Result<ModelDir> {
         if self.model.is_none() {
-            let settings = db.store().settings(collection).ok();
+            let settings = db.settings(collection).ok();
             if let Some(path) = settings.and_then(|s| s.model_path) {
                 return Ok(ModelDir::open(Path::new(&path))?);
             }
@@ -139,7 +148,7 @@ impl Global {
 }
 
 /// Opens the database, drawing index rebuilds as a progress bar.
-pub fn open_database(dir: &Path, relaxed: bool) -> Result<Database> {
+pub fn open_database(dir: &Path, relaxed: bool, backend: &Backend) -> Result<Database> {
     let durability = if relaxed {
         Durability::Relaxed
     } else {
@@ -158,7 +167,10 @@ pub fn open_database(dir: &Path, relaxed: bool) -> Result<Database> {
             bar.finish_and_clear();
         }
     });
-    Database::open(dir, durability)
-        .with_context(|| format!("opening the database in {}", dir.display()))
+    Database::open_backend(dir, durability, backend)
+        .with_context(|| match backend {
+            Backend::Embedded => format!("opening the database in {}", dir.display()),
+            Backend::Milvus(url) => format!("opening the Milvus backend at {url}"),
+        })
         .map(|db| db.with_progress(progress))
 }

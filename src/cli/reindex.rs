@@ -28,10 +28,10 @@ pub fn run(g: &Global, args: &ReindexArgs) -> Result<()> {
     // The collection keeps its precision unless --precision moves it.
     let precision = match g.precision {
         Some(p) => p,
-        None => db.store().settings(name)?.model.precision,
+        None => db.settings(name)?.model.precision,
     };
     let encoder = g.load_encoder(&dir, precision)?;
-    let bar = ProgressBar::new(db.store().count(name)?).with_style(
+    let bar = ProgressBar::new(db.count(name)?).with_style(
         ProgressStyle::with_template(
             "reindexing {bar:30} {pos}/{len} documents {per_sec} eta {eta}",
         )

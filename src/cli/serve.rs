@@ -57,6 +57,7 @@ pub fn config(g: &Global, a: &ServeArgs) -> Result<ServeConfig> {
         data: g.data.clone(),
         model: g.model.clone(),
         home: g.home.clone(),
+        backend: g.backend.as_ref().map(|b| b.to_string()),
         device: g.device.clone(),
         batch_size: g.batch_size,
         precision: g.precision,
@@ -84,7 +85,11 @@ pub fn open(c: &ServeConfig) -> Result<(Arc<Encoder>, Arc<Database>)> {
     let encoder = Encoder::load(&dir, options)
         .with_context(|| format!("loading model {}", dir.path.display()))?;
     let data = c.data.clone().unwrap_or_else(|| home.join("data"));
-    let db = open_database(&data, c.relaxed)?;
+    let backend: kindred::db::Backend = c
+        .backend
+        .parse()
+        .map_err(|reason| anyhow::anyhow!("invalid backend in the configuration: {reason}"))?;
+    let db = open_database(&data, c.relaxed, &backend)?;
     Ok((Arc::new(encoder), Arc::new(db)))
 }
 

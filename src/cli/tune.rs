@@ -109,7 +109,7 @@ pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
 /// Stores the chosen configuration as the collection's search defaults (source: learned),
 /// with the reason and every configuration's measurement as evidence.
 fn store(db: &kindred::Database, name: &str, tuning: &tune::Tuning, reason: &str) -> Result<()> {
-    let fingerprint = db.store().settings(name)?.model.fingerprint;
+    let fingerprint = db.settings(name)?.model.fingerprint;
     let defaults = kindred::store::SearchDefaults::from_params(
         &tuning.chosen().params(),
         kindred::store::DefaultsSource::Learned,

@@ -11,9 +11,19 @@
 //! cached calibrator and search defaults, with documents loaded by internal id. Reindexing
 //! ([`Database::reindex`], in `reindex.rs`) builds a new generation beside the serving one. The
 //! database stores vectors; it never encodes (that is [`crate::engine`]'s job).
+//!
+//! The backend boundary: a database keeps its collections either here (the embedded backend:
+//! sled store + HNSW graphs + BM25, the default) or in a Milvus server or cluster
+//! ([`Backend::Milvus`], `remote.rs`). Either way it owns documents and metadata, sentence
+//! vectors, intents, token vectors, ANN search with filters, deletes, counts, and the
+//! collection's settings, calibration and search defaults; everything above ([`View`] and
+//! up: encoding, fusion, RCMD, explanations, the API) is the same on both. What the Milvus
+//! backend does not offer (reindex, index checkpoints) is refused with
+//! [`UserError::NotSupported`]; the review queue and jobs stay in the node's local store.
 
 mod indexes;
 mod reindex;
+mod remote;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -198,6 +208,40 @@ pub struct ReindexReport {
 /// of one collection never blocks the others.
 type Slot = Arc<Mutex<Option<Arc<Indexes>>>>;
 
+/// Where a database keeps its collections.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// In the data directory: sled store, HNSW graphs, BM25 (the default).
+    #[default]
+    Embedded,
+    /// In the Milvus server or cluster at this URL (`milvus://HOST:PORT`).
+    Milvus(String),
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim() {
+            "" | "embedded" => Ok(Backend::Embedded),
+            url if url.starts_with("milvus://") && url.len() > "milvus://".len() => {
+                Ok(Backend::Milvus(url.to_string()))
+            }
+            other => Err(format!(
+                "unknown backend {other:?}: use `embedded` (the default) or `milvus://HOST:PORT`"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Backend::Embedded => f.write_str("embedded"),
+            Backend::Milvus(url) => f.write_str(url),
+        }
+    }
+}
+
 /// The database.
 pub struct Database {
     dir: PathBuf,
@@ -205,6 +249,9 @@ pub struct Database {
     index_dir: PathBuf,
     open: RwLock<HashMap<String, Slot>>,
     progress: Option<Progress>,
+    /// The Milvus backend, when collections live there (`store` then holds only this node's
+    /// review queue).
+    remote: Option<Arc<remote::Remote>>,
 }
 
 impl std::fmt::Debug for Database {
@@ -237,7 +284,59 @@ impl Database {
             index_dir,
             open: RwLock::new(HashMap::new()),
             progress: None,
+            remote: None,
         })
+    }
+
+    /// Opens a database on `backend`: [`Database::open`] for the embedded one; for Milvus,
+    /// connects (checking the server answers) and keeps node-local state (the review queue,
+    /// jobs, uploads) in `dir`.
+    pub fn open_backend(dir: &Path, durability: Durability, backend: &Backend) -> Result<Self> {
+        let mut db = Self::open(dir, durability)?;
+        if let Backend::Milvus(url) = backend {
+            db.remote = Some(Arc::new(remote::Remote::connect(url)?));
+        }
+        Ok(db)
+    }
+
+    /// Which backend holds the collections.
+    pub fn backend(&self) -> Backend {
+        match &self.remote {
+            Some(r) => Backend::Milvus(r.url().to_string()),
+            None => Backend::Embedded,
+        }
+    }
+
+    /// Refuses `what` on the Milvus backend, naming `fix`.
+    fn embedded_only(&self, what: &str, fix: &str) -> Result<()> {
+        match self.remote {
+            Some(_) => Err(UserError::NotSupported {
+                what: what.into(),
+                backend: "milvus",
+                fix: fix.into(),
+            }
+            .into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Collection `name`'s settings.
+    pub fn settings(&self, name: &str) -> Result<CollectionSettings> {
+        match &self.remote {
+            Some(r) => r.require(name),
+            None => self.store.settings(name),
+        }
+    }
+
+    /// Live documents in collection `name`.
+    pub fn count(&self, name: &str) -> Result<u64> {
+        match &self.remote {
+            Some(r) => {
+                r.require(name)?;
+                r.count(name)
+            }
+            None => self.store.count(name),
+        }
     }
 
     /// The data directory (store, indexes, ingest state).
@@ -258,11 +357,18 @@ impl Database {
 
     /// Creates a collection.
     pub fn create_collection(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
-        self.store.create_collection(name, settings)
+        settings.hnsw.validate()?;
+        match &self.remote {
+            Some(r) => r.create_collection(name, settings),
+            None => self.store.create_collection(name, settings),
+        }
     }
 
     /// Drops a collection, its documents and its index files.
     pub fn drop_collection(&self, name: &str) -> Result<()> {
+        if let Some(r) = &self.remote {
+            return r.drop_collection(name);
+        }
         let physical = self.store.settings(name)?.physical(name);
         self.store.drop_collection(name)?;
         self.open.write().expect("lock").remove(name);
@@ -276,11 +382,17 @@ impl Database {
 
     /// Names and settings of all collections.
     pub fn collections(&self) -> Result<Vec<(String, CollectionSettings)>> {
-        self.store.collections()
+        match &self.remote {
+            Some(r) => r.collections(),
+            None => self.store.collections(),
+        }
     }
 
     /// A collection's settings, stats and index health.
     pub fn info(&self, name: &str) -> Result<CollectionInfo> {
+        if let Some(r) = &self.remote {
+            return remote_info(r, name);
+        }
         let ix = self.indexes(name)?;
         let index = {
             let (cosine, w2) = (ix.cosine.read().expect("lock"), ix.w2.read().expect("lock"));
@@ -312,21 +424,17 @@ impl Database {
     /// another model than the collection's (choose them again after a reindex). A later
     /// reindex keeps them, stale: reported by [`Database::info`], not applied.
     pub fn set_search_defaults(&self, name: &str, defaults: Option<SearchDefaults>) -> Result<()> {
-        let ix = self.indexes(name)?;
-        if let Some(d) = &defaults {
-            d.validate()?;
-            let model = &ix.settings.model;
-            if d.is_stale(&model.fingerprint) {
-                return Err(UserError::InvalidArgument {
-                    name: "model_fingerprint",
-                    reason: format!(
-                        "the defaults were chosen for model {}, but collection {name:?}'s vectors come from {} ({}); choose them again with this model",
-                        d.model_fingerprint, model.id, model.fingerprint
-                    ),
-                }
-                .into());
-            }
+        if let Some(r) = &self.remote {
+            let settings = r.require(name)?;
+            check_defaults(name, &settings, defaults.as_ref())?;
+            let key = remote::meta_key(name, SEARCH_DEFAULTS_KEY);
+            return match &defaults {
+                Some(d) => r.set_meta(&key, &serde_json::to_string(d).expect("serialises")),
+                None => r.remove_meta(&key).map(|_| ()),
+            };
         }
+        let ix = self.indexes(name)?;
+        check_defaults(name, &ix.settings, defaults.as_ref())?;
         // Store and cache change under the cache's lock, so concurrent setters leave them
         // agreeing. Indexes a reindex switched to meanwhile read the store on first use.
         let mut cached = ix.search_defaults.lock().expect("lock");
@@ -345,6 +453,10 @@ impl Database {
 
     /// Collection `name`'s search defaults as stored, stale or not (None: it has none).
     pub fn search_defaults(&self, name: &str) -> Result<Option<SearchDefaults>> {
+        if let Some(r) = &self.remote {
+            r.require(name)?;
+            return Ok(remote_defaults(r, name)?.map(|d| (*d).clone()));
+        }
         let ix = self.indexes(name)?;
         Ok(cached_defaults(self, name, &ix)?.map(|d| (*d).clone()))
     }
@@ -373,6 +485,9 @@ impl Database {
                     .with_context(d.stored_context())
             })
             .collect();
+        if let Some(r) = &self.remote {
+            return r.upsert(name, records);
+        }
         self.with_writer(name, |ix| {
             check_model(name, &ix.settings, model)?;
             let out = self.store.upsert(name, records)?;
@@ -411,6 +526,10 @@ impl Database {
     /// Deletes a document; true if it existed.
     #[tracing::instrument(level = "debug", skip(self))]
     pub fn delete(&self, name: &str, id: &str) -> Result<bool> {
+        if let Some(r) = &self.remote {
+            r.require(name)?;
+            return Ok(r.delete(name, id)?.is_some());
+        }
         self.with_writer(name, |ix| {
             let Some(internal) = self.store.delete(name, id)? else {
                 return Ok(false);
@@ -422,7 +541,13 @@ impl Database {
 
     /// A stored document by external id.
     pub fn get(&self, name: &str, id: &str) -> Result<Option<StoredDoc>> {
-        self.store.get(name, id)
+        match &self.remote {
+            Some(r) => {
+                r.require(name)?;
+                r.get(name, id)
+            }
+            None => self.store.get(name, id),
+        }
     }
 
     /// Every live document of collection `name` (its current generation), in external-id
@@ -430,12 +555,36 @@ impl Database {
     /// collection's size): id, text, metadata ([`StoredDoc::metadata`]), context and vectors.
     /// Not a snapshot: writes made while it runs may or may not be seen. What trainers that
     /// read a whole collection use.
-    pub fn documents(&self, name: &str) -> Result<impl Iterator<Item = Result<StoredDoc>>> {
-        self.store.iter(name)
+    pub fn documents(
+        &self,
+        name: &str,
+    ) -> Result<Box<dyn Iterator<Item = Result<StoredDoc>> + '_>> {
+        match &self.remote {
+            Some(r) => {
+                r.require(name)?;
+                // Paged by the server; collected so the iterator owns no connection state.
+                let mut docs = Vec::new();
+                r.scan(name, |d| {
+                    docs.push(Ok(d));
+                    Ok(())
+                })?;
+                docs.sort_by(|a: &Result<StoredDoc>, b| match (a, b) {
+                    (Ok(a), Ok(b)) => a.id.cmp(&b.id),
+                    _ => std::cmp::Ordering::Equal,
+                });
+                Ok(Box::new(docs.into_iter()))
+            }
+            None => Ok(Box::new(self.store.iter(name)?)),
+        }
     }
 
     /// Stores `calibrator` as the collection's own; searches use it from now on.
     pub fn set_calibrator(&self, name: &str, calibrator: &Calibrator) -> Result<()> {
+        if let Some(r) = &self.remote {
+            r.require(name)?;
+            let json = serde_json::to_string(calibrator).expect("calibrator serialises");
+            return r.set_meta(&remote::meta_key(name, CALIBRATION_KEY), &json);
+        }
         let bytes = serde_json::to_vec(calibrator).expect("calibrator serialises");
         self.store.set_meta(name, CALIBRATION_KEY, &bytes)?;
         *self.indexes(name)?.calibrator.lock().expect("lock") = Some(Arc::new(calibrator.clone()));
@@ -445,10 +594,19 @@ impl Database {
     /// A read handle on collection `name`: its settings and indexes as of now, taken once per
     /// request so no step of a search looks the collection up again.
     pub fn view(&self, name: &str) -> Result<View<'_>> {
+        let source = match &self.remote {
+            Some(r) => Source::Remote(Box::new(RemoteView {
+                settings: r.require(name)?,
+                lexical: r.lexical(name)?,
+                remote: r.clone(),
+                loaded: Mutex::new(HashMap::new()),
+            })),
+            None => Source::Local(self.indexes(name)?),
+        };
         Ok(View {
             db: self,
             name: name.to_string(),
-            ix: self.indexes(name)?,
+            source,
         })
     }
 
@@ -516,6 +674,9 @@ impl Database {
 
     /// Loads (or rebuilds) every collection's indexes now rather than on first use.
     pub fn warm_up(&self) -> Result<()> {
+        if self.remote.is_some() {
+            return Ok(());
+        }
         for (name, _) in self.collections()? {
             self.indexes(&name)?;
         }
@@ -524,7 +685,7 @@ impl Database {
 
     /// Refuses `model` unless it is the model the collection's vectors come from.
     pub fn check_model(&self, name: &str, model: &ModelIdentity) -> Result<()> {
-        check_model(name, &self.store.settings(name)?, model)
+        check_model(name, &self.settings(name)?, model)
     }
 
     /// The collection's indexes, loading or rebuilding them on first use.
@@ -655,7 +816,24 @@ fn cached_defaults(db: &Database, name: &str, ix: &Indexes) -> Result<Option<Arc
 pub struct View<'a> {
     db: &'a Database,
     name: String,
-    ix: Arc<Indexes>,
+    source: Source,
+}
+
+/// Where a view reads from.
+enum Source {
+    /// The embedded backend: the collection's indexes and the store.
+    Local(Arc<Indexes>),
+    /// The Milvus backend.
+    Remote(Box<RemoteView>),
+}
+
+/// A view on the Milvus backend: settings read once, this node's BM25 index, and the
+/// documents loaded so far (a search loads its candidates in one call, [`View::prefetch`]).
+struct RemoteView {
+    remote: Arc<remote::Remote>,
+    settings: CollectionSettings,
+    lexical: Arc<LexicalIndex>,
+    loaded: Mutex<HashMap<u64, StoredDoc>>,
 }
 
 impl std::fmt::Debug for View<'_> {
@@ -672,7 +850,10 @@ impl View<'_> {
 
     /// Its settings (model, codec, HNSW parameters).
     pub fn settings(&self) -> &CollectionSettings {
-        &self.ix.settings
+        match &self.source {
+            Source::Local(ix) => &ix.settings,
+            Source::Remote(r) => &r.settings,
+        }
     }
 
     /// The database it is a view of.
@@ -682,7 +863,17 @@ impl View<'_> {
 
     /// True once a reindex switched the collection to new indexes (take a new view).
     pub fn is_retired(&self) -> bool {
-        self.ix.is_retired()
+        match &self.source {
+            Source::Local(ix) => ix.is_retired(),
+            Source::Remote(_) => false,
+        }
+    }
+
+    /// Whether the backend applies metadata filters inside its vector search
+    /// ([`View::cosine_filtered`], [`View::w2_filtered`]) rather than from a list of admitted
+    /// ids ([`View::admitted`]): the Milvus backend.
+    pub fn pushes_filters(&self) -> bool {
+        matches!(self.source, Source::Remote(_))
     }
 
     /// The k nearest documents by cosine of sentence vectors: (internal id, cosine), best
@@ -693,14 +884,49 @@ impl View<'_> {
         k: usize,
         among: Option<&[u64]>,
     ) -> Result<Vec<(u64, f32)>> {
-        self.same_dim("sentence", self.ix.settings.model.dim, sentence.len())?;
-        let hits = self
-            .ix
-            .cosine
-            .read()
-            .expect("lock")
-            .search(sentence, k, among);
-        Ok(hits.into_iter().map(|(i, d)| (i, 1.0 - d)).collect())
+        self.same_dim("sentence", self.settings().model.dim, sentence.len())?;
+        match &self.source {
+            Source::Local(ix) => {
+                let hits = ix.cosine.read().expect("lock").search(sentence, k, among);
+                Ok(hits.into_iter().map(|(i, d)| (i, 1.0 - d)).collect())
+            }
+            Source::Remote(r) => self.remote_cosine(r, sentence, k, None, among),
+        }
+    }
+
+    /// [`View::cosine`] among the documents `filter` admits, the backend applying it.
+    pub fn cosine_filtered(
+        &self,
+        sentence: &[f32],
+        k: usize,
+        filter: &Filter,
+    ) -> Result<Vec<(u64, f32)>> {
+        self.same_dim("sentence", self.settings().model.dim, sentence.len())?;
+        match &self.source {
+            Source::Remote(r) => self.remote_cosine(r, sentence, k, Some(filter), None),
+            Source::Local(_) => self.cosine(sentence, k, Some(&self.admitted(filter))),
+        }
+    }
+
+    fn remote_cosine(
+        &self,
+        r: &RemoteView,
+        sentence: &[f32],
+        k: usize,
+        filter: Option<&Filter>,
+        among: Option<&[u64]>,
+    ) -> Result<Vec<(u64, f32)>> {
+        let ef = r.settings.hnsw.ef_search;
+        r.remote.search(
+            &self.name,
+            "docs",
+            "sentence",
+            sentence.to_vec(),
+            k,
+            ef,
+            filter,
+            among,
+        )
     }
 
     /// The k nearest documents by W2 of intents: (internal id, W2), nearest first; only among
@@ -711,66 +937,156 @@ impl View<'_> {
         k: usize,
         among: Option<&[u64]>,
     ) -> Result<Vec<(u64, f32)>> {
-        let dim = self.ix.settings.model.intent_dim();
+        let dim = self.settings().model.intent_dim();
         self.same_dim("intent", dim, intent.mu.len())?;
-        let hits = self
-            .ix
-            .w2
-            .read()
-            .expect("lock")
-            .search(&embed(intent), k, among);
-        Ok(hits)
+        match &self.source {
+            Source::Local(ix) => Ok(ix.w2.read().expect("lock").search(&embed(intent), k, among)),
+            Source::Remote(r) => self.remote_w2(r, intent, k, None, among),
+        }
+    }
+
+    /// [`View::w2`] among the documents `filter` admits, the backend applying it.
+    pub fn w2_filtered(
+        &self,
+        intent: &Gaussian,
+        k: usize,
+        filter: &Filter,
+    ) -> Result<Vec<(u64, f32)>> {
+        let dim = self.settings().model.intent_dim();
+        self.same_dim("intent", dim, intent.mu.len())?;
+        match &self.source {
+            Source::Remote(r) => self.remote_w2(r, intent, k, Some(filter), None),
+            Source::Local(_) => self.w2(intent, k, Some(&self.admitted(filter))),
+        }
+    }
+
+    fn remote_w2(
+        &self,
+        r: &RemoteView,
+        intent: &Gaussian,
+        k: usize,
+        filter: Option<&Filter>,
+        among: Option<&[u64]>,
+    ) -> Result<Vec<(u64, f32)>> {
+        let ef = r.settings.hnsw.ef_search;
+        let hits = r.remote.search(
+            &self.name,
+            "intent",
+            "w2",
+            embed(intent),
+            k,
+            ef,
+            filter,
+            among,
+        )?;
+        // Milvus's L2 is squared; the graphs here answer the distance itself.
+        Ok(hits
+            .into_iter()
+            .map(|(i, d)| (i, d.max(0.0).sqrt()))
+            .collect())
     }
 
     /// The k best documents by lexical BM25: (internal id, score), best first; only among
     /// `among` when given.
     pub fn lexical(&self, text: &str, k: usize, among: Option<&[u64]>) -> Vec<(u64, f32)> {
+        let lexical = self.lexical_index();
         match among {
-            Some(ids) => self
-                .ix
-                .lexical
-                .search_where(text, k, &|id| ids.binary_search(&id).is_ok()),
-            None => self.ix.lexical.search(text, k),
+            Some(ids) => lexical.search_where(text, k, &|id| ids.binary_search(&id).is_ok()),
+            None => lexical.search(text, k),
         }
     }
 
-    /// The live documents `filter` admits: internal ids, ascending.
+    /// The live documents `filter` admits: internal ids, ascending. On a backend that
+    /// [pushes filters](View::pushes_filters) down, the first [`QUERY_ROWS`](remote) of them.
     pub fn admitted(&self, filter: &Filter) -> Vec<u64> {
-        self.ix.metadata.matching(filter)
+        match &self.source {
+            Source::Local(ix) => ix.metadata.matching(filter),
+            Source::Remote(_) => Vec::new(),
+        }
+    }
+
+    /// How many live documents `filter` admits.
+    pub fn matching(&self, filter: &Filter) -> Result<usize> {
+        match &self.source {
+            Source::Local(ix) => Ok(ix.metadata.matching(filter).len()),
+            Source::Remote(r) => Ok(r.remote.count_where(&self.name, filter)? as usize),
+        }
     }
 
     /// Whether a vector search among `n` admitted documents scores each of them (exact)
     /// rather than searching the graph.
     pub fn scans_exactly(&self, n: usize) -> bool {
-        n <= crate::index::hnsw::EXACT_SCAN_MAX
+        match &self.source {
+            Source::Local(_) => n <= crate::index::hnsw::EXACT_SCAN_MAX,
+            // Milvus decides for itself; its filtered HNSW search is approximate.
+            Source::Remote(_) => false,
+        }
     }
 
     /// TF-IDF cosine of `text` with each of `docs` (internal ids; 0 for one not indexed).
     pub fn lexical_similarities(&self, text: &str, docs: &[u64]) -> Vec<f32> {
-        self.ix.lexical.similarities(text, docs)
+        self.lexical_index().similarities(text, docs)
     }
 
-    /// The lexical index (for IDF weights).
+    /// The lexical index (for IDF weights). On the Milvus backend, this node's.
     pub fn lexical_index(&self) -> &LexicalIndex {
-        &self.ix.lexical
+        match &self.source {
+            Source::Local(ix) => &ix.lexical,
+            Source::Remote(r) => &r.lexical,
+        }
+    }
+
+    /// Loads documents by internal id ahead of [`View::get_internal`], in one call to a
+    /// remote backend (nothing to do on the embedded one).
+    pub fn prefetch(&self, internals: &[u64]) -> Result<()> {
+        if let Source::Remote(r) = &self.source {
+            let missing: Vec<u64> = {
+                let loaded = r.loaded.lock().expect("lock");
+                internals
+                    .iter()
+                    .copied()
+                    .filter(|i| !loaded.contains_key(i))
+                    .collect()
+            };
+            if !missing.is_empty() {
+                let got = r.remote.get_many(&self.name, &missing)?;
+                r.loaded.lock().expect("lock").extend(got);
+            }
+        }
+        Ok(())
     }
 
     /// A live document by internal id.
     pub fn get_internal(&self, internal: u64) -> Result<Option<StoredDoc>> {
-        self.db.store.get_internal(&self.name, internal)
+        match &self.source {
+            Source::Local(_) => self.db.store.get_internal(&self.name, internal),
+            Source::Remote(r) => {
+                if let Some(d) = r.loaded.lock().expect("lock").get(&internal) {
+                    return Ok(Some(d.clone()));
+                }
+                Ok(r.remote
+                    .get_many(&self.name, &[internal])?
+                    .remove(&internal))
+            }
+        }
     }
 
     /// A live document by external id.
     pub fn get(&self, id: &str) -> Result<Option<StoredDoc>> {
-        self.db.store.get(&self.name, id)
+        self.db.get(&self.name, id)
     }
 
     /// The collection's calibrator: its own if fitted (`kindred calibrate --collection`), else
     /// the shipped default; decoded once and kept. A stored calibration that does not decode
     /// (damaged) is logged and replaced by the default, so searches go on; calibrating again
-    /// replaces it.
+    /// replaces it. On the Milvus backend it is read from the server for each view, so every
+    /// node uses the latest.
     pub fn calibrator(&self) -> Result<Arc<Calibrator>> {
-        let mut cached = self.ix.calibrator.lock().expect("lock");
+        let ix = match &self.source {
+            Source::Local(ix) => ix,
+            Source::Remote(r) => return Ok(Arc::new(remote_calibrator(&r.remote, &self.name)?)),
+        };
+        let mut cached = ix.calibrator.lock().expect("lock");
         if let Some(c) = cached.as_ref() {
             return Ok(c.clone());
         }
@@ -791,7 +1107,10 @@ impl View<'_> {
     /// The collection's search defaults, stale or not (None: it has none); read from the store
     /// once and kept. Whether they apply is the search layer's call (`search::resolve`).
     pub fn search_defaults(&self) -> Result<Option<Arc<SearchDefaults>>> {
-        cached_defaults(self.db, &self.name, &self.ix)
+        match &self.source {
+            Source::Local(ix) => cached_defaults(self.db, &self.name, ix),
+            Source::Remote(r) => remote_defaults(&r.remote, &self.name),
+        }
     }
 
     /// Refuses a query `what` vector (sentence or intent) of another dimension than the
@@ -804,7 +1123,7 @@ impl View<'_> {
             collection: self.name.clone(),
             expected: format!(
                 "{} ({expected}-dimensional {what} vectors)",
-                self.ix.settings.model.id
+                self.settings().model.id
             ),
             found: format!("a query {what} vector of {dim} dimensions"),
         }
@@ -818,6 +1137,89 @@ impl Drop for Database {
             tracing::warn!(error = %e, "could not save the indexes; they will be rebuilt on open");
         }
     }
+}
+
+/// Refuses search defaults that do not validate or were chosen for another model than the
+/// collection's.
+fn check_defaults(
+    name: &str,
+    settings: &CollectionSettings,
+    defaults: Option<&SearchDefaults>,
+) -> Result<()> {
+    let Some(d) = defaults else { return Ok(()) };
+    d.validate()?;
+    let model = &settings.model;
+    if d.is_stale(&model.fingerprint) {
+        return Err(UserError::InvalidArgument {
+            name: "model_fingerprint",
+            reason: format!(
+                "the defaults were chosen for model {}, but collection {name:?}'s vectors come from {} ({}); choose them again with this model",
+                d.model_fingerprint, model.id, model.fingerprint
+            ),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// Collection `name`'s info on the Milvus backend (index sizes are the server's business:
+/// its graphs hold the live documents; the lexical count is this node's).
+fn remote_info(r: &remote::Remote, name: &str) -> Result<CollectionInfo> {
+    let settings = r.require(name)?;
+    let documents = r.count(name)?;
+    let search_defaults = remote_defaults(r, name)?.map(|d| SearchDefaultsInfo {
+        stale: d.is_stale(&settings.model.fingerprint),
+        defaults: (*d).clone(),
+    });
+    Ok(CollectionInfo {
+        name: name.into(),
+        index: IndexInfo {
+            cosine_points: documents as usize,
+            w2_points: documents as usize,
+            tombstones: 0,
+            w2_tombstones: 0,
+            lexical_documents: r.lexical(name)?.len(),
+        },
+        settings,
+        format_version: 0,
+        stats: CollectionStats {
+            documents,
+            ..Default::default()
+        },
+        search_defaults,
+    })
+}
+
+/// Collection `name`'s search defaults from the Milvus backend's shared metadata (damaged:
+/// logged and treated as none).
+fn remote_defaults(r: &remote::Remote, name: &str) -> Result<Option<Arc<SearchDefaults>>> {
+    let stored = r.meta(&remote::meta_key(name, SEARCH_DEFAULTS_KEY))?;
+    Ok(
+        match stored.map(|s| serde_json::from_str::<SearchDefaults>(&s)) {
+            Some(Ok(d)) => Some(Arc::new(d)),
+            Some(Err(e)) => {
+                tracing::warn!(collection = %name, error = %e, "the stored search defaults are damaged; searches use the server's until they are set or cleared again");
+                None
+            }
+            None => None,
+        },
+    )
+}
+
+/// Collection `name`'s calibrator from the Milvus backend's shared metadata (absent or
+/// damaged: the default).
+fn remote_calibrator(r: &remote::Remote, name: &str) -> Result<Calibrator> {
+    let stored = r.meta(&remote::meta_key(name, CALIBRATION_KEY))?;
+    Ok(
+        match stored.map(|s| serde_json::from_str::<Calibrator>(&s)) {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => {
+                tracing::warn!(collection = %name, error = %e, "the stored calibration is damaged; using the default until `kindred calibrate` replaces it");
+                Calibrator::default_for_minilm()
+            }
+            None => Calibrator::default_for_minilm(),
+        },
+    )
 }
 
 /// Refuses `model` unless it is the one `settings` says the collection's vectors come from.

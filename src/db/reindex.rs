@@ -42,6 +42,10 @@ impl Database {
         model_path: Option<&Path>,
         progress: &dyn Fn(u64, u64),
     ) -> Result<ReindexReport> {
+        self.embedded_only(
+            "reindex",
+            "create a new collection on the Milvus backend and ingest into it with the new model",
+        )?;
         let started = Instant::now();
         let settings = self.store.settings(name)?;
         if settings.model.fingerprint == model.fingerprint {

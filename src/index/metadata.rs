@@ -70,6 +70,21 @@ impl Scalar {
         }
     }
 
+    fn to_json(&self) -> Json {
+        match self {
+            Scalar::Str(s) => Json::String(s.clone()),
+            Scalar::Bool(b) => Json::Bool(*b),
+            Scalar::Num(bits) => {
+                let x = f64::from_bits(*bits);
+                if x.fract() == 0.0 && x.abs() < 9e15 {
+                    Json::from(x as i64)
+                } else {
+                    serde_json::Number::from_f64(x).map_or(Json::Null, Json::Number)
+                }
+            }
+        }
+    }
+
     fn number(&self) -> Option<f64> {
         match self {
             Scalar::Num(bits) => Some(f64::from_bits(*bits)),
@@ -102,6 +117,20 @@ impl Condition {
     }
 }
 
+/// One clause of a [`Filter`] as plain values ([`Filter::clauses_json`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClauseJson {
+    /// The value (or an element of an array value) equals one of these.
+    AnyOf(Vec<Json>),
+    /// A number within the bounds: (bound, inclusive).
+    Range {
+        /// Lower bound.
+        low: Option<(f64, bool)>,
+        /// Upper bound.
+        high: Option<(f64, bool)>,
+    },
+}
+
 /// A parsed metadata filter: every clause must hold.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Filter {
@@ -119,6 +148,26 @@ impl Filter {
             .map(|(key, v)| Ok((key.clone(), condition(key, v)?)))
             .collect::<Result<_>>()?;
         Ok(Filter { clauses })
+    }
+
+    /// The clauses as JSON values, for a backend that evaluates filters itself (the Milvus
+    /// backend turns them into its expressions): (key, condition), in the filter's order.
+    pub fn clauses_json(&self) -> Vec<(String, ClauseJson)> {
+        self.clauses
+            .iter()
+            .map(|(key, cond)| {
+                let c = match cond {
+                    Condition::AnyOf(values) => {
+                        ClauseJson::AnyOf(values.iter().map(Scalar::to_json).collect())
+                    }
+                    Condition::Range { low, high } => ClauseJson::Range {
+                        low: *low,
+                        high: *high,
+                    },
+                };
+                (key.clone(), c)
+            })
+            .collect()
     }
 
     /// True when the filter admits everything.

@@ -8,4 +8,4 @@ pub mod metadata;
 
 pub use hnsw::{Metric, VectorIndex};
 pub use lexical::LexicalIndex;
-pub use metadata::{Filter, MetadataIndex};
+pub use metadata::{ClauseJson, Filter, MetadataIndex};

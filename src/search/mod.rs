@@ -68,8 +68,11 @@ pub struct FirstStages {
 #[derive(Debug, Default)]
 pub struct Scope {
     filter: Filter,
-    /// The admitted internal ids, ascending (None without a filter).
+    /// The admitted internal ids, ascending (None without a filter, or when the backend
+    /// applies the filter itself).
     admitted: Option<Vec<u64>>,
+    /// How many documents the filter admits, when the backend applies it itself.
+    pushed: Option<usize>,
 }
 
 impl Scope {
@@ -78,8 +81,19 @@ impl Scope {
         self.admitted.as_deref()
     }
 
+    /// The filter, when the backend applies it inside its vector search.
+    fn pushed(&self) -> Option<&Filter> {
+        self.pushed.map(|_| &self.filter)
+    }
+
     /// What the response says about the filter.
     fn report(&self, view: &View<'_>) -> Option<Filtered> {
+        if let Some(matching) = self.pushed {
+            return Some(Filtered {
+                matching,
+                exact: false,
+            });
+        }
         self.admitted.as_ref().map(|ids| Filtered {
             matching: ids.len(),
             exact: view.scans_exactly(ids.len()),
@@ -91,8 +105,20 @@ impl Scope {
 /// metadata index — before any first stage, so no stage's depth cut can drop a match.
 pub fn scope(view: &View<'_>, params: &SearchParams) -> Result<Scope> {
     let filter = Filter::parse(&params.filter)?;
+    if !filter.is_empty() && view.pushes_filters() {
+        let pushed = Some(view.matching(&filter)?);
+        return Ok(Scope {
+            filter,
+            admitted: None,
+            pushed,
+        });
+    }
     let admitted = (!filter.is_empty()).then(|| view.admitted(&filter));
-    Ok(Scope { filter, admitted })
+    Ok(Scope {
+        filter,
+        admitted,
+        pushed: None,
+    })
 }
 
 /// The lexical first stage: it needs only the text, so the engine runs it while the query is
@@ -119,11 +145,19 @@ pub fn vector_stages(
 ) -> Result<(Vec<u64>, Vec<u64>)> {
     let uses = |m: Mode| params.mode == m || params.mode == Mode::Hybrid;
     let among = scope.admitted();
+    let (d_cos, d_w2) = (params.depths.cosine, params.depths.w2);
     std::thread::scope(|s| {
-        let w2 =
-            uses(Mode::W2).then(|| s.spawn(|| view.w2(&query.intent, params.depths.w2, among)));
+        let w2 = uses(Mode::W2).then(|| {
+            s.spawn(|| match scope.pushed() {
+                Some(f) => view.w2_filtered(&query.intent, d_w2, f),
+                None => view.w2(&query.intent, d_w2, among),
+            })
+        });
         let cosine = if uses(Mode::Cosine) {
-            ids(view.cosine(&query.sentence, params.depths.cosine, among)?)
+            ids(match scope.pushed() {
+                Some(f) => view.cosine_filtered(&query.sentence, d_cos, f)?,
+                None => view.cosine(&query.sentence, d_cos, among)?,
+            })
         } else {
             Vec::new()
         };
@@ -337,6 +371,9 @@ fn load(
         Rerank::None => params.k,
     };
     let mut out = Vec::with_capacity(wanted.min(fused.len()));
+    // A remote backend loads the likely candidates in one call rather than one by one.
+    let likely: Vec<u64> = fused.iter().take(wanted * 2).map(|&(i, _)| i).collect();
+    view.prefetch(&likely)?;
     for (i, &(internal, fused_score)) in fused.iter().enumerate() {
         if out.len() == wanted {
             break;

@@ -49,7 +49,7 @@ pub async fn list_collections(
             .into_iter()
             .map(|(name, s)| {
                 Ok(CollectionSummary {
-                    documents: db.store().count(&name)?,
+                    documents: db.count(&name)?,
                     name,
                     model: s.model.id,
                 })
@@ -204,7 +204,7 @@ pub async fn put_search_defaults(
     };
     let db = state.db().clone();
     let defaults = blocking(move || {
-        let model = db.store().settings(&name)?.model.fingerprint;
+        let model = db.settings(&name)?.model.fingerprint;
         let defaults = req.into_defaults(&fallback, model);
         db.set_search_defaults(&name, Some(defaults.clone()))?;
         Ok(defaults)

@@ -95,6 +95,8 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// Database directory (default: `$KINDRED_HOME/data`).
     pub data: Option<PathBuf>,
+    /// Where collections live: `embedded` (in `data`) or `milvus://HOST:PORT`.
+    pub backend: String,
     /// Model directory (default: the cached all-MiniLM-L6-v2, fetched on first use).
     pub model: Option<PathBuf>,
     /// kindred's home (model cache).
@@ -136,6 +138,7 @@ impl Default for ServeConfig {
         ServeConfig {
             listen: ([127, 0, 0, 1], 7700).into(),
             data: None,
+            backend: "embedded".into(),
             model: None,
             home: None,
             device: "cpu".into(),
@@ -161,6 +164,8 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
     /// `--data` / `KINDRED_DATA`.
     pub data: Option<PathBuf>,
+    /// `--backend` / `KINDRED_BACKEND`.
+    pub backend: Option<String>,
     /// `--model` / `KINDRED_MODEL`.
     pub model: Option<PathBuf>,
     /// `--home` / `KINDRED_HOME`.
@@ -237,6 +242,7 @@ impl ServeConfig {
         }
         take!(listen);
         take!(opt data);
+        take!(backend);
         take!(opt model);
         take!(opt home);
         take!(device);

@@ -84,6 +84,10 @@ impl From<Error> for ApiError {
                 UserError::InvalidArgument { .. } => {
                     (StatusCode::UNPROCESSABLE_ENTITY, "invalid_request")
                 }
+                UserError::BackendUnavailable { .. } => {
+                    (StatusCode::SERVICE_UNAVAILABLE, "backend_unavailable")
+                }
+                UserError::NotSupported { .. } => (StatusCode::NOT_IMPLEMENTED, "not_supported"),
                 UserError::DeviceUnavailable { .. }
                 | UserError::IncompatibleStore { .. }
                 | UserError::InvalidModelDir { .. }

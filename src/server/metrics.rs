@@ -134,7 +134,7 @@ impl Metrics {
         self.documents.reset();
         if let Ok(collections) = db.collections() {
             for (name, _) in collections {
-                if let Ok(n) = db.store().count(&name) {
+                if let Ok(n) = db.count(&name) {
                     self.documents.with_label_values(&[&name]).set(n as i64);
                 }
             }

@@ -93,7 +93,7 @@ pub async fn start(
     let (s, c, path) = (state.clone(), collection.clone(), PathBuf::from(&req.model));
     // Validate and load here, so a wrong directory is an immediate 422.
     let encoder = blocking(move || {
-        let settings = s.db().store().settings(&c)?;
+        let settings = s.db().settings(&c)?;
         let dir = ModelDir::open(&path);
         let dir = match dir {
             Ok(dir) => dir,

@@ -121,7 +121,7 @@ impl Generation {
 }
 
 /// Size statistics of a collection.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CollectionStats {
     /// Documents.
     pub documents: u64,

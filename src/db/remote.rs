@@ -1,0 +1,989 @@
+//! The Milvus backend: collections kept in a Milvus server or cluster instead of the embedded
+//! store and graphs, for collections that outgrow one machine.
+//!
+//! What it owns: the mapping of a kindred collection onto Milvus collections, the translation
+//! of kindred's metadata filters into Milvus expressions, batched upserts and deletes, reads
+//! at Strong consistency (a write acknowledged here is seen by every later read, on any node),
+//! retries with backoff, and startup checks. What stays above it is everything else:
+//! encoding, fusion, RCMD, explanations, calibration math, the API.
+//!
+//! Layout (the same on every server version, so one code path serves 2.3 to 2.6): for
+//! collection `C`, with `c` = [`physical`]`(C)`,
+//! - `c_docs`: `id` Int64 primary key (the document's internal id, [`internal_id`]: a stable
+//!   63-bit hash of its external id, so every node agrees without a shared counter), `doc`
+//!   the external id, `meta` JSON (what filters read), `rec0..rec3` the kindred record
+//!   (text, token vectors, intent, context) base64 in up to four VarChar chunks, and
+//!   `sentence` FloatVector(dim), HNSW, COSINE;
+//! - `c_intent`: `id`, `meta`, and `w2` FloatVector(2·k) = [μ; σ], HNSW, L2 (squared L2 on
+//!   [μ; σ] is the squared exact 2-Wasserstein distance of diagonal Gaussians);
+//! - `kindred_meta` (shared): `key` → `value`, the collection settings, calibration and search
+//!   defaults, so every kindred node sees the same.
+//!
+//! Node-local (documented in docs/scale-out.md): the BM25 index, built from a scan of the
+//! collection when a node first opens it and kept current with that node's own writes.
+//!
+//! Milvus has no transaction across collections: a batch is written to `c_intent` and then to
+//! `c_docs`, each an upsert by primary key, so a batch that fails part-way (the server went
+//! away) can be retried as is; it is acknowledged only when both succeeded.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use milvus::v2::prelude::*;
+use serde_json::json;
+
+use crate::error::{Result, UserError};
+use crate::index::{Filter, LexicalIndex};
+use crate::store::{CollectionSettings, StoredDoc, Upserted};
+
+/// Longest VarChar Milvus stores.
+const CHUNK_CHARS: usize = 65_535;
+/// Record chunks per document (`rec0..rec3`): a record may be up to 4 × 64 KiB of base64.
+const CHUNKS: usize = 4;
+/// Rows per insert call (Milvus refuses messages above 64 MiB by default).
+const BATCH_ROWS: usize = 256;
+/// Most rows one query returns (Milvus's limit is 16,384).
+const QUERY_ROWS: usize = 16_384;
+/// The shared metadata collection.
+const META: &str = "kindred_meta";
+/// How long one call may take before it is retried.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Retries after the first try of a call that failed in transport.
+const RETRIES: u32 = 3;
+
+/// A connection to a Milvus server, with the runtime its client runs on.
+pub(crate) struct Remote {
+    url: String,
+    client: Arc<ClientV2>,
+    rt: Option<tokio::runtime::Runtime>,
+    version: String,
+    /// Per collection, this node's BM25 index (built on first use).
+    lexical: Mutex<HashMap<String, Arc<LexicalIndex>>>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote")
+            .field("url", &self.url)
+            .field("version", &self.version)
+            .finish()
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        // Never blocks, so dropping the database inside an async task is fine.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// The Milvus collection names of kindred collection `name` (letters, digits and `_` only:
+/// `_` becomes `__` and `-` becomes `_h`, so distinct names stay distinct).
+pub(crate) fn physical(name: &str) -> String {
+    let mut out = String::from("kd_");
+    for c in name.chars() {
+        match c {
+            '_' => out.push_str("__"),
+            '-' => out.push_str("_h"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A document's internal id on the Milvus backend: the first 63 bits of SHA-256 of its
+/// external id, the same on every node.
+pub(crate) fn internal_id(id: &str) -> u64 {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(id.as_bytes());
+    u64::from_le_bytes(h[..8].try_into().expect("8 bytes")) & (i64::MAX as u64)
+}
+
+/// `filter` as a Milvus boolean expression over the JSON field `field` (None: admits all).
+/// Equality also matches a metadata array holding the value, as the embedded index does.
+pub(crate) fn expression(filter: &Filter, field: &str) -> Option<String> {
+    let clauses = filter.clauses_json();
+    if clauses.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = clauses
+        .iter()
+        .map(|(key, cond)| {
+            let at = format!("{field}[{}]", json!(key));
+            match cond {
+                crate::index::ClauseJson::AnyOf(values) => {
+                    let list = serde_json::Value::Array(values.clone()).to_string();
+                    format!("({at} in {list} or json_contains_any({at}, {list}))")
+                }
+                crate::index::ClauseJson::Range { low, high } => {
+                    let mut c = Vec::new();
+                    if let Some((b, inc)) = low {
+                        c.push(format!(
+                            "{at} {} {}",
+                            if *inc { ">=" } else { ">" },
+                            num(*b)
+                        ));
+                    }
+                    if let Some((b, inc)) = high {
+                        c.push(format!(
+                            "{at} {} {}",
+                            if *inc { "<=" } else { "<" },
+                            num(*b)
+                        ));
+                    }
+                    format!("({})", c.join(" and "))
+                }
+            }
+        })
+        .collect();
+    Some(parts.join(" and "))
+}
+
+fn num(x: f64) -> String {
+    // Always with a decimal point, so Milvus compares as a float.
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.1}")
+    } else {
+        format!("{x}")
+    }
+}
+
+fn ids_expr(ids: &[u64]) -> String {
+    let list: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    format!("id in [{}]", list.join(","))
+}
+
+fn unavailable(url: &str, what: &str, e: impl std::fmt::Display) -> crate::Error {
+    UserError::BackendUnavailable {
+        backend: format!("milvus at {url}"),
+        reason: format!("{what}: {e}"),
+    }
+    .into()
+}
+
+/// Whether a failed call is worth retrying: transport trouble and timeouts, not refusals.
+fn transient(e: &Error) -> bool {
+    matches!(e, Error::Grpc(_) | Error::Timeout(_))
+}
+
+impl Remote {
+    /// Connects to the Milvus server at `url` (`milvus://HOST:PORT` or `http://HOST:PORT`),
+    /// checks its version and creates the shared metadata collection if missing.
+    pub fn connect(url: &str) -> Result<Self> {
+        let endpoint = match url.strip_prefix("milvus://") {
+            Some(rest) => format!("http://{rest}"),
+            None => url.to_string(),
+        };
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("kindred-milvus")
+            .enable_all()
+            .build()
+            .map_err(crate::error::io_err("starting the Milvus client runtime"))?;
+        let client = {
+            let endpoint = endpoint.clone();
+            let connect = async move {
+                tokio::time::timeout(
+                    Duration::from_secs(10),
+                    ClientV2::new(&ConnectConfig::new().uri(endpoint)),
+                )
+                .await
+            };
+            match rt.block_on(connect) {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => return Err(unavailable(url, "connecting", e)),
+                Err(_) => return Err(unavailable(url, "connecting", "no answer in 10 s")),
+            }
+        };
+        let mut remote = Remote {
+            url: url.to_string(),
+            client: Arc::new(client),
+            rt: Some(rt),
+            version: String::new(),
+            lexical: Mutex::new(HashMap::new()),
+        };
+        remote.version = remote.call("reading the server version", |c| async move {
+            let r = c
+                .server_version(GetServerVersionRequest::builder().build()?)
+                .await?;
+            Ok(r.version().to_string())
+        })?;
+        tracing::info!(url = %remote.url, version = %remote.version, "connected to Milvus");
+        if !supported(&remote.version) {
+            return Err(UserError::NotSupported {
+                what: format!("Milvus {}", remote.version),
+                backend: "milvus",
+                fix: "kindred needs Milvus 2.3 or later (COSINE metric, JSON fields, upsert): upgrade the server".into(),
+            }
+            .into());
+        }
+        if !remote.has(META)? {
+            let schema = CollectionSchema::new()
+                .add_field(pk_varchar("key"))
+                .add_field(varchar("value", CHUNK_CHARS))
+                .add_field(vector("v", 2));
+            remote.create(META, schema, &[("v", MetricType::L2, None)])?;
+        }
+        remote.load(META)?;
+        Ok(remote)
+    }
+
+    /// The URL it was opened with.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Runs `f` on the client's runtime and waits for it: retried with backoff (0.2, 0.8,
+    /// 3.2 s) while it fails in transport, then reported as the backend being unavailable.
+    fn call<T, F, Fut>(&self, what: &str, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Fn(Arc<ClientV2>) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<T, Error>> + Send + 'static,
+    {
+        let rt = self
+            .rt
+            .as_ref()
+            .expect("runtime lives as long as the client");
+        let mut delay = Duration::from_millis(200);
+        for attempt in 0..=RETRIES {
+            let fut = f(self.client.clone());
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            rt.spawn(async move {
+                let out = match tokio::time::timeout(CALL_TIMEOUT, fut).await {
+                    Ok(r) => r,
+                    Err(_) => Err(Error::Timeout(format!("no answer in {CALL_TIMEOUT:?}"))),
+                };
+                let _ = tx.send(out);
+            });
+            match rx.recv() {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if transient(&e) && attempt < RETRIES => {
+                    tracing::warn!(url = %self.url, what, error = %e, attempt, "Milvus call failed; retrying");
+                    std::thread::sleep(delay);
+                    delay *= 4;
+                }
+                Ok(Err(e)) if transient(&e) => return Err(unavailable(&self.url, what, e)),
+                Ok(Err(e)) => {
+                    return Err(crate::error::InternalError::Backend(format!(
+                        "milvus at {}: {what}: {e}",
+                        self.url
+                    ))
+                    .into())
+                }
+                Err(_) => return Err(unavailable(&self.url, what, "the client stopped")),
+            }
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    fn has(&self, collection: &str) -> Result<bool> {
+        let name = collection.to_string();
+        self.call("checking a collection", move |c| {
+            let name = name.clone();
+            async move {
+                let r = c
+                    .has_collection(
+                        HasCollectionRequest::builder()
+                            .collection_name(name)
+                            .build()?,
+                    )
+                    .await?;
+                Ok(r.exists())
+            }
+        })
+    }
+
+    fn create(
+        &self,
+        collection: &str,
+        schema: CollectionSchema,
+        vectors: &[(&str, MetricType, Option<crate::types::HnswParams>)],
+    ) -> Result<()> {
+        let name = collection.to_string();
+        self.call("creating a collection", move |c| {
+            let (name, schema) = (name.clone(), schema.clone());
+            async move {
+                c.create_collection(
+                    CreateCollectionRequest::builder()
+                        .collection_name(name)
+                        .schema(schema)
+                        .consistency_level(ConsistencyLevel::Strong)
+                        .build()?,
+                )
+                .await
+            }
+        })?;
+        for (field, metric, hnsw) in vectors {
+            let (name, field, metric, hnsw) =
+                (collection.to_string(), field.to_string(), *metric, *hnsw);
+            self.call("creating an index", move |c| {
+                let (name, field) = (name.clone(), field.clone());
+                let param = match hnsw {
+                    Some(h) => IndexParam::new()
+                        .field_name(field)
+                        .index_type(IndexType::Hnsw)
+                        .metric_type(metric)
+                        .extra_params(
+                            [
+                                ("M".to_string(), h.m.to_string()),
+                                ("efConstruction".to_string(), h.ef_construction.to_string()),
+                            ]
+                            .into_iter()
+                            .collect(),
+                        ),
+                    None => IndexParam::new()
+                        .field_name(field)
+                        .index_type(IndexType::Flat)
+                        .metric_type(metric),
+                };
+                async move {
+                    c.create_index(
+                        CreateIndexRequest::builder()
+                            .collection_name(name)
+                            .index_param(param)
+                            .sync(false)
+                            .build()?,
+                    )
+                    .await
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    fn load(&self, collection: &str) -> Result<()> {
+        let name = collection.to_string();
+        self.call("loading a collection", move |c| {
+            let name = name.clone();
+            async move {
+                c.load_collection(
+                    LoadCollectionRequest::builder()
+                        .collection_name(name)
+                        .build()?,
+                )
+                .await
+            }
+        })
+    }
+
+    fn drop_milvus(&self, collection: &str) -> Result<()> {
+        if !self.has(collection)? {
+            return Ok(());
+        }
+        let name = collection.to_string();
+        self.call("dropping a collection", move |c| {
+            let name = name.clone();
+            async move {
+                c.drop_collection(
+                    DropCollectionRequest::builder()
+                        .collection_name(name)
+                        .build()?,
+                )
+                .await
+            }
+        })
+    }
+
+    /// Rows of `collection` matching `filter`, with `fields` (at most [`QUERY_ROWS`]).
+    fn query(
+        &self,
+        collection: &str,
+        filter: &str,
+        fields: &[&str],
+        limit: Option<usize>,
+    ) -> Result<Vec<serde_json::Map<String, serde_json::Value>>> {
+        let (name, filter) = (collection.to_string(), filter.to_string());
+        let fields: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+        self.call("querying", move |c| {
+            let (name, filter, fields) = (name.clone(), filter.clone(), fields.clone());
+            async move {
+                let mut b = QueryRequest::builder()
+                    .collection_name(name)
+                    .filter(filter)
+                    .output_fields(fields)
+                    .consistency_level(ConsistencyLevel::Strong);
+                if let Some(l) = limit {
+                    b = b.limit(l as i64);
+                }
+                let r = c.query(b.build()?).await?;
+                let rows: std::result::Result<Vec<_>, Error> =
+                    r.results().rows()?.map(|row| row.to_entity_row()).collect();
+                rows
+            }
+        })
+    }
+
+    fn upsert_rows(&self, collection: &str, rows: Vec<serde_json::Value>) -> Result<()> {
+        for chunk in rows.chunks(BATCH_ROWS) {
+            let (name, chunk) = (collection.to_string(), chunk.to_vec());
+            self.call("writing", move |c| {
+                let (name, chunk) = (name.clone(), chunk.clone());
+                async move {
+                    let mut b = InsertRequest::builder().collection_name(name);
+                    for r in chunk {
+                        b = b.row(r);
+                    }
+                    c.upsert(UpsertRequest::builder().insert(b.build()?).build()?)
+                        .await
+                        .map(|_| ())
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    fn delete_where(&self, collection: &str, filter: &str) -> Result<()> {
+        let (name, filter) = (collection.to_string(), filter.to_string());
+        self.call("deleting", move |c| {
+            let (name, filter) = (name.clone(), filter.clone());
+            async move {
+                c.delete(
+                    DeleteRequest::builder()
+                        .collection_name(name)
+                        .filter(filter)
+                        .build()?,
+                )
+                .await
+                .map(|_| ())
+            }
+        })
+    }
+
+    // --- the shared metadata collection -------------------------------------------------
+
+    /// A value of the shared metadata (None: absent).
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        let rows = self.query(META, &format!("key == {}", json!(key)), &["value"], Some(1))?;
+        Ok(rows
+            .into_iter()
+            .next()
+            .and_then(|r| r.get("value").and_then(|v| v.as_str()).map(str::to_string)))
+    }
+
+    /// Sets a value of the shared metadata.
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        if value.len() > CHUNK_CHARS {
+            return Err(UserError::InvalidArgument {
+                name: "metadata value",
+                reason: format!(
+                    "{} bytes; the Milvus backend keeps at most {CHUNK_CHARS}",
+                    value.len()
+                ),
+            }
+            .into());
+        }
+        self.upsert_rows(
+            META,
+            vec![json!({"key": key, "value": value, "v": [0.0, 0.0]})],
+        )
+    }
+
+    /// Removes a value of the shared metadata; true if it was there.
+    pub fn remove_meta(&self, key: &str) -> Result<bool> {
+        let had = self.meta(key)?.is_some();
+        self.delete_where(META, &format!("key == {}", json!(key)))?;
+        Ok(had)
+    }
+
+    // --- collections --------------------------------------------------------------------
+
+    /// Creates kindred collection `name`: its two Milvus collections, indexed and loaded,
+    /// then its settings (written last: a collection exists once they are).
+    pub fn create_collection(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
+        crate::store::validate_name(name)?;
+        if self.settings(name)?.is_some() {
+            return Err(UserError::CollectionExists { name: name.into() }.into());
+        }
+        let p = physical(name);
+        let (dim, k) = (settings.model.dim, settings.model.intent_dim());
+        // Leftovers of a create that stopped before writing the settings.
+        self.drop_milvus(&format!("{p}_docs"))?;
+        self.drop_milvus(&format!("{p}_intent"))?;
+        let mut docs = CollectionSchema::new()
+            .add_field(pk_int("id"))
+            .add_field(varchar("doc", 2048))
+            .add_field(FieldSchema::new().name("meta").data_type(DataType::Json));
+        for i in 0..CHUNKS {
+            docs = docs.add_field(varchar(&format!("rec{i}"), CHUNK_CHARS));
+        }
+        docs = docs.add_field(vector("sentence", dim));
+        let intent = CollectionSchema::new()
+            .add_field(pk_int("id"))
+            .add_field(FieldSchema::new().name("meta").data_type(DataType::Json))
+            .add_field(vector("w2", 2 * k));
+        let hnsw = Some(settings.hnsw);
+        self.create(
+            &format!("{p}_docs"),
+            docs,
+            &[("sentence", MetricType::Cosine, hnsw)],
+        )?;
+        self.create(
+            &format!("{p}_intent"),
+            intent,
+            &[("w2", MetricType::L2, hnsw)],
+        )?;
+        self.load(&format!("{p}_docs"))?;
+        self.load(&format!("{p}_intent"))?;
+        let json = serde_json::to_string(settings).expect("settings serialise");
+        self.set_meta(&settings_key(name), &json)
+    }
+
+    /// Drops collection `name`: settings first (so it stops existing at once), then its
+    /// Milvus collections and its metadata.
+    pub fn drop_collection(&self, name: &str) -> Result<()> {
+        if self.settings(name)?.is_none() {
+            return Err(UserError::UnknownCollection { name: name.into() }.into());
+        }
+        self.remove_meta(&settings_key(name))?;
+        let p = physical(name);
+        self.drop_milvus(&format!("{p}_docs"))?;
+        self.drop_milvus(&format!("{p}_intent"))?;
+        self.delete_where(
+            META,
+            &format!("key like {}", json!(format!("meta/{name}/%"))),
+        )?;
+        self.lexical.lock().expect("lock").remove(name);
+        Ok(())
+    }
+
+    /// Collection `name`'s settings (None: no such collection).
+    pub fn settings(&self, name: &str) -> Result<Option<CollectionSettings>> {
+        self.meta(&settings_key(name))?
+            .map(|s| {
+                serde_json::from_str(&s).map_err(|e| {
+                    crate::error::InternalError::Corrupt(format!(
+                        "the settings of collection {name:?} in Milvus do not decode: {e}"
+                    ))
+                    .into()
+                })
+            })
+            .transpose()
+    }
+
+    /// Collection `name`'s settings, or the error naming it.
+    pub fn require(&self, name: &str) -> Result<CollectionSettings> {
+        self.settings(name)?
+            .ok_or_else(|| UserError::UnknownCollection { name: name.into() }.into())
+    }
+
+    /// Every collection's name and settings, by name.
+    pub fn collections(&self) -> Result<Vec<(String, CollectionSettings)>> {
+        let rows = self.query(
+            META,
+            "key like \"settings/%\"",
+            &["key", "value"],
+            Some(QUERY_ROWS),
+        )?;
+        let mut out: Vec<(String, CollectionSettings)> = rows
+            .into_iter()
+            .filter_map(|r| {
+                let key = r
+                    .get("key")?
+                    .as_str()?
+                    .strip_prefix("settings/")?
+                    .to_string();
+                let settings = serde_json::from_str(r.get("value")?.as_str()?).ok()?;
+                Some((key, settings))
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    /// Live documents of collection `name`.
+    pub fn count(&self, name: &str) -> Result<u64> {
+        let rows = self.query(&format!("{}_docs", physical(name)), "", &["count(*)"], None)?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.get("count(*)"))
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0))
+    }
+
+    /// Documents of collection `name` that `filter` admits.
+    pub fn count_where(&self, name: &str, filter: &Filter) -> Result<u64> {
+        let expr = expression(filter, "meta").unwrap_or_default();
+        let rows = self.query(
+            &format!("{}_docs", physical(name)),
+            &expr,
+            &["count(*)"],
+            None,
+        )?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.get("count(*)"))
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0))
+    }
+
+    // --- documents ----------------------------------------------------------------------
+
+    /// Upserts `docs` (validated, with vectors of the collection's model) by external id;
+    /// the last of several with one id wins, as in the embedded store.
+    pub fn upsert(&self, name: &str, docs: Vec<StoredDoc>) -> Result<Vec<Upserted>> {
+        let p = physical(name);
+        let mut rows_docs = Vec::with_capacity(docs.len());
+        let mut rows_intent = Vec::with_capacity(docs.len());
+        let internals: Vec<u64> = docs.iter().map(|d| internal_id(&d.id)).collect();
+        // Which ids exist already (and that no two external ids share an internal one).
+        let existing: HashMap<u64, String> = internals
+            .chunks(1024)
+            .map(|ids| self.query(&format!("{p}_docs"), &ids_expr(ids), &["id", "doc"], None))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .filter_map(|r| Some((r.get("id")?.as_u64()?, r.get("doc")?.as_str()?.to_string())))
+            .collect();
+        let mut seen: HashMap<u64, &str> = HashMap::new();
+        for (d, &internal) in docs.iter().zip(&internals) {
+            let clash = existing
+                .get(&internal)
+                .map(String::as_str)
+                .or(seen.get(&internal).copied())
+                .filter(|other| *other != d.id);
+            if let Some(other) = clash {
+                return Err(UserError::InvalidDocument {
+                    id: d.id.clone(),
+                    reason: format!("its id hashes to the same internal id as document {other:?} (a 1 in 2^63 chance): store it under another id"),
+                }
+                .into());
+            }
+            seen.insert(internal, &d.id);
+        }
+        let mut out = Vec::with_capacity(docs.len());
+        let mut last: HashMap<u64, usize> = HashMap::new();
+        for (i, &internal) in internals.iter().enumerate() {
+            last.insert(internal, i);
+        }
+        for (i, (d, &internal)) in docs.iter().zip(&internals).enumerate() {
+            let replaced = existing.contains_key(&internal) || internals[..i].contains(&internal);
+            out.push(Upserted {
+                internal,
+                replaced: replaced.then_some(internal),
+            });
+            if last[&internal] != i {
+                continue;
+            }
+            let meta: serde_json::Value =
+                serde_json::from_str(&d.metadata_json).unwrap_or_else(|_| json!({}));
+            let b64 = base64::engine::general_purpose::STANDARD.encode(d.to_bytes());
+            if b64.len() > CHUNK_CHARS * CHUNKS {
+                return Err(UserError::InvalidDocument {
+                    id: d.id.clone(),
+                    reason: format!(
+                        "its record is {} bytes encoded; the Milvus backend stores at most {} per document: shorten its context or text",
+                        b64.len(),
+                        CHUNK_CHARS * CHUNKS
+                    ),
+                }
+                .into());
+            }
+            let mut row = json!({
+                "id": internal, "doc": d.id, "meta": meta, "sentence": d.sentence,
+            });
+            for c in 0..CHUNKS {
+                let part = b64
+                    .get(c * CHUNK_CHARS..((c + 1) * CHUNK_CHARS).min(b64.len()))
+                    .unwrap_or("");
+                row[format!("rec{c}")] = json!(part);
+            }
+            rows_docs.push(row);
+            let w2: Vec<f32> = d.mu.iter().chain(&d.sigma).copied().collect();
+            rows_intent.push(json!({"id": internal, "meta": meta, "w2": w2}));
+        }
+        self.upsert_rows(&format!("{p}_intent"), rows_intent)?;
+        self.upsert_rows(&format!("{p}_docs"), rows_docs)?;
+        if let Some(lex) = self.lexical.lock().expect("lock").get(name) {
+            for (d, &internal) in docs.iter().zip(&internals) {
+                lex.upsert(internal, &d.text);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes a document by external id; its internal id if it existed.
+    pub fn delete(&self, name: &str, id: &str) -> Result<Option<u64>> {
+        let p = physical(name);
+        let internal = internal_id(id);
+        let expr = ids_expr(&[internal]);
+        let rows = self.query(&format!("{p}_docs"), &expr, &["doc"], None)?;
+        if !rows
+            .iter()
+            .any(|r| r.get("doc").and_then(|d| d.as_str()) == Some(id))
+        {
+            return Ok(None);
+        }
+        self.delete_where(&format!("{p}_docs"), &expr)?;
+        self.delete_where(&format!("{p}_intent"), &expr)?;
+        if let Some(lex) = self.lexical.lock().expect("lock").get(name) {
+            lex.remove(internal);
+        }
+        Ok(Some(internal))
+    }
+
+    /// Documents by internal id (absent ones left out).
+    pub fn get_many(&self, name: &str, internals: &[u64]) -> Result<HashMap<u64, StoredDoc>> {
+        let mut out = HashMap::with_capacity(internals.len());
+        let mut fields = vec!["id"];
+        let names: Vec<String> = (0..CHUNKS).map(|c| format!("rec{c}")).collect();
+        fields.extend(names.iter().map(String::as_str));
+        for ids in internals.chunks(1024) {
+            let rows = self.query(
+                &format!("{}_docs", physical(name)),
+                &ids_expr(ids),
+                &fields,
+                None,
+            )?;
+            for r in rows {
+                let (internal, doc) = decode_row(&r)?;
+                out.insert(internal, doc);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A document by external id.
+    pub fn get(&self, name: &str, id: &str) -> Result<Option<StoredDoc>> {
+        let internal = internal_id(id);
+        Ok(self
+            .get_many(name, &[internal])?
+            .remove(&internal)
+            .filter(|d| d.id == id))
+    }
+
+    /// Every document, in pages of [`QUERY_ROWS`] by ascending internal id.
+    pub fn scan(&self, name: &str, mut each: impl FnMut(StoredDoc) -> Result<()>) -> Result<()> {
+        let mut after: i64 = -1;
+        let mut fields = vec!["id"];
+        let names: Vec<String> = (0..CHUNKS).map(|c| format!("rec{c}")).collect();
+        fields.extend(names.iter().map(String::as_str));
+        let page = 1024;
+        loop {
+            let rows = self.query(
+                &format!("{}_docs", physical(name)),
+                &format!("id > {after}"),
+                &fields,
+                Some(page),
+            )?;
+            let mut docs: Vec<(u64, StoredDoc)> =
+                rows.iter().map(decode_row).collect::<Result<_>>()?;
+            docs.sort_by_key(|(i, _)| *i);
+            let n = docs.len();
+            for (internal, doc) in docs {
+                after = after.max(internal as i64);
+                each(doc)?;
+            }
+            if n < page {
+                return Ok(());
+            }
+        }
+    }
+
+    /// This node's BM25 index of collection `name`, built from a scan on first use.
+    pub fn lexical(&self, name: &str) -> Result<Arc<LexicalIndex>> {
+        if let Some(l) = self.lexical.lock().expect("lock").get(name) {
+            return Ok(l.clone());
+        }
+        let lex = LexicalIndex::new();
+        self.scan(name, |d| {
+            lex.upsert(d.internal, &d.text);
+            Ok(())
+        })?;
+        let lex = Arc::new(lex);
+        // Another thread may have built it meanwhile: keep the first.
+        Ok(self
+            .lexical
+            .lock()
+            .expect("lock")
+            .entry(name.to_string())
+            .or_insert(lex)
+            .clone())
+    }
+
+    /// The `k` nearest documents to `vector` in `field` of collection `name`'s `part`
+    /// (`docs` or `intent`), within `filter`: (internal id, score as Milvus gives it).
+    pub fn search(
+        &self,
+        name: &str,
+        part: &str,
+        field: &str,
+        vector: Vec<f32>,
+        k: usize,
+        ef: usize,
+        filter: Option<&Filter>,
+        among: Option<&[u64]>,
+    ) -> Result<Vec<(u64, f32)>> {
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let collection = format!("{}_{part}", physical(name));
+        let mut expr = filter.and_then(|f| expression(f, "meta"));
+        if let Some(ids) = among {
+            let e = ids_expr(ids);
+            expr = Some(match expr {
+                Some(x) => format!("({x}) and {e}"),
+                None => e,
+            });
+        }
+        let k = k.min(QUERY_ROWS);
+        let ef = ef.max(k);
+        let field = field.to_string();
+        self.call("searching", move |c| {
+            let (collection, field, vector, expr) = (
+                collection.clone(),
+                field.clone(),
+                vector.clone(),
+                expr.clone(),
+            );
+            async move {
+                let mut b = SearchRequest::builder()
+                    .collection_name(collection)
+                    .vector_field(field)
+                    .vectors(SearchVectors::Float(vec![vector]))
+                    .limit(k as i64)
+                    .extra_params([("ef".to_string(), ef.to_string())].into_iter().collect())
+                    .consistency_level(ConsistencyLevel::Strong);
+                if let Some(e) = expr {
+                    b = b.filter(e);
+                }
+                let r = c.search(b.build()?).await?;
+                let mut out = Vec::new();
+                for one in r.results() {
+                    let ids = match one.get_ids() {
+                        Ids::Int64(v) => v.iter().map(|&i| i as u64).collect::<Vec<_>>(),
+                        _ => Vec::new(),
+                    };
+                    out.extend(ids.into_iter().zip(one.get_scores().iter().copied()));
+                }
+                Ok(out)
+            }
+        })
+    }
+}
+
+/// Whether a server of `version` ("v2.3.5-lite", "2.6.0") has what kindred uses: 2.3 or
+/// later (an unparsable version is given the benefit of the doubt).
+fn supported(version: &str) -> bool {
+    let v = version.trim_start_matches('v');
+    let mut parts = v
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|p| !p.is_empty());
+    match (
+        parts.next().and_then(|p| p.parse::<u32>().ok()),
+        parts.next().and_then(|p| p.parse::<u32>().ok()),
+    ) {
+        (Some(major), Some(minor)) => (major, minor) >= (2, 3),
+        _ => true,
+    }
+}
+
+fn settings_key(name: &str) -> String {
+    format!("settings/{name}")
+}
+
+/// The key of collection `name`'s metadata value `key`.
+pub(crate) fn meta_key(name: &str, key: &str) -> String {
+    format!("meta/{name}/{key}")
+}
+
+fn decode_row(r: &serde_json::Map<String, serde_json::Value>) -> Result<(u64, StoredDoc)> {
+    let internal = r.get("id").and_then(|v| v.as_u64()).unwrap_or(0);
+    let mut b64 = String::new();
+    for c in 0..CHUNKS {
+        if let Some(s) = r.get(&format!("rec{c}")).and_then(|v| v.as_str()) {
+            b64.push_str(s);
+        }
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64.as_bytes())
+        .map_err(|e| {
+            crate::error::InternalError::Corrupt(format!("document {internal} in Milvus: {e}"))
+        })?;
+    let mut doc = StoredDoc::from_bytes(&bytes)?;
+    doc.internal = internal;
+    Ok((internal, doc))
+}
+
+fn pk_int(name: &str) -> FieldSchema {
+    FieldSchema::new()
+        .name(name)
+        .data_type(DataType::Int64)
+        .primary_key(true)
+        .auto_id(false)
+}
+
+fn pk_varchar(name: &str) -> FieldSchema {
+    FieldSchema::new()
+        .name(name)
+        .data_type(DataType::VarChar)
+        .max_length(1024)
+        .primary_key(true)
+        .auto_id(false)
+}
+
+fn varchar(name: &str, max: usize) -> FieldSchema {
+    FieldSchema::new()
+        .name(name)
+        .data_type(DataType::VarChar)
+        .max_length(max as _)
+}
+
+fn vector(name: &str, dim: usize) -> FieldSchema {
+    FieldSchema::new()
+        .name(name)
+        .data_type(DataType::FloatVector)
+        .dimension(dim as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn physical_names_are_distinct_and_milvus_safe() {
+        assert_eq!(physical("faq"), "kd_faq");
+        assert_ne!(physical("a-b"), physical("a_b"));
+        assert_ne!(physical("a_hb"), physical("a-b"));
+        assert!(physical("x-_y")
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+    }
+
+    #[test]
+    fn internal_ids_are_stable_and_fit_int64() {
+        assert_eq!(internal_id("q1"), internal_id("q1"));
+        assert_ne!(internal_id("q1"), internal_id("q2"));
+        assert!(internal_id("anything") <= i64::MAX as u64);
+    }
+
+    #[test]
+    fn versions_before_2_3_are_refused() {
+        assert!(supported("v2.3.5-lite"));
+        assert!(supported("2.6.1"));
+        assert!(supported("v3.2.2"));
+        assert!(!supported("v2.2.16"));
+        assert!(supported("unknown"));
+    }
+
+    #[test]
+    fn filters_become_milvus_expressions() {
+        let raw = json!({"lang": "en", "year": {"gte": 2020, "lt": 2024.5}, "tag": {"in": ["a", "b\"c"]}});
+        let f = Filter::parse(raw.as_object().unwrap()).unwrap();
+        let e = expression(&f, "meta").unwrap();
+        assert!(
+            e.contains(r#"(meta["lang"] in ["en"] or json_contains_any(meta["lang"], ["en"]))"#),
+            "{e}"
+        );
+        assert!(
+            e.contains(r#"(meta["year"] >= 2020.0 and meta["year"] < 2024.5)"#),
+            "{e}"
+        );
+        assert!(e.contains(r#"["a","b\"c"]"#), "{e}");
+        assert_eq!(expression(&Filter::default(), "meta"), None);
+    }
+}
