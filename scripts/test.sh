@@ -33,6 +33,11 @@ if [ "${CI:-}" = "true" ] && [ ! -d ../shared/data ]; then
   exit 1
 fi
 
+# The Milvus backend's test starts a real Milvus server: the PyPI package `milvus` (Milvus 2.3.5
+# standalone) in target/milvus-venv.
+echo "== scripts/milvus.sh (Milvus standalone server from PyPI, for tests/it/milvus.rs)"
+./scripts/milvus.sh
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"

@@ -44,7 +44,7 @@ use crate::store::{
 use crate::text::TextFormat;
 use crate::types::{Encoded, Gaussian};
 use indexes::{Entry, Indexes};
-pub use reindex::EncodeFn;
+pub use reindex::{EncodeFn, REINDEX_ON_MILVUS};
 
 /// A document as a user gives it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -307,8 +307,8 @@ impl Database {
         }
     }
 
-    /// Refuses `what` on the Milvus backend, naming `fix`.
-    fn embedded_only(&self, what: &str, fix: &str) -> Result<()> {
+    /// Refuses `what` on the Milvus backend ([`UserError::NotSupported`]), naming `fix`.
+    pub fn embedded_only(&self, what: &str, fix: &str) -> Result<()> {
         match self.remote {
             Some(_) => Err(UserError::NotSupported {
                 what: what.into(),

@@ -25,6 +25,10 @@ const REINDEX_BATCH: usize = 256;
 /// Encodes a batch of texts with the new model.
 pub type EncodeFn<'a> = &'a (dyn Fn(&[&str]) -> Result<Vec<Encoded>> + Sync);
 
+/// What to do instead of a reindex on the Milvus backend.
+pub const REINDEX_ON_MILVUS: &str =
+    "create a new collection and ingest the documents into it with the new model";
+
 impl Database {
     /// Re-encodes collection `name` with `encode` (the texts' vectors under `model`, another
     /// model) as a new generation with new vector and lexical indexes, while the current
@@ -42,10 +46,7 @@ impl Database {
         model_path: Option<&Path>,
         progress: &dyn Fn(u64, u64),
     ) -> Result<ReindexReport> {
-        self.embedded_only(
-            "reindex",
-            "create a new collection on the Milvus backend and ingest into it with the new model",
-        )?;
+        self.embedded_only("reindex", REINDEX_ON_MILVUS)?;
         let started = Instant::now();
         let settings = self.store.settings(name)?;
         if settings.model.fingerprint == model.fingerprint {

@@ -11,7 +11,8 @@
 //! collection `C`, with `c` = [`physical`]`(C)`,
 //! - `c_docs`: `id` Int64 primary key (the document's internal id, [`internal_id`]: a stable
 //!   63-bit hash of its external id, so every node agrees without a shared counter), `doc`
-//!   the external id, `meta` JSON (what filters read), `rec0..rec3` the kindred record
+//!   the external id, `meta` JSON (what filters read), `text` (the first 8 KiB of the text,
+//!   what a node builds its BM25 index from), `rec0..rec3` the kindred record
 //!   (text, token vectors, intent, context) base64 in up to four VarChar chunks, and
 //!   `sentence` FloatVector(dim), HNSW, COSINE;
 //! - `c_intent`: `id`, `meta`, and `w2` FloatVector(2·k) = [μ; σ], HNSW, L2 (squared L2 on
@@ -46,12 +47,19 @@ const CHUNKS: usize = 4;
 const BATCH_ROWS: usize = 256;
 /// Most rows one query returns (Milvus's limit is 16,384).
 const QUERY_ROWS: usize = 16_384;
+/// Records per read: a gRPC answer must stay under the client's 4 MiB, and a record may be
+/// up to [`CHUNKS`] × 64 KiB of base64.
+const RECORDS_PER_READ: usize = 12;
+/// Bytes of a document's text kept in the `text` field, what a node builds its BM25 index
+/// from (pages of 256 stay under 4 MiB).
+const TEXT_BYTES: usize = 8192;
 /// The shared metadata collection.
 const META: &str = "kindred_meta";
-/// How long one call may take before it is retried.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// Retries after the first try of a call that failed in transport.
-const RETRIES: u32 = 3;
+/// How long one try of a call may take before it is retried.
+const TRY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a call may take with its retries: within the server's request timeout (30 s by
+/// default), so a client hears 503 `backend_unavailable` rather than a timeout.
+const CALL_BUDGET: Duration = Duration::from_secs(20);
 
 /// A connection to a Milvus server, with the runtime its client runs on.
 pub(crate) struct Remote {
@@ -165,9 +173,16 @@ fn unavailable(url: &str, what: &str, e: impl std::fmt::Display) -> crate::Error
     .into()
 }
 
-/// Whether a failed call is worth retrying: transport trouble and timeouts, not refusals.
+/// Whether a failed call is worth retrying: anything but the server refusing the request or
+/// a request or answer kindred could not build or read.
 fn transient(e: &Error) -> bool {
-    matches!(e, Error::Grpc(_) | Error::Timeout(_))
+    !matches!(
+        e,
+        Error::Server(_)
+            | Error::Validation(_)
+            | Error::Conversion(_)
+            | Error::MalformedResponse(_)
+    )
 }
 
 impl Remote {
@@ -189,7 +204,13 @@ impl Remote {
             let connect = async move {
                 tokio::time::timeout(
                     Duration::from_secs(10),
-                    ClientV2::new(&ConnectConfig::new().uri(endpoint)),
+                    ClientV2::new(
+                        &ConnectConfig::new()
+                            .uri(endpoint)
+                            .connect_timeout(Duration::from_secs(5))
+                            // kindred retries itself, within its budget (Remote::call).
+                            .retry(RetryConfig::new().max_attempts(1)),
+                    ),
                 )
                 .await
             };
@@ -238,7 +259,8 @@ impl Remote {
     }
 
     /// Runs `f` on the client's runtime and waits for it: retried with backoff (0.2, 0.8,
-    /// 3.2 s) while it fails in transport, then reported as the backend being unavailable.
+    /// 3.2 s, ...) while it fails in transport or times out, for at most [`CALL_BUDGET`], then
+    /// reported as the backend being unavailable.
     fn call<T, F, Fut>(&self, what: &str, f: F) -> Result<T>
     where
         T: Send + 'static,
@@ -249,20 +271,24 @@ impl Remote {
             .rt
             .as_ref()
             .expect("runtime lives as long as the client");
+        let deadline = std::time::Instant::now() + CALL_BUDGET;
         let mut delay = Duration::from_millis(200);
-        for attempt in 0..=RETRIES {
+        for attempt in 0.. {
             let fut = f(self.client.clone());
             let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            let limit =
+                TRY_TIMEOUT.min(deadline.saturating_duration_since(std::time::Instant::now()));
             rt.spawn(async move {
-                let out = match tokio::time::timeout(CALL_TIMEOUT, fut).await {
+                let out = match tokio::time::timeout(limit, fut).await {
                     Ok(r) => r,
-                    Err(_) => Err(Error::Timeout(format!("no answer in {CALL_TIMEOUT:?}"))),
+                    Err(_) => Err(Error::Timeout(format!("no answer in {limit:?}"))),
                 };
                 let _ = tx.send(out);
             });
+            let more = std::time::Instant::now() + delay < deadline;
             match rx.recv() {
                 Ok(Ok(v)) => return Ok(v),
-                Ok(Err(e)) if transient(&e) && attempt < RETRIES => {
+                Ok(Err(e)) if transient(&e) && more => {
                     tracing::warn!(url = %self.url, what, error = %e, attempt, "Milvus call failed; retrying");
                     std::thread::sleep(delay);
                     delay *= 4;
@@ -278,7 +304,7 @@ impl Remote {
                 Err(_) => return Err(unavailable(&self.url, what, "the client stopped")),
             }
         }
-        unreachable!("the last attempt returns")
+        unreachable!("the loop returns")
     }
 
     fn has(&self, collection: &str) -> Result<bool> {
@@ -507,6 +533,7 @@ impl Remote {
         let mut docs = CollectionSchema::new()
             .add_field(pk_int("id"))
             .add_field(varchar("doc", 2048))
+            .add_field(varchar("text", TEXT_BYTES))
             .add_field(FieldSchema::new().name("meta").data_type(DataType::Json));
         for i in 0..CHUNKS {
             docs = docs.add_field(varchar(&format!("rec{i}"), CHUNK_CHARS));
@@ -683,8 +710,13 @@ impl Remote {
                 }
                 .into());
             }
+            let mut cut = d.text.len().min(TEXT_BYTES);
+            while !d.text.is_char_boundary(cut) {
+                cut -= 1;
+            }
             let mut row = json!({
-                "id": internal, "doc": d.id, "meta": meta, "sentence": d.sentence,
+                "id": internal, "doc": d.id, "text": &d.text[..cut], "meta": meta,
+                "sentence": d.sentence,
             });
             for c in 0..CHUNKS {
                 let part = b64
@@ -726,25 +758,48 @@ impl Remote {
         Ok(Some(internal))
     }
 
-    /// Documents by internal id (absent ones left out).
+    /// Documents by internal id (absent ones left out), read in groups of
+    /// [`RECORDS_PER_READ`] at once.
     pub fn get_many(&self, name: &str, internals: &[u64]) -> Result<HashMap<u64, StoredDoc>> {
-        let mut out = HashMap::with_capacity(internals.len());
-        let mut fields = vec!["id"];
-        let names: Vec<String> = (0..CHUNKS).map(|c| format!("rec{c}")).collect();
-        fields.extend(names.iter().map(String::as_str));
-        for ids in internals.chunks(1024) {
-            let rows = self.query(
-                &format!("{}_docs", physical(name)),
-                &ids_expr(ids),
-                &fields,
-                None,
-            )?;
-            for r in rows {
-                let (internal, doc) = decode_row(&r)?;
-                out.insert(internal, doc);
+        let collection = format!("{}_docs", physical(name));
+        let mut fields = vec!["id".to_string()];
+        fields.extend((0..CHUNKS).map(|c| format!("rec{c}")));
+        let groups: Vec<Vec<u64>> = internals
+            .chunks(RECORDS_PER_READ)
+            .map(<[u64]>::to_vec)
+            .collect();
+        let rows = self.call("reading documents", move |c| {
+            let (collection, fields, groups) = (collection.clone(), fields.clone(), groups.clone());
+            async move {
+                let mut set = tokio::task::JoinSet::new();
+                for ids in groups {
+                    let (c, collection, fields) = (c.clone(), collection.clone(), fields.clone());
+                    set.spawn(async move {
+                        let r = c
+                            .query(
+                                QueryRequest::builder()
+                                    .collection_name(collection)
+                                    .filter(ids_expr(&ids))
+                                    .output_fields(fields)
+                                    .consistency_level(ConsistencyLevel::Strong)
+                                    .build()?,
+                            )
+                            .await?;
+                        let rows: std::result::Result<Vec<_>, Error> =
+                            r.results().rows()?.map(|row| row.to_entity_row()).collect();
+                        rows
+                    });
+                }
+                let mut all = Vec::new();
+                while let Some(done) = set.join_next().await {
+                    let rows =
+                        done.map_err(|e| Error::Unexpected(format!("a read task failed: {e}")))??;
+                    all.extend(rows);
+                }
+                Ok(all)
             }
-        }
-        Ok(out)
+        })?;
+        rows.iter().map(decode_row).collect()
     }
 
     /// A document by external id.
@@ -756,30 +811,53 @@ impl Remote {
             .filter(|d| d.id == id))
     }
 
-    /// Every document, in pages of [`QUERY_ROWS`] by ascending internal id.
+    /// Every document, by ascending internal id: ids a page at a time, then their records.
     pub fn scan(&self, name: &str, mut each: impl FnMut(StoredDoc) -> Result<()>) -> Result<()> {
+        let collection = format!("{}_docs", physical(name));
+        let page = 4096;
         let mut after: i64 = -1;
-        let mut fields = vec!["id"];
-        let names: Vec<String> = (0..CHUNKS).map(|c| format!("rec{c}")).collect();
-        fields.extend(names.iter().map(String::as_str));
-        let page = 1024;
+        loop {
+            let rows = self.query(&collection, &format!("id > {after}"), &["id"], Some(page))?;
+            let mut ids: Vec<u64> = rows.iter().filter_map(|r| r.get("id")?.as_u64()).collect();
+            ids.sort_unstable();
+            for chunk in ids.chunks(256) {
+                let mut docs = self.get_many(name, chunk)?;
+                for id in chunk {
+                    if let Some(d) = docs.remove(id) {
+                        each(d)?;
+                    }
+                }
+            }
+            match ids.last() {
+                Some(&last) if ids.len() == page => after = last as i64,
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// Every document's internal id and (first 8 KiB of) text, by ascending internal id.
+    fn scan_texts(&self, name: &str, mut each: impl FnMut(u64, &str)) -> Result<()> {
+        let collection = format!("{}_docs", physical(name));
+        let page = 256;
+        let mut after: i64 = -1;
         loop {
             let rows = self.query(
-                &format!("{}_docs", physical(name)),
+                &collection,
                 &format!("id > {after}"),
-                &fields,
+                &["id", "text"],
                 Some(page),
             )?;
-            let mut docs: Vec<(u64, StoredDoc)> =
-                rows.iter().map(decode_row).collect::<Result<_>>()?;
-            docs.sort_by_key(|(i, _)| *i);
-            let n = docs.len();
-            for (internal, doc) in docs {
-                after = after.max(internal as i64);
-                each(doc)?;
+            let mut got: Vec<(u64, &str)> = rows
+                .iter()
+                .filter_map(|r| Some((r.get("id")?.as_u64()?, r.get("text")?.as_str()?)))
+                .collect();
+            got.sort_unstable_by_key(|(i, _)| *i);
+            for (id, text) in &got {
+                each(*id, text);
             }
-            if n < page {
-                return Ok(());
+            match got.last() {
+                Some(&(last, _)) if rows.len() == page => after = last as i64,
+                _ => return Ok(()),
             }
         }
     }
@@ -790,10 +868,7 @@ impl Remote {
             return Ok(l.clone());
         }
         let lex = LexicalIndex::new();
-        self.scan(name, |d| {
-            lex.upsert(d.internal, &d.text);
-            Ok(())
-        })?;
+        self.scan_texts(name, |id, text| lex.upsert(id, text))?;
         let lex = Arc::new(lex);
         // Another thread may have built it meanwhile: keep the first.
         Ok(self

@@ -372,7 +372,7 @@ fn load(
     };
     let mut out = Vec::with_capacity(wanted.min(fused.len()));
     // A remote backend loads the likely candidates in one call rather than one by one.
-    let likely: Vec<u64> = fused.iter().take(wanted * 2).map(|&(i, _)| i).collect();
+    let likely: Vec<u64> = fused.iter().take(wanted).map(|&(i, _)| i).collect();
     view.prefetch(&likely)?;
     for (i, &(internal, fused_score)) in fused.iter().enumerate() {
         if out.len() == wanted {

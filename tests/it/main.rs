@@ -18,6 +18,7 @@ mod golden;
 mod hostile;
 mod ingest;
 mod layers;
+mod milvus;
 mod model;
 mod normalize;
 mod openapi;

@@ -1,0 +1,376 @@
+//! The Milvus backend against a real Milvus server: the PyPI package `milvus` (the Milvus 2.3.5
+//! standalone server, installed by `scripts/milvus.sh`), started here on a free loopback port
+//! with its own data directory. Two `kindred serve` nodes share it, beside one on the embedded
+//! backend given the same documents: the API scenarios run on both and their answers are
+//! compared. If the server cannot be installed or started the test fails, never skips.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::qqp_questions;
+use crate::server::{call, Server};
+
+const ADMIN: &str = "admin-key-0123456789abcdef";
+
+/// A running Milvus standalone server.
+struct Milvus {
+    child: Child,
+    port: u16,
+}
+
+impl Milvus {
+    /// Installs (once) and starts the server over `dir`; panics, saying why, if it cannot.
+    fn start(dir: &Path) -> Milvus {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let install = Command::new(root.join("scripts/milvus.sh"))
+            .status()
+            .expect("scripts/milvus.sh runs");
+        assert!(
+            install.success(),
+            "scripts/milvus.sh could not install the Milvus server (PyPI package `milvus`)"
+        );
+        let python = Command::new(root.join("scripts/milvus.sh"))
+            .arg("python")
+            .output()
+            .expect("scripts/milvus.sh python");
+        let python = String::from_utf8(python.stdout)
+            .expect("utf-8")
+            .trim()
+            .to_string();
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            l.local_addr().expect("addr").port()
+        };
+        let mut child = Command::new(python)
+            .arg(root.join("scripts/milvus_server.py"))
+            .args([
+                "--dir",
+                dir.to_str().expect("utf-8"),
+                "--port",
+                &port.to_string(),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the Milvus server starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("reads the server's first line");
+        assert!(
+            line.starts_with("ready"),
+            "the Milvus server did not start: {line:?}"
+        );
+        Milvus { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("milvus://127.0.0.1:{}", self.port)
+    }
+
+    fn stop(&mut self) {
+        // SAFETY: kill(2) with our own child's pid and a valid signal number.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Milvus {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn search(s: &Server, body: &Value) -> Value {
+    let (st, out) = call(
+        "POST",
+        &s.url("/v1/collections/qqp/search"),
+        Some(ADMIN),
+        Some(body),
+    );
+    assert_eq!(st, 200, "{out}");
+    out
+}
+
+fn hit_ids(out: &Value) -> Vec<String> {
+    out["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| h["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
+#[test]
+fn milvus_backend_answers_like_the_embedded_one() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut milvus = Milvus::start(&tmp.path().join("milvus"));
+    let keys = [("KINDRED_ADMIN_KEY", ADMIN)];
+    let backend = milvus.url();
+    let remote = Server::start(&tmp.path().join("node1"), &["--backend", &backend], &keys);
+    let local = Server::start(&tmp.path().join("embedded"), &[], &keys);
+
+    // Lifecycle: the same collection on both.
+    for s in [&remote, &local] {
+        let (st, info) = call(
+            "POST",
+            &s.url("/v1/collections"),
+            Some(ADMIN),
+            Some(&json!({"name": "qqp"})),
+        );
+        assert_eq!(st, 201, "{info}");
+    }
+    let (st, e) = call(
+        "POST",
+        &remote.url("/v1/collections"),
+        Some(ADMIN),
+        Some(&json!({"name": "qqp"})),
+    );
+    assert_eq!(
+        (st, e["error"]["code"].as_str()),
+        (409, Some("collection_exists"))
+    );
+
+    // 600 QQP questions with metadata, in batches of 100.
+    let questions: Vec<String> = qqp_questions("qqp_bimpm/dev.tsv")
+        .into_iter()
+        .take(640)
+        .collect();
+    let (docs, queries) = questions.split_at(600);
+    let docs: Vec<Value> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            json!({"id": format!("q{i}"), "text": q,
+                   "metadata": {"bucket": i % 5, "lang": if i % 2 == 0 { "en" } else { "xx" }, "tags": [format!("t{}", i % 3)]}})
+        })
+        .collect();
+    for chunk in docs.chunks(100) {
+        for s in [&remote, &local] {
+            let (st, r) = call(
+                "POST",
+                &s.url("/v1/collections/qqp/documents"),
+                Some(ADMIN),
+                Some(&json!(chunk)),
+            );
+            assert_eq!((st, r["upserted"].as_u64()), (200, Some(100)), "{r}");
+        }
+    }
+    for s in [&remote, &local] {
+        let (_, list) = call("GET", &s.url("/v1/collections"), Some(ADMIN), None);
+        assert_eq!(list["collections"][0]["documents"], 600, "{list}");
+    }
+
+    // Cosine and W2 first stages: recall@10 against the embedded backend (both HNSW).
+    for mode in ["cosine", "w2"] {
+        let (mut found, mut total) = (0, 0);
+        for q in queries {
+            let body = json!({"text": q, "k": 10, "mode": mode, "rerank": "none"});
+            let want: HashSet<String> = hit_ids(&search(&local, &body)).into_iter().collect();
+            let got = hit_ids(&search(&remote, &body));
+            found += got.iter().filter(|id| want.contains(*id)).count();
+            total += want.len();
+        }
+        let recall = found as f64 / total as f64;
+        assert!(recall >= 0.95, "{mode} recall@10 vs embedded {recall:.3}");
+    }
+
+    // The default search (hybrid + RCMD) with explanations: for every hit both return, the
+    // same RCMD scores and the same alignment.
+    let mut compared = 0;
+    for q in &queries[..20] {
+        let body = json!({"text": q, "k": 10, "explain": true});
+        let (a, b) = (search(&local, &body), search(&remote, &body));
+        for ha in a["hits"].as_array().expect("hits") {
+            let Some(hb) = b["hits"]
+                .as_array()
+                .expect("hits")
+                .iter()
+                .find(|h| h["id"] == ha["id"])
+            else {
+                continue;
+            };
+            compared += 1;
+            let (sa, sb) = (&ha["stages"]["rcmd"], &hb["stages"]["rcmd"]);
+            for f in ["forward", "backward", "score"] {
+                let d = (sa[f].as_f64().expect("f") - sb[f].as_f64().expect("f")).abs();
+                assert!(d < 1e-5, "{f} differs for {}: {sa} vs {sb}", ha["id"]);
+            }
+            assert_eq!(
+                ha["stages"]["cosine"]["score"],
+                hb["stages"]["cosine"]["score"]
+            );
+            assert_eq!(
+                ha["explanation"]["alignment"], hb["explanation"]["alignment"],
+                "{}",
+                ha["id"]
+            );
+        }
+    }
+    assert!(compared >= 150, "only {compared} hits in common");
+
+    // Filters, pushed down into Milvus: every hit passes, the count is reported, and in
+    // cosine mode the hits are the embedded backend's.
+    for (filter, ok) in [
+        (
+            json!({"bucket": 3}),
+            &(|m: &Value| m["bucket"] == 3) as &dyn Fn(&Value) -> bool,
+        ),
+        (json!({"bucket": {"gte": 3}}), &|m: &Value| {
+            m["bucket"].as_u64().is_some_and(|b| b >= 3)
+        }),
+        (
+            json!({"lang": {"in": ["xx"]}, "bucket": {"lt": 2}}),
+            &|m: &Value| m["lang"] == "xx" && m["bucket"].as_u64().is_some_and(|b| b < 2),
+        ),
+        (json!({"tags": "t1"}), &|m: &Value| m["tags"][0] == "t1"),
+    ] {
+        let body = json!({"text": queries[0], "k": 10, "mode": "cosine", "rerank": "none", "filter": filter});
+        let (a, b) = (search(&local, &body), search(&remote, &body));
+        assert_eq!(
+            b["filtered"]["matching"], a["filtered"]["matching"],
+            "{filter}"
+        );
+        for h in b["hits"].as_array().expect("hits") {
+            assert!(ok(&h["metadata"]), "{filter} let through {}", h["metadata"]);
+        }
+        let (want, got): (HashSet<String>, HashSet<String>) = (
+            hit_ids(&a).into_iter().collect(),
+            hit_ids(&b).into_iter().collect(),
+        );
+        assert!(
+            want.intersection(&got).count() >= 9,
+            "{filter}: {want:?} vs {got:?}"
+        );
+    }
+
+    // A second node on the same cluster sees everything: documents, writes made through the
+    // first node (read-your-writes across nodes), search defaults set through the first.
+    let node2 = Server::start(&tmp.path().join("node2"), &["--backend", &backend], &keys);
+    let (st, doc) = call(
+        "GET",
+        &node2.url("/v1/collections/qqp/documents/q7"),
+        Some(ADMIN),
+        None,
+    );
+    assert_eq!(
+        (st, doc["text"].as_str()),
+        (200, Some(docs[7]["text"].as_str().unwrap()))
+    );
+    let fresh = json!([{"id": "fresh", "text": "How do I grow tomatoes on a balcony in winter?"}]);
+    let (st, _) = call(
+        "POST",
+        &remote.url("/v1/collections/qqp/documents"),
+        Some(ADMIN),
+        Some(&fresh),
+    );
+    assert_eq!(st, 200);
+    let body =
+        json!({"text": "growing tomatoes on my balcony during winter", "k": 1, "mode": "cosine"});
+    let (_, out) = call(
+        "POST",
+        &node2.url("/v1/collections/qqp/search"),
+        Some(ADMIN),
+        Some(&body),
+    );
+    assert_eq!(hit_ids(&out), ["fresh"], "{out}");
+    let (st, d) = call(
+        "PUT",
+        &remote.url("/v1/collections/qqp/search-defaults"),
+        Some(ADMIN),
+        Some(&json!({"mode": "cosine", "rerank": "none"})),
+    );
+    assert_eq!(st, 200, "{d}");
+    let (_, out) = call(
+        "POST",
+        &node2.url("/v1/collections/qqp/search"),
+        Some(ADMIN),
+        Some(&json!({"text": "tomatoes", "k": 3})),
+    );
+    assert_eq!(out["settings"]["mode"], "cosine", "{out}");
+
+    // Replace and delete, seen by the other node.
+    let changed = json!([{"id": "q7", "text": "What is the best way to learn Rust?"}]);
+    call(
+        "POST",
+        &node2.url("/v1/collections/qqp/documents"),
+        Some(ADMIN),
+        Some(&changed),
+    );
+    let (_, doc) = call(
+        "GET",
+        &remote.url("/v1/collections/qqp/documents/q7"),
+        Some(ADMIN),
+        None,
+    );
+    assert_eq!(doc["text"], "What is the best way to learn Rust?");
+    let (st, _) = call(
+        "DELETE",
+        &remote.url("/v1/collections/qqp/documents/q8"),
+        Some(ADMIN),
+        None,
+    );
+    assert_eq!(st, 200);
+    let (st, _) = call(
+        "GET",
+        &node2.url("/v1/collections/qqp/documents/q8"),
+        Some(ADMIN),
+        None,
+    );
+    assert_eq!(st, 404);
+    let (_, list) = call("GET", &node2.url("/v1/collections"), Some(ADMIN), None);
+    assert_eq!(
+        list["collections"][0]["documents"], 600,
+        "600 + fresh − q8: {list}"
+    );
+
+    // What the Milvus backend does not offer is refused, naming what to do instead.
+    let (st, e) = call(
+        "POST",
+        &remote.url("/v1/collections/qqp/reindex"),
+        Some(ADMIN),
+        Some(&json!({"model": "/nonexistent"})),
+    );
+    assert_eq!(
+        (st, e["error"]["code"].as_str()),
+        (501, Some("not_supported")),
+        "{e}"
+    );
+
+    // Milvus goes away: writes and reads answer 503, naming the backend; nothing hangs.
+    milvus.stop();
+    let started = Instant::now();
+    let (st, e) = call(
+        "POST",
+        &remote.url("/v1/collections/qqp/documents"),
+        Some(ADMIN),
+        Some(&json!([{"id": "lost", "text": "Is this write refused?"}])),
+    );
+    assert_eq!(
+        (st, e["error"]["code"].as_str()),
+        (503, Some("backend_unavailable")),
+        "{e}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "gave up in {:?}",
+        started.elapsed()
+    );
+    let (st, _) = call(
+        "GET",
+        &node2.url("/v1/collections/qqp/documents/q1"),
+        Some(ADMIN),
+        None,
+    );
+    assert_eq!(st, 503);
+
+    // And the nodes still shut down cleanly.
+    remote.stop();
+    node2.stop();
+    local.stop();
+}
