@@ -916,17 +916,16 @@ impl View<'_> {
         filter: Option<&Filter>,
         among: Option<&[u64]>,
     ) -> Result<Vec<(u64, f32)>> {
-        let ef = r.settings.hnsw.ef_search;
-        r.remote.search(
-            &self.name,
-            "docs",
-            "sentence",
-            sentence.to_vec(),
+        let query = remote::VectorQuery {
+            part: "docs",
+            field: "sentence",
+            vector: sentence.to_vec(),
             k,
-            ef,
+            ef: r.settings.hnsw.ef_search,
             filter,
             among,
-        )
+        };
+        r.remote.search(&self.name, query)
     }
 
     /// The k nearest documents by W2 of intents: (internal id, W2), nearest first; only among
@@ -968,17 +967,16 @@ impl View<'_> {
         filter: Option<&Filter>,
         among: Option<&[u64]>,
     ) -> Result<Vec<(u64, f32)>> {
-        let ef = r.settings.hnsw.ef_search;
-        let hits = r.remote.search(
-            &self.name,
-            "intent",
-            "w2",
-            embed(intent),
+        let query = remote::VectorQuery {
+            part: "intent",
+            field: "w2",
+            vector: embed(intent),
             k,
-            ef,
+            ef: r.settings.hnsw.ef_search,
             filter,
             among,
-        )?;
+        };
+        let hits = r.remote.search(&self.name, query)?;
         // Milvus's L2 is squared; the graphs here answer the distance itself.
         Ok(hits
             .into_iter()

@@ -27,6 +27,9 @@
 //! `c_docs`, each an upsert by primary key, so a batch that fails part-way (the server went
 //! away) can be retried as is; it is acknowledged only when both succeeded.
 
+// The SDK's error type is large (176 bytes); results carrying it are the SDK's shape.
+#![allow(clippy::result_large_err)]
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -880,19 +883,18 @@ impl Remote {
             .clone())
     }
 
-    /// The `k` nearest documents to `vector` in `field` of collection `name`'s `part`
-    /// (`docs` or `intent`), within `filter`: (internal id, score as Milvus gives it).
-    pub fn search(
-        &self,
-        name: &str,
-        part: &str,
-        field: &str,
-        vector: Vec<f32>,
-        k: usize,
-        ef: usize,
-        filter: Option<&Filter>,
-        among: Option<&[u64]>,
-    ) -> Result<Vec<(u64, f32)>> {
+    /// The `q.k` nearest documents to `q.vector` in collection `name`: (internal id, score
+    /// as Milvus gives it).
+    pub fn search(&self, name: &str, q: VectorQuery<'_>) -> Result<Vec<(u64, f32)>> {
+        let VectorQuery {
+            part,
+            field,
+            vector,
+            k,
+            ef,
+            filter,
+            among,
+        } = q;
         if k == 0 {
             return Ok(Vec::new());
         }
@@ -955,6 +957,24 @@ fn supported(version: &str) -> bool {
         (Some(major), Some(minor)) => (major, minor) >= (2, 3),
         _ => true,
     }
+}
+
+/// One vector search of [`Remote::search`].
+pub(crate) struct VectorQuery<'a> {
+    /// `docs` or `intent`.
+    pub part: &'static str,
+    /// `sentence` or `w2`.
+    pub field: &'static str,
+    /// The query vector.
+    pub vector: Vec<f32>,
+    /// Hits wanted.
+    pub k: usize,
+    /// HNSW search list size (at least k).
+    pub ef: usize,
+    /// Only documents this filter admits.
+    pub filter: Option<&'a Filter>,
+    /// Only these internal ids.
+    pub among: Option<&'a [u64]>,
 }
 
 fn settings_key(name: &str) -> String {
