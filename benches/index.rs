@@ -7,69 +7,22 @@
 //!
 //! Run: `cargo bench --bench index` (≈ 10 minutes on 2 cores; encodes 36.7k questions first).
 
-use std::path::PathBuf;
 use std::time::Instant;
+
+use std::path::PathBuf;
 
 use kindred::db::{Database, NewDocument};
 use kindred::model;
-use kindred::score::cosine::l2_normalize;
 use kindred::store::{CollectionSettings, Durability};
 use kindred::{Encoded, Encoder, EncoderOptions};
+
+#[path = "support/synthetic.rs"]
+mod synthetic;
+use synthetic::{perturb, questions, Noise};
 
 const BATCH: usize = 1000;
 const QUERIES: usize = 1000;
 const RECALL_QUERIES: usize = 200;
-
-fn questions(rel: &str) -> Vec<String> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(rel);
-    let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    String::from_utf8_lossy(&raw)
-        .lines()
-        .flat_map(|l| {
-            l.split('\t')
-                .skip(1)
-                .take(2)
-                .map(str::trim)
-                .map(String::from)
-                .collect::<Vec<_>>()
-        })
-        .filter(|q| !q.is_empty())
-        .collect()
-}
-
-/// A small deterministic Gaussian-ish noise source.
-struct Noise(u64);
-impl Noise {
-    fn next(&mut self) -> f32 {
-        let mut s = 0.0;
-        for _ in 0..4 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            s += (self.0 >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-        }
-        s * 0.866 // ≈ unit variance
-    }
-}
-
-fn perturb(e: &Encoded, noise: &mut Noise, scale: f32) -> Encoded {
-    let d = e.sentence.len() as f32;
-    let mut out = e.clone();
-    let s = scale / d.sqrt();
-    out.sentence.iter_mut().for_each(|x| *x += s * noise.next());
-    l2_normalize(&mut out.sentence);
-    out.intent
-        .mu
-        .iter_mut()
-        .for_each(|x| *x += 0.5 * s * noise.next());
-    out.intent
-        .sigma
-        .iter_mut()
-        .for_each(|x| *x = (*x * (1.0 + 0.5 * scale * noise.next())).max(1e-3));
-    out
-}
 
 fn run(
     label: &str,

@@ -428,6 +428,19 @@ impl Remote {
     ) -> Result<Vec<serde_json::Map<String, serde_json::Value>>> {
         let (name, filter) = (collection.to_string(), filter.to_string());
         let fields: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+        self.reloading(collection, || {
+            let (name, filter, fields) = (name.clone(), filter.clone(), fields.clone());
+            self.query_once(name, filter, fields, limit)
+        })
+    }
+
+    fn query_once(
+        &self,
+        name: String,
+        filter: String,
+        fields: Vec<String>,
+        limit: Option<usize>,
+    ) -> Result<Vec<serde_json::Map<String, serde_json::Value>>> {
         self.call("querying", move |c| {
             let (name, filter, fields) = (name.clone(), filter.clone(), fields.clone());
             async move {
@@ -445,6 +458,19 @@ impl Remote {
                 rows
             }
         })
+    }
+
+    /// Runs `f`; when Milvus answers that `collection` is not loaded (it restarted, say),
+    /// loads it and runs `f` once more.
+    fn reloading<T>(&self, collection: &str, f: impl Fn() -> Result<T>) -> Result<T> {
+        match f() {
+            Err(e) if e.to_string().contains("not loaded") => {
+                tracing::info!(url = %self.url, collection, "the collection is not loaded in Milvus; loading it");
+                self.load(collection)?;
+                f()
+            }
+            r => r,
+        }
     }
 
     fn upsert_rows(&self, collection: &str, rows: Vec<serde_json::Value>) -> Result<()> {
@@ -771,7 +797,21 @@ impl Remote {
             .chunks(RECORDS_PER_READ)
             .map(<[u64]>::to_vec)
             .collect();
-        let rows = self.call("reading documents", move |c| {
+        let target = collection.clone();
+        let rows = self.reloading(&target, || {
+            self.read_groups(collection.clone(), fields.clone(), groups.clone())
+        })?;
+        rows.iter().map(decode_row).collect()
+    }
+
+    /// The rows of `collection` with ids in each of `groups`, the groups read at once.
+    fn read_groups(
+        &self,
+        collection: String,
+        fields: Vec<String>,
+        groups: Vec<Vec<u64>>,
+    ) -> Result<Vec<serde_json::Map<String, serde_json::Value>>> {
+        self.call("reading documents", move |c| {
             let (collection, fields, groups) = (collection.clone(), fields.clone(), groups.clone());
             async move {
                 let mut set = tokio::task::JoinSet::new();
@@ -801,8 +841,7 @@ impl Remote {
                 }
                 Ok(all)
             }
-        })?;
-        rows.iter().map(decode_row).collect()
+        })
     }
 
     /// A document by external id.
@@ -910,6 +949,26 @@ impl Remote {
         let k = k.min(QUERY_ROWS);
         let ef = ef.max(k);
         let field = field.to_string();
+        let target = collection.clone();
+        self.reloading(&target, || {
+            self.search_once(
+                collection.clone(),
+                field.clone(),
+                vector.clone(),
+                expr.clone(),
+                (k, ef),
+            )
+        })
+    }
+
+    fn search_once(
+        &self,
+        collection: String,
+        field: String,
+        vector: Vec<f32>,
+        expr: Option<String>,
+        (k, ef): (usize, usize),
+    ) -> Result<Vec<(u64, f32)>> {
         self.call("searching", move |c| {
             let (collection, field, vector, expr) = (
                 collection.clone(),

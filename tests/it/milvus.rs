@@ -5,9 +5,6 @@
 //! compared. If the server cannot be installed or started the test fails, never skips.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -15,76 +12,11 @@ use serde_json::{json, Value};
 use crate::common::qqp_questions;
 use crate::server::{call, Server};
 
+#[path = "../../benches/support/milvus.rs"]
+mod launcher;
+use launcher::Milvus;
+
 const ADMIN: &str = "admin-key-0123456789abcdef";
-
-/// A running Milvus standalone server.
-struct Milvus {
-    child: Child,
-    port: u16,
-}
-
-impl Milvus {
-    /// Installs (once) and starts the server over `dir`; panics, saying why, if it cannot.
-    fn start(dir: &Path) -> Milvus {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let install = Command::new(root.join("scripts/milvus.sh"))
-            .status()
-            .expect("scripts/milvus.sh runs");
-        assert!(
-            install.success(),
-            "scripts/milvus.sh could not install the Milvus server (PyPI package `milvus`)"
-        );
-        let python = Command::new(root.join("scripts/milvus.sh"))
-            .arg("python")
-            .output()
-            .expect("scripts/milvus.sh python");
-        let python = String::from_utf8(python.stdout)
-            .expect("utf-8")
-            .trim()
-            .to_string();
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-            l.local_addr().expect("addr").port()
-        };
-        let mut child = Command::new(python)
-            .arg(root.join("scripts/milvus_server.py"))
-            .args([
-                "--dir",
-                dir.to_str().expect("utf-8"),
-                "--port",
-                &port.to_string(),
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the Milvus server starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("reads the server's first line");
-        assert!(
-            line.starts_with("ready"),
-            "the Milvus server did not start: {line:?}"
-        );
-        Milvus { child, port }
-    }
-
-    fn url(&self) -> String {
-        format!("milvus://127.0.0.1:{}", self.port)
-    }
-
-    fn stop(&mut self) {
-        // SAFETY: kill(2) with our own child's pid and a valid signal number.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Milvus {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 fn search(s: &Server, body: &Value) -> Value {
     let (st, out) = call(

@@ -1,0 +1,76 @@
+//! A Milvus standalone server for the Milvus backend's test and bench: the PyPI package
+//! `milvus` (Milvus 2.3.5), installed by `scripts/milvus.sh` into target/milvus-venv, started
+//! by `scripts/milvus_server.py` on a free loopback port with its own data directory, stopped
+//! on drop. Shared by `tests/it/milvus.rs` and `benches/scale.rs` (each includes this file
+//! with `#[path]`). Panics, saying why, when the server cannot be installed or started.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// A running Milvus standalone server.
+pub struct Milvus {
+    child: Child,
+    pub port: u16,
+}
+
+impl Milvus {
+    /// Installs (once) and starts the server over `dir`.
+    pub fn start(dir: &Path) -> Milvus {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let script = root.join("scripts/milvus.sh");
+        let install = Command::new(&script)
+            .status()
+            .expect("scripts/milvus.sh runs");
+        assert!(
+            install.success(),
+            "scripts/milvus.sh could not install the Milvus server (PyPI package `milvus`)"
+        );
+        let python = Command::new(&script)
+            .arg("python")
+            .output()
+            .expect("scripts/milvus.sh python");
+        let python = String::from_utf8(python.stdout).expect("utf-8");
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            l.local_addr().expect("addr").port()
+        };
+        let mut child = Command::new(python.trim())
+            .arg(root.join("scripts/milvus_server.py"))
+            .args(["--dir", dir.to_str().expect("utf-8")])
+            .args(["--port", &port.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the Milvus server starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("reads the server's first line");
+        assert!(
+            line.starts_with("ready"),
+            "the Milvus server did not start: {line:?}"
+        );
+        Milvus { child, port }
+    }
+
+    /// The `--backend` value that reaches it.
+    pub fn url(&self) -> String {
+        format!("milvus://127.0.0.1:{}", self.port)
+    }
+
+    /// Stops it (SIGTERM, then waits).
+    pub fn stop(&mut self) {
+        // SAFETY: kill(2) with our own child's pid and a valid signal number.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Milvus {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
