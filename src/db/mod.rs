@@ -550,11 +550,11 @@ impl Database {
         }
     }
 
-    /// Every live document of collection `name` (its current generation), in external-id
-    /// order, decoded one at a time as the iterator is advanced (memory stays flat in the
-    /// collection's size): id, text, metadata ([`StoredDoc::metadata`]), context and vectors.
-    /// Not a snapshot: writes made while it runs may or may not be seen. What trainers that
-    /// read a whole collection use.
+    /// Every live document of collection `name` (its current generation), decoded one at a
+    /// time as the iterator is advanced (memory stays flat in the collection's size): id,
+    /// text, metadata ([`StoredDoc::metadata`]), context and vectors; in external-id order on
+    /// the embedded backend, internal-id order on Milvus. Not a snapshot: writes made while it
+    /// runs may or may not be seen. What trainers that read a whole collection use.
     pub fn documents(
         &self,
         name: &str,
@@ -562,17 +562,7 @@ impl Database {
         match &self.remote {
             Some(r) => {
                 r.require(name)?;
-                // Paged by the server; collected so the iterator owns no connection state.
-                let mut docs = Vec::new();
-                r.scan(name, |d| {
-                    docs.push(Ok(d));
-                    Ok(())
-                })?;
-                docs.sort_by(|a: &Result<StoredDoc>, b| match (a, b) {
-                    (Ok(a), Ok(b)) => a.id.cmp(&b.id),
-                    _ => std::cmp::Ordering::Equal,
-                });
-                Ok(Box::new(docs.into_iter()))
+                Ok(Box::new(r.iter(name)))
             }
             None => Ok(Box::new(self.store.iter(name)?)),
         }
@@ -1162,7 +1152,7 @@ fn check_defaults(
 
 /// Collection `name`'s info on the Milvus backend (index sizes are the server's business:
 /// its graphs hold the live documents; the lexical count is this node's).
-fn remote_info(r: &remote::Remote, name: &str) -> Result<CollectionInfo> {
+fn remote_info(r: &Arc<remote::Remote>, name: &str) -> Result<CollectionInfo> {
     let settings = r.require(name)?;
     let documents = r.count(name)?;
     let search_defaults = remote_defaults(r, name)?.map(|d| SearchDefaultsInfo {

@@ -3,7 +3,8 @@
 //!
 //! What it owns: the mapping of a kindred collection onto Milvus collections, the translation
 //! of kindred's metadata filters into Milvus expressions, batched upserts and deletes, reads
-//! at Strong consistency (a write acknowledged here is seen by every later read, on any node),
+//! at Session consistency (a write acknowledged by this node is seen by its every later read;
+//! other nodes see it within Milvus's graceful time),
 //! retries with backoff, and startup checks. What stays above it is everything else:
 //! encoding, fusion, RCMD, explanations, calibration math, the API.
 //!
@@ -56,6 +57,15 @@ const RECORDS_PER_READ: usize = 12;
 /// Bytes of a document's text kept in the `text` field, what a node builds its BM25 index
 /// from (pages of 256 stay under 4 MiB).
 const TEXT_BYTES: usize = 8192;
+/// How old a node's BM25 index may get before a search starts rebuilding it in the background
+/// (what brings other nodes' writes and deletes into this node's lexical stage); the
+/// environment variable `KINDRED_MILVUS_LEXICAL_REFRESH_SECS` changes it.
+const LEXICAL_REFRESH: Duration = Duration::from_secs(60);
+/// The consistency of every read: Milvus's Session level, which makes a write this node
+/// acknowledged visible to its next read without waiting for the cluster's time tick (Strong
+/// costs up to the tick interval, about 200 ms, on every read). Writes made through another
+/// node become visible within Milvus's graceful time (a few hundred ms by default).
+const READS: ConsistencyLevel = ConsistencyLevel::Session;
 /// The shared metadata collection.
 const META: &str = "kindred_meta";
 /// How long one try of a call may take before it is retried.
@@ -70,8 +80,11 @@ pub(crate) struct Remote {
     client: Arc<ClientV2>,
     rt: Option<tokio::runtime::Runtime>,
     version: String,
-    /// Per collection, this node's BM25 index (built on first use).
-    lexical: Mutex<HashMap<String, Arc<LexicalIndex>>>,
+    /// Per collection, this node's BM25 index (built on first use, rebuilt in the background
+    /// every [`LEXICAL_REFRESH`]).
+    lexical: Mutex<HashMap<String, Lexical>>,
+    /// [`LEXICAL_REFRESH`] or as the environment sets it.
+    lexical_refresh: Duration,
 }
 
 impl std::fmt::Debug for Remote {
@@ -88,6 +101,31 @@ impl Drop for Remote {
         // Never blocks, so dropping the database inside an async task is fine.
         if let Some(rt) = self.rt.take() {
             rt.shutdown_background();
+        }
+    }
+}
+
+/// A node's BM25 index of one collection.
+struct Lexical {
+    index: Arc<LexicalIndex>,
+    built: std::time::Instant,
+    /// While a rebuild runs: this node's writes since it started (id, text; None: deleted),
+    /// replayed onto the new index before it replaces this one.
+    pending: Option<Vec<(u64, Option<String>)>>,
+}
+
+impl Lexical {
+    fn upsert(&mut self, id: u64, text: &str) {
+        self.index.upsert(id, text);
+        if let Some(p) = &mut self.pending {
+            p.push((id, Some(text.to_string())));
+        }
+    }
+
+    fn remove(&mut self, id: u64) {
+        self.index.remove(id);
+        if let Some(p) = &mut self.pending {
+            p.push((id, None));
         }
     }
 }
@@ -229,6 +267,10 @@ impl Remote {
             rt: Some(rt),
             version: String::new(),
             lexical: Mutex::new(HashMap::new()),
+            lexical_refresh: std::env::var("KINDRED_MILVUS_LEXICAL_REFRESH_SECS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map_or(LEXICAL_REFRESH, Duration::from_secs_f64),
         };
         remote.version = remote.call("reading the server version", |c| async move {
             let r = c
@@ -430,7 +472,7 @@ impl Remote {
         let fields: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
         self.reloading(collection, || {
             let (name, filter, fields) = (name.clone(), filter.clone(), fields.clone());
-            self.query_once(name, filter, fields, limit)
+            self.query_once(name, filter, fields, limit, READS)
         })
     }
 
@@ -440,6 +482,7 @@ impl Remote {
         filter: String,
         fields: Vec<String>,
         limit: Option<usize>,
+        consistency: ConsistencyLevel,
     ) -> Result<Vec<serde_json::Map<String, serde_json::Value>>> {
         self.call("querying", move |c| {
             let (name, filter, fields) = (name.clone(), filter.clone(), fields.clone());
@@ -448,7 +491,7 @@ impl Remote {
                     .collection_name(name)
                     .filter(filter)
                     .output_fields(fields)
-                    .consistency_level(ConsistencyLevel::Strong);
+                    .consistency_level(consistency);
                 if let Some(l) = limit {
                     b = b.limit(l as i64);
                 }
@@ -759,7 +802,7 @@ impl Remote {
         }
         self.upsert_rows(&format!("{p}_intent"), rows_intent)?;
         self.upsert_rows(&format!("{p}_docs"), rows_docs)?;
-        if let Some(lex) = self.lexical.lock().expect("lock").get(name) {
+        if let Some(lex) = self.lexical.lock().expect("lock").get_mut(name) {
             for (d, &internal) in docs.iter().zip(&internals) {
                 lex.upsert(internal, &d.text);
             }
@@ -781,7 +824,22 @@ impl Remote {
         }
         self.delete_where(&format!("{p}_docs"), &expr)?;
         self.delete_where(&format!("{p}_intent"), &expr)?;
-        if let Some(lex) = self.lexical.lock().expect("lock").get(name) {
+        // Session reads do not see a delete on Milvus 2.3 at once (measured: the next read
+        // still found the document); one Strong read waits until the query nodes applied it,
+        // so this node's later reads see it. Deletes are rare; this costs a time tick.
+        for part in ["docs", "intent"] {
+            self.reloading(&format!("{p}_{part}"), || {
+                let c = format!("{p}_{part}");
+                self.query_once(
+                    c,
+                    expr.clone(),
+                    vec!["id".into()],
+                    None,
+                    ConsistencyLevel::Strong,
+                )
+            })?;
+        }
+        if let Some(lex) = self.lexical.lock().expect("lock").get_mut(name) {
             lex.remove(internal);
         }
         Ok(Some(internal))
@@ -824,7 +882,7 @@ impl Remote {
                                     .collection_name(collection)
                                     .filter(ids_expr(&ids))
                                     .output_fields(fields)
-                                    .consistency_level(ConsistencyLevel::Strong)
+                                    .consistency_level(READS)
                                     .build()?,
                             )
                             .await?;
@@ -853,28 +911,55 @@ impl Remote {
             .filter(|d| d.id == id))
     }
 
-    /// Every document, by ascending internal id: ids a page at a time, then their records.
-    pub fn scan(&self, name: &str, mut each: impl FnMut(StoredDoc) -> Result<()>) -> Result<()> {
-        let collection = format!("{}_docs", physical(name));
-        let page = 4096;
-        let mut after: i64 = -1;
-        loop {
-            let rows = self.query(&collection, &format!("id > {after}"), &["id"], Some(page))?;
-            let mut ids: Vec<u64> = rows.iter().filter_map(|r| r.get("id")?.as_u64()).collect();
-            ids.sort_unstable();
-            for chunk in ids.chunks(256) {
-                let mut docs = self.get_many(name, chunk)?;
-                for id in chunk {
-                    if let Some(d) = docs.remove(id) {
-                        each(d)?;
+    /// Every document, by ascending internal id, read as the iterator is advanced (ids 4,096
+    /// at a time, records 256 at a time), so memory stays flat in the collection's size.
+    pub fn iter(self: &Arc<Self>, name: &str) -> impl Iterator<Item = Result<StoredDoc>> {
+        let (remote, name) = (self.clone(), name.to_string());
+        let collection = format!("{}_docs", physical(&name));
+        let (mut after, mut ids, mut docs): (i64, Vec<u64>, Vec<StoredDoc>) =
+            (-1, Vec::new(), Vec::new());
+        let mut finished = false;
+        std::iter::from_fn(move || loop {
+            if let Some(d) = docs.pop() {
+                return Some(Ok(d));
+            }
+            if ids.is_empty() {
+                if finished {
+                    return None;
+                }
+                let page = 4096;
+                let rows = match remote.query(
+                    &collection,
+                    &format!("id > {after}"),
+                    &["id"],
+                    Some(page),
+                ) {
+                    Ok(rows) => rows,
+                    Err(e) => {
+                        finished = true;
+                        return Some(Err(e));
                     }
+                };
+                ids = rows.iter().filter_map(|r| r.get("id")?.as_u64()).collect();
+                ids.sort_unstable_by(|a, b| b.cmp(a)); // popped from the end: ascending
+                finished = ids.len() < page;
+                match ids.first() {
+                    Some(&last) => after = last as i64,
+                    None => return None,
                 }
             }
-            match ids.last() {
-                Some(&last) if ids.len() == page => after = last as i64,
-                _ => return Ok(()),
+            let chunk: Vec<u64> = ids.split_off(ids.len().saturating_sub(256));
+            match remote.get_many(&name, &chunk) {
+                Ok(mut got) => {
+                    // Popped from the end: keep them descending.
+                    docs = chunk.iter().rev().filter_map(|id| got.remove(id)).collect();
+                }
+                Err(e) => {
+                    (finished, ids) = (true, Vec::new());
+                    return Some(Err(e));
+                }
             }
-        }
+        })
     }
 
     /// Every document's internal id and (first 8 KiB of) text, by ascending internal id.
@@ -904,22 +989,61 @@ impl Remote {
         }
     }
 
-    /// This node's BM25 index of collection `name`, built from a scan on first use.
-    pub fn lexical(&self, name: &str) -> Result<Arc<LexicalIndex>> {
-        if let Some(l) = self.lexical.lock().expect("lock").get(name) {
-            return Ok(l.clone());
+    /// This node's BM25 index of collection `name`: built from a scan on first use; once
+    /// older than [`LEXICAL_REFRESH`], rebuilt in the background (searches go on with the old
+    /// one meanwhile), which brings in what other nodes wrote and deleted.
+    pub fn lexical(self: &Arc<Self>, name: &str) -> Result<Arc<LexicalIndex>> {
+        {
+            let mut all = self.lexical.lock().expect("lock");
+            if let Some(l) = all.get_mut(name) {
+                if l.built.elapsed() > self.lexical_refresh && l.pending.is_none() {
+                    l.pending = Some(Vec::new());
+                    let (remote, name) = (self.clone(), name.to_string());
+                    std::thread::spawn(move || remote.rebuild_lexical(&name));
+                }
+                return Ok(l.index.clone());
+            }
         }
+        let lex = Arc::new(self.build_lexical(name)?);
+        // Another thread may have built it meanwhile: keep the first.
+        let mut all = self.lexical.lock().expect("lock");
+        let entry = all.entry(name.to_string()).or_insert(Lexical {
+            index: lex,
+            built: std::time::Instant::now(),
+            pending: None,
+        });
+        Ok(entry.index.clone())
+    }
+
+    fn build_lexical(&self, name: &str) -> Result<LexicalIndex> {
         let lex = LexicalIndex::new();
         self.scan_texts(name, |id, text| lex.upsert(id, text))?;
-        let lex = Arc::new(lex);
-        // Another thread may have built it meanwhile: keep the first.
-        Ok(self
-            .lexical
-            .lock()
-            .expect("lock")
-            .entry(name.to_string())
-            .or_insert(lex)
-            .clone())
+        Ok(lex)
+    }
+
+    /// Builds collection `name`'s BM25 index anew and swaps it in, with this node's writes
+    /// made meanwhile replayed onto it. On failure the old one stays (and is retried later).
+    fn rebuild_lexical(&self, name: &str) {
+        let built = self.build_lexical(name);
+        let mut all = self.lexical.lock().expect("lock");
+        let Some(l) = all.get_mut(name) else { return };
+        let pending = l.pending.take().unwrap_or_default();
+        match built {
+            Ok(index) => {
+                for (id, text) in pending {
+                    match text {
+                        Some(t) => index.upsert(id, &t),
+                        None => index.remove(id),
+                    }
+                }
+                l.index = Arc::new(index);
+                l.built = std::time::Instant::now();
+            }
+            Err(e) => {
+                tracing::warn!(collection = name, error = %e, "rebuilding this node's BM25 index from Milvus failed; keeping the old one");
+                l.built = std::time::Instant::now();
+            }
+        }
     }
 
     /// The `q.k` nearest documents to `q.vector` in collection `name`: (internal id, score
@@ -983,7 +1107,7 @@ impl Remote {
                     .vectors(SearchVectors::Float(vec![vector]))
                     .limit(k as i64)
                     .extra_params([("ef".to_string(), ef.to_string())].into_iter().collect())
-                    .consistency_level(ConsistencyLevel::Strong);
+                    .consistency_level(READS);
                 if let Some(e) = expr {
                     b = b.filter(e);
                 }

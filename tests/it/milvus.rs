@@ -38,6 +38,16 @@ fn hit_ids(out: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Polls `ok` for up to 10 s (writes through one node reach another within Milvus's graceful
+/// time, and a node's BM25 index with its next rebuild).
+fn eventually(what: &str, ok: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what}: not after 10 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
 fn milvus_backend_answers_like_the_embedded_one() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -182,18 +192,20 @@ fn milvus_backend_answers_like_the_embedded_one() {
     }
 
     // A second node on the same cluster sees everything: documents, writes made through the
-    // first node (read-your-writes across nodes), search defaults set through the first.
-    let node2 = Server::start(&tmp.path().join("node2"), &["--backend", &backend], &keys);
+    // first node (at Session consistency: at once on the node that wrote, within Milvus's
+    // graceful time on the others), search defaults set through the first.
+    let node2 = Server::start(
+        &tmp.path().join("node2"),
+        &["--backend", &backend],
+        &[keys[0], ("KINDRED_MILVUS_LEXICAL_REFRESH_SECS", "1")],
+    );
     let (st, doc) = call(
         "GET",
         &node2.url("/v1/collections/qqp/documents/q7"),
         Some(ADMIN),
         None,
     );
-    assert_eq!(
-        (st, doc["text"].as_str()),
-        (200, Some(docs[7]["text"].as_str().unwrap()))
-    );
+    assert_eq!((st, doc["text"].as_str()), (200, docs[7]["text"].as_str()));
     let fresh = json!([{"id": "fresh", "text": "How do I grow tomatoes on a balcony in winter?"}]);
     let (st, _) = call(
         "POST",
@@ -204,13 +216,14 @@ fn milvus_backend_answers_like_the_embedded_one() {
     assert_eq!(st, 200);
     let body =
         json!({"text": "growing tomatoes on my balcony during winter", "k": 1, "mode": "cosine"});
-    let (_, out) = call(
-        "POST",
-        &node2.url("/v1/collections/qqp/search"),
-        Some(ADMIN),
-        Some(&body),
+    assert_eq!(
+        hit_ids(&search(&remote, &body)),
+        ["fresh"],
+        "read-your-writes on the writer"
     );
-    assert_eq!(hit_ids(&out), ["fresh"], "{out}");
+    eventually("node 2 finds the write", || {
+        hit_ids(&search(&node2, &body)) == ["fresh"]
+    });
     let (st, d) = call(
         "PUT",
         &remote.url("/v1/collections/qqp/search-defaults"),
@@ -218,29 +231,52 @@ fn milvus_backend_answers_like_the_embedded_one() {
         Some(&json!({"mode": "cosine", "rerank": "none"})),
     );
     assert_eq!(st, 200, "{d}");
-    let (_, out) = call(
+    eventually("node 2 uses the search defaults", || {
+        search(&node2, &json!({"text": "tomatoes", "k": 3}))["settings"]["mode"] == "cosine"
+    });
+
+    // Node 2's BM25 index was built at its first search; a write through node 1 reaches its
+    // lexical stage with the next background rebuild (every second here, 60 s by default).
+    let later =
+        json!([{"id": "later", "text": "Which zeppelin airships still fly over Friedrichshafen?"}]);
+    let (st, _) = call(
         "POST",
-        &node2.url("/v1/collections/qqp/search"),
+        &remote.url("/v1/collections/qqp/documents"),
         Some(ADMIN),
-        Some(&json!({"text": "tomatoes", "k": 3})),
+        Some(&later),
     );
-    assert_eq!(out["settings"]["mode"], "cosine", "{out}");
+    assert_eq!(st, 200);
+    let body = json!({"text": "zeppelin Friedrichshafen", "k": 1, "mode": "lexical"});
+    eventually("node 2's lexical stage sees the write", || {
+        hit_ids(&search(&node2, &body)) == ["later"]
+    });
+    let (st, _) = call(
+        "DELETE",
+        &remote.url("/v1/collections/qqp/documents/later"),
+        Some(ADMIN),
+        None,
+    );
+    assert_eq!(st, 200);
 
     // Replace and delete, seen by the other node.
     let changed = json!([{"id": "q7", "text": "What is the best way to learn Rust?"}]);
-    call(
+    let (st, _) = call(
         "POST",
         &node2.url("/v1/collections/qqp/documents"),
         Some(ADMIN),
         Some(&changed),
     );
-    let (_, doc) = call(
-        "GET",
-        &remote.url("/v1/collections/qqp/documents/q7"),
-        Some(ADMIN),
-        None,
-    );
-    assert_eq!(doc["text"], "What is the best way to learn Rust?");
+    assert_eq!(st, 200);
+    eventually("node 1 reads the replacement", || {
+        call(
+            "GET",
+            &remote.url("/v1/collections/qqp/documents/q7"),
+            Some(ADMIN),
+            None,
+        )
+        .1["text"]
+            == "What is the best way to learn Rust?"
+    });
     let (st, _) = call(
         "DELETE",
         &remote.url("/v1/collections/qqp/documents/q8"),
@@ -250,16 +286,25 @@ fn milvus_backend_answers_like_the_embedded_one() {
     assert_eq!(st, 200);
     let (st, _) = call(
         "GET",
-        &node2.url("/v1/collections/qqp/documents/q8"),
+        &remote.url("/v1/collections/qqp/documents/q8"),
         Some(ADMIN),
         None,
     );
-    assert_eq!(st, 404);
-    let (_, list) = call("GET", &node2.url("/v1/collections"), Some(ADMIN), None);
-    assert_eq!(
-        list["collections"][0]["documents"], 600,
-        "600 + fresh − q8: {list}"
-    );
+    assert_eq!(st, 404, "read-your-delete on the writer");
+    eventually("node 2 no longer finds q8", || {
+        call(
+            "GET",
+            &node2.url("/v1/collections/qqp/documents/q8"),
+            Some(ADMIN),
+            None,
+        )
+        .0 == 404
+    });
+    eventually("600 + fresh − q8 documents", || {
+        call("GET", &node2.url("/v1/collections"), Some(ADMIN), None).1["collections"][0]
+            ["documents"]
+            == 600
+    });
 
     // What the Milvus backend does not offer is refused, naming what to do instead.
     let (st, e) = call(
