@@ -21,8 +21,9 @@
 //! - `kindred_meta` (shared): `key` → `value`, the collection settings, calibration and search
 //!   defaults, so every kindred node sees the same.
 //!
-//! Node-local (documented in docs/scale-out.md): the BM25 index, built from a scan of the
-//! collection when a node first opens it and kept current with that node's own writes.
+//! Node-local (documented in docs/scale-out.md): the BM25 index, built from the `text` field
+//! when a node first opens the collection, kept current with that node's own writes, and
+//! rebuilt in the background every [`LEXICAL_REFRESH`] to take in other nodes' changes.
 //!
 //! Milvus has no transaction across collections: a batch is written to `c_intent` and then to
 //! `c_docs`, each an upsert by primary key, so a batch that fails part-way (the server went
@@ -47,8 +48,11 @@ use crate::store::{CollectionSettings, StoredDoc, Upserted};
 const CHUNK_CHARS: usize = 65_535;
 /// Record chunks per document (`rec0..rec3`): a record may be up to 4 × 64 KiB of base64.
 const CHUNKS: usize = 4;
-/// Rows per insert call (Milvus refuses messages above 64 MiB by default).
+/// Rows per upsert call.
 const BATCH_ROWS: usize = 256;
+/// JSON bytes per upsert call, well under the gRPC message limits of Milvus's proxy (a row
+/// may carry 256 KiB of record).
+const BATCH_BYTES: usize = 16 << 20;
 /// Most rows one query returns (Milvus's limit is 16,384).
 const QUERY_ROWS: usize = 16_384;
 /// Records per read: a gRPC answer must stay under the client's 4 MiB, and a record may be
@@ -516,9 +520,25 @@ impl Remote {
         }
     }
 
+    /// Upserts `rows` in calls of at most [`BATCH_ROWS`] rows and [`BATCH_BYTES`] of JSON.
     fn upsert_rows(&self, collection: &str, rows: Vec<serde_json::Value>) -> Result<()> {
-        for chunk in rows.chunks(BATCH_ROWS) {
-            let (name, chunk) = (collection.to_string(), chunk.to_vec());
+        let mut calls: Vec<Vec<serde_json::Value>> = Vec::new();
+        let mut bytes = 0;
+        for row in rows {
+            let size = row.to_string().len();
+            match calls.last_mut() {
+                Some(last) if last.len() < BATCH_ROWS && bytes + size <= BATCH_BYTES => {
+                    bytes += size;
+                    last.push(row);
+                }
+                _ => {
+                    bytes = size;
+                    calls.push(vec![row]);
+                }
+            }
+        }
+        for chunk in calls {
+            let name = collection.to_string();
             self.call("writing", move |c| {
                 let (name, chunk) = (name.clone(), chunk.clone());
                 async move {

@@ -43,7 +43,8 @@ fn search(s: &Server, name: &str, body: Value) -> Value {
     out
 }
 
-fn hit_ids(out: &Value) -> Vec<String> {
+/// The ids of a search answer's hits, in order.
+pub fn hit_ids(out: &Value) -> Vec<String> {
     out["hits"]
         .as_array()
         .expect("hits")

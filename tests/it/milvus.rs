@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::common::qqp_questions;
+use crate::filter::hit_ids;
 use crate::server::{call, Server};
 
 #[path = "../../benches/support/milvus.rs"]
@@ -27,15 +28,6 @@ fn search(s: &Server, body: &Value) -> Value {
     );
     assert_eq!(st, 200, "{out}");
     out
-}
-
-fn hit_ids(out: &Value) -> Vec<String> {
-    out["hits"]
-        .as_array()
-        .expect("hits")
-        .iter()
-        .map(|h| h["id"].as_str().expect("id").to_string())
-        .collect()
 }
 
 /// Polls `ok` for up to 10 s (writes through one node reach another within Milvus's graceful
