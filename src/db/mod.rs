@@ -662,9 +662,14 @@ impl Database {
         Ok(true)
     }
 
-    /// Loads (or rebuilds) every collection's indexes now rather than on first use.
+    /// Loads (or rebuilds) every collection's indexes now rather than on first use (on Milvus:
+    /// builds this node's BM25 indexes).
     pub fn warm_up(&self) -> Result<()> {
-        if self.remote.is_some() {
+        if let Some(r) = &self.remote {
+            // The vectors are Milvus's to load; this node builds its BM25 indexes.
+            for (name, _) in r.collections()? {
+                r.lexical(&name)?;
+            }
             return Ok(());
         }
         for (name, _) in self.collections()? {

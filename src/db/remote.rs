@@ -87,6 +87,9 @@ pub(crate) struct Remote {
     /// Per collection, this node's BM25 index (built on first use, rebuilt in the background
     /// every [`LEXICAL_REFRESH`]).
     lexical: Mutex<HashMap<String, Lexical>>,
+    /// Held while a BM25 index is built for the first time, so concurrent first searches wait
+    /// for one build instead of each scanning the collection.
+    building: Mutex<()>,
     /// [`LEXICAL_REFRESH`] or as the environment sets it.
     lexical_refresh: Duration,
 }
@@ -271,6 +274,7 @@ impl Remote {
             rt: Some(rt),
             version: String::new(),
             lexical: Mutex::new(HashMap::new()),
+            building: Mutex::new(()),
             lexical_refresh: std::env::var("KINDRED_MILVUS_LEXICAL_REFRESH_SECS")
                 .ok()
                 .and_then(|v| v.parse().ok())
@@ -1024,8 +1028,11 @@ impl Remote {
                 return Ok(l.index.clone());
             }
         }
+        let _building = self.building.lock().expect("lock");
+        if let Some(l) = self.lexical.lock().expect("lock").get(name) {
+            return Ok(l.index.clone()); // built while this thread waited
+        }
         let lex = Arc::new(self.build_lexical(name)?);
-        // Another thread may have built it meanwhile: keep the first.
         let mut all = self.lexical.lock().expect("lock");
         let entry = all.entry(name.to_string()).or_insert(Lexical {
             index: lex,
