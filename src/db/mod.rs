@@ -989,8 +989,8 @@ impl View<'_> {
         }
     }
 
-    /// The live documents `filter` admits: internal ids, ascending. On a backend that
-    /// [pushes filters](View::pushes_filters) down, the first [`QUERY_ROWS`](remote) of them.
+    /// The live documents `filter` admits: internal ids, ascending. Empty on a backend that
+    /// [pushes filters](View::pushes_filters) down (ask [`View::matching`] for the count).
     pub fn admitted(&self, filter: &Filter) -> Vec<u64> {
         match &self.source {
             Source::Local(ix) => ix.metadata.matching(filter),
