@@ -70,6 +70,9 @@ const LEXICAL_REFRESH: Duration = Duration::from_secs(60);
 /// costs up to the tick interval, about 200 ms, on every read). Writes made through another
 /// node become visible within Milvus's graceful time (a few hundred ms by default).
 const READS: ConsistencyLevel = ConsistencyLevel::Session;
+/// How long a node trusts a shared metadata value it read (settings, calibration, search
+/// defaults) before reading it again.
+const META_TTL: Duration = Duration::from_secs(1);
 /// The shared metadata collection.
 const META: &str = "kindred_meta";
 /// How long one try of a call may take before it is retried.
@@ -90,6 +93,8 @@ pub(crate) struct Remote {
     /// Held while a BM25 index is built for the first time, so concurrent first searches wait
     /// for one build instead of each scanning the collection.
     building: Mutex<()>,
+    /// Shared metadata values as last read or written here, with when ([`Remote::meta`]).
+    meta_cache: Mutex<HashMap<String, (std::time::Instant, Option<String>)>>,
     /// [`LEXICAL_REFRESH`] or as the environment sets it.
     lexical_refresh: Duration,
 }
@@ -275,6 +280,7 @@ impl Remote {
             version: String::new(),
             lexical: Mutex::new(HashMap::new()),
             building: Mutex::new(()),
+            meta_cache: Mutex::new(HashMap::new()),
             lexical_refresh: std::env::var("KINDRED_MILVUS_LEXICAL_REFRESH_SECS")
                 .ok()
                 .and_then(|v| v.parse().ok())
@@ -579,12 +585,29 @@ impl Remote {
     // --- the shared metadata collection -------------------------------------------------
 
     /// A value of the shared metadata (None: absent).
+    /// Read from Milvus at most once per [`META_TTL`] per key (a search reads three: the
+    /// collection's settings, calibration and search defaults); this node's own changes are
+    /// seen at once, other nodes' within the TTL.
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        if let Some((at, value)) = self.meta_cache.lock().expect("lock").get(key) {
+            if at.elapsed() < META_TTL {
+                return Ok(value.clone());
+            }
+        }
         let rows = self.query(META, &format!("key == {}", json!(key)), &["value"], Some(1))?;
-        Ok(rows
+        let value = rows
             .into_iter()
             .next()
-            .and_then(|r| r.get("value").and_then(|v| v.as_str()).map(str::to_string)))
+            .and_then(|r| r.get("value").and_then(|v| v.as_str()).map(str::to_string));
+        self.cache_meta(key, value.clone());
+        Ok(value)
+    }
+
+    fn cache_meta(&self, key: &str, value: Option<String>) {
+        self.meta_cache
+            .lock()
+            .expect("lock")
+            .insert(key.to_string(), (std::time::Instant::now(), value));
     }
 
     /// Sets a value of the shared metadata.
@@ -602,13 +625,16 @@ impl Remote {
         self.upsert_rows(
             META,
             vec![json!({"key": key, "value": value, "v": [0.0, 0.0]})],
-        )
+        )?;
+        self.cache_meta(key, Some(value.to_string()));
+        Ok(())
     }
 
     /// Removes a value of the shared metadata; true if it was there.
     pub fn remove_meta(&self, key: &str) -> Result<bool> {
         let had = self.meta(key)?.is_some();
         self.delete_where(META, &format!("key == {}", json!(key)))?;
+        self.cache_meta(key, None);
         Ok(had)
     }
 
@@ -671,6 +697,11 @@ impl Remote {
             &format!("key like {}", json!(format!("meta/{name}/%"))),
         )?;
         self.lexical.lock().expect("lock").remove(name);
+        let prefix = meta_key(name, "");
+        self.meta_cache
+            .lock()
+            .expect("lock")
+            .retain(|k, _| !k.starts_with(&prefix));
         Ok(())
     }
 
