@@ -299,14 +299,6 @@ impl Database {
         Ok(db)
     }
 
-    /// Which backend holds the collections.
-    pub fn backend(&self) -> Backend {
-        match &self.remote {
-            Some(r) => Backend::Milvus(r.url().to_string()),
-            None => Backend::Embedded,
-        }
-    }
-
     /// Refuses `what` on the Milvus backend ([`UserError::NotSupported`]), naming `fix`.
     pub fn embedded_only(&self, what: &str, fix: &str) -> Result<()> {
         match self.remote {
@@ -822,6 +814,14 @@ enum Source {
     Remote(Box<RemoteView>),
 }
 
+/// Which documents a vector stage searches among: given ids (None: all), or those a filter
+/// admits.
+#[derive(Clone, Copy)]
+enum Within<'a> {
+    Ids(Option<&'a [u64]>),
+    Filter(&'a Filter),
+}
+
 /// A view on the Milvus backend: settings read once, this node's BM25 index, and the
 /// documents loaded so far (a search loads its candidates in one call, [`View::prefetch`]).
 struct RemoteView {
@@ -829,6 +829,31 @@ struct RemoteView {
     settings: CollectionSettings,
     lexical: Arc<LexicalIndex>,
     loaded: Mutex<HashMap<u64, StoredDoc>>,
+}
+
+impl RemoteView {
+    /// A search of `vector` in the `(collection part, field)` of this view's collection.
+    fn query<'w>(
+        &self,
+        (part, field): (&'static str, &'static str),
+        vector: Vec<f32>,
+        k: usize,
+        within: Within<'w>,
+    ) -> remote::VectorQuery<'w> {
+        let (filter, among) = match within {
+            Within::Ids(ids) => (None, ids),
+            Within::Filter(f) => (Some(f), None),
+        };
+        remote::VectorQuery {
+            part,
+            field,
+            vector,
+            k,
+            ef: self.settings.hnsw.ef_search,
+            filter,
+            among,
+        }
+    }
 }
 
 impl std::fmt::Debug for View<'_> {
@@ -879,14 +904,7 @@ impl View<'_> {
         k: usize,
         among: Option<&[u64]>,
     ) -> Result<Vec<(u64, f32)>> {
-        self.same_dim("sentence", self.settings().model.dim, sentence.len())?;
-        match &self.source {
-            Source::Local(ix) => {
-                let hits = ix.cosine.read().expect("lock").search(sentence, k, among);
-                Ok(hits.into_iter().map(|(i, d)| (i, 1.0 - d)).collect())
-            }
-            Source::Remote(r) => self.remote_cosine(r, sentence, k, None, among),
-        }
+        self.cosine_within(sentence, k, Within::Ids(among))
     }
 
     /// [`View::cosine`] among the documents `filter` admits, the backend applying it.
@@ -896,31 +914,31 @@ impl View<'_> {
         k: usize,
         filter: &Filter,
     ) -> Result<Vec<(u64, f32)>> {
-        self.same_dim("sentence", self.settings().model.dim, sentence.len())?;
-        match &self.source {
-            Source::Remote(r) => self.remote_cosine(r, sentence, k, Some(filter), None),
-            Source::Local(_) => self.cosine(sentence, k, Some(&self.admitted(filter))),
-        }
+        self.cosine_within(sentence, k, Within::Filter(filter))
     }
 
-    fn remote_cosine(
+    fn cosine_within(
         &self,
-        r: &RemoteView,
         sentence: &[f32],
         k: usize,
-        filter: Option<&Filter>,
-        among: Option<&[u64]>,
+        within: Within<'_>,
     ) -> Result<Vec<(u64, f32)>> {
-        let query = remote::VectorQuery {
-            part: "docs",
-            field: "sentence",
-            vector: sentence.to_vec(),
-            k,
-            ef: r.settings.hnsw.ef_search,
-            filter,
-            among,
-        };
-        r.remote.search(&self.name, query)
+        self.same_dim("sentence", self.settings().model.dim, sentence.len())?;
+        match &self.source {
+            Source::Local(ix) => {
+                let among = self.local_among(within);
+                let hits = ix
+                    .cosine
+                    .read()
+                    .expect("lock")
+                    .search(sentence, k, among.as_deref());
+                Ok(hits.into_iter().map(|(i, d)| (i, 1.0 - d)).collect())
+            }
+            Source::Remote(r) => {
+                let query = r.query(("docs", "sentence"), sentence.to_vec(), k, within);
+                r.remote.search(&self.name, query)
+            }
+        }
     }
 
     /// The k nearest documents by W2 of intents: (internal id, W2), nearest first; only among
@@ -931,12 +949,7 @@ impl View<'_> {
         k: usize,
         among: Option<&[u64]>,
     ) -> Result<Vec<(u64, f32)>> {
-        let dim = self.settings().model.intent_dim();
-        self.same_dim("intent", dim, intent.mu.len())?;
-        match &self.source {
-            Source::Local(ix) => Ok(ix.w2.read().expect("lock").search(&embed(intent), k, among)),
-            Source::Remote(r) => self.remote_w2(r, intent, k, None, among),
-        }
+        self.w2_within(intent, k, Within::Ids(among))
     }
 
     /// [`View::w2`] among the documents `filter` admits, the backend applying it.
@@ -946,37 +959,44 @@ impl View<'_> {
         k: usize,
         filter: &Filter,
     ) -> Result<Vec<(u64, f32)>> {
+        self.w2_within(intent, k, Within::Filter(filter))
+    }
+
+    fn w2_within(
+        &self,
+        intent: &Gaussian,
+        k: usize,
+        within: Within<'_>,
+    ) -> Result<Vec<(u64, f32)>> {
         let dim = self.settings().model.intent_dim();
         self.same_dim("intent", dim, intent.mu.len())?;
         match &self.source {
-            Source::Remote(r) => self.remote_w2(r, intent, k, Some(filter), None),
-            Source::Local(_) => self.w2(intent, k, Some(&self.admitted(filter))),
+            Source::Local(ix) => {
+                let among = self.local_among(within);
+                Ok(ix
+                    .w2
+                    .read()
+                    .expect("lock")
+                    .search(&embed(intent), k, among.as_deref()))
+            }
+            Source::Remote(r) => {
+                let query = r.query(("intent", "w2"), embed(intent), k, within);
+                let hits = r.remote.search(&self.name, query)?;
+                // Milvus's L2 is squared; the graphs here answer the distance itself.
+                Ok(hits
+                    .into_iter()
+                    .map(|(i, d)| (i, d.max(0.0).sqrt()))
+                    .collect())
+            }
         }
     }
 
-    fn remote_w2(
-        &self,
-        r: &RemoteView,
-        intent: &Gaussian,
-        k: usize,
-        filter: Option<&Filter>,
-        among: Option<&[u64]>,
-    ) -> Result<Vec<(u64, f32)>> {
-        let query = remote::VectorQuery {
-            part: "intent",
-            field: "w2",
-            vector: embed(intent),
-            k,
-            ef: r.settings.hnsw.ef_search,
-            filter,
-            among,
-        };
-        let hits = r.remote.search(&self.name, query)?;
-        // Milvus's L2 is squared; the graphs here answer the distance itself.
-        Ok(hits
-            .into_iter()
-            .map(|(i, d)| (i, d.max(0.0).sqrt()))
-            .collect())
+    /// The embedded graphs' `among` for `within` (a filter becomes its admitted ids).
+    fn local_among<'w>(&self, within: Within<'w>) -> Option<std::borrow::Cow<'w, [u64]>> {
+        match within {
+            Within::Ids(ids) => ids.map(std::borrow::Cow::Borrowed),
+            Within::Filter(f) => Some(std::borrow::Cow::Owned(self.admitted(f))),
+        }
     }
 
     /// The k best documents by lexical BM25: (internal id, score), best first; only among
@@ -1156,8 +1176,9 @@ fn check_defaults(
 }
 
 /// Collection `name`'s info on the Milvus backend (index sizes are the server's business:
-/// its graphs hold the live documents; the lexical count is this node's).
-fn remote_info(r: &Arc<remote::Remote>, name: &str) -> Result<CollectionInfo> {
+/// its graphs hold the live documents; the lexical count is this node's BM25 index, 0 until
+/// it is built: a stats call does not scan the collection).
+fn remote_info(r: &remote::Remote, name: &str) -> Result<CollectionInfo> {
     let settings = r.require(name)?;
     let documents = r.count(name)?;
     let search_defaults = remote_defaults(r, name)?.map(|d| SearchDefaultsInfo {
@@ -1171,7 +1192,7 @@ fn remote_info(r: &Arc<remote::Remote>, name: &str) -> Result<CollectionInfo> {
             w2_points: documents as usize,
             tombstones: 0,
             w2_tombstones: 0,
-            lexical_documents: r.lexical(name)?.len(),
+            lexical_documents: r.lexical_len(name),
         },
         settings,
         format_version: 0,

@@ -312,11 +312,6 @@ impl Remote {
         Ok(remote)
     }
 
-    /// The URL it was opened with.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
     /// Runs `f` on the client's runtime and waits for it: retried with backoff (0.2, 0.8,
     /// 3.2 s, ...) while it fails in transport or times out, for at most [`CALL_BUDGET`], then
     /// reported as the backend being unavailable.
@@ -500,20 +495,7 @@ impl Remote {
     ) -> Result<Vec<serde_json::Map<String, serde_json::Value>>> {
         self.call("querying", move |c| {
             let (name, filter, fields) = (name.clone(), filter.clone(), fields.clone());
-            async move {
-                let mut b = QueryRequest::builder()
-                    .collection_name(name)
-                    .filter(filter)
-                    .output_fields(fields)
-                    .consistency_level(consistency);
-                if let Some(l) = limit {
-                    b = b.limit(l as i64);
-                }
-                let r = c.query(b.build()?).await?;
-                let rows: std::result::Result<Vec<_>, Error> =
-                    r.results().rows()?.map(|row| row.to_entity_row()).collect();
-                rows
-            }
+            query_rows(c, name, filter, fields, limit, consistency)
         })
     }
 
@@ -657,8 +639,8 @@ impl Remote {
             .add_field(varchar("doc", 2048))
             .add_field(varchar("text", TEXT_BYTES))
             .add_field(FieldSchema::new().name("meta").data_type(DataType::Json));
-        for i in 0..CHUNKS {
-            docs = docs.add_field(varchar(&format!("rec{i}"), CHUNK_CHARS));
+        for field in record_fields() {
+            docs = docs.add_field(varchar(&field, CHUNK_CHARS));
         }
         docs = docs.add_field(vector("sentence", dim));
         let intent = CollectionSchema::new()
@@ -751,12 +733,7 @@ impl Remote {
 
     /// Live documents of collection `name`.
     pub fn count(&self, name: &str) -> Result<u64> {
-        let rows = self.query(&format!("{}_docs", physical(name)), "", &["count(*)"], None)?;
-        Ok(rows
-            .first()
-            .and_then(|r| r.get("count(*)"))
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0))
+        self.count_where(name, &Filter::default())
     }
 
     /// Documents of collection `name` that `filter` admits.
@@ -849,7 +826,7 @@ impl Remote {
                 let part = b64
                     .get(c * CHUNK_CHARS..((c + 1) * CHUNK_CHARS).min(b64.len()))
                     .unwrap_or("");
-                row[format!("rec{c}")] = json!(part);
+                row[record_field(c)] = json!(part);
             }
             rows_docs.push(row);
             let w2: Vec<f32> = d.mu.iter().chain(&d.sigma).copied().collect();
@@ -904,8 +881,9 @@ impl Remote {
     /// [`RECORDS_PER_READ`] at once.
     pub fn get_many(&self, name: &str, internals: &[u64]) -> Result<HashMap<u64, StoredDoc>> {
         let collection = format!("{}_docs", physical(name));
-        let mut fields = vec!["id".to_string()];
-        fields.extend((0..CHUNKS).map(|c| format!("rec{c}")));
+        let fields: Vec<String> = std::iter::once("id".to_string())
+            .chain(record_fields())
+            .collect();
         let groups: Vec<Vec<u64>> = internals
             .chunks(RECORDS_PER_READ)
             .map(<[u64]>::to_vec)
@@ -930,21 +908,14 @@ impl Remote {
                 let mut set = tokio::task::JoinSet::new();
                 for ids in groups {
                     let (c, collection, fields) = (c.clone(), collection.clone(), fields.clone());
-                    set.spawn(async move {
-                        let r = c
-                            .query(
-                                QueryRequest::builder()
-                                    .collection_name(collection)
-                                    .filter(ids_expr(&ids))
-                                    .output_fields(fields)
-                                    .consistency_level(READS)
-                                    .build()?,
-                            )
-                            .await?;
-                        let rows: std::result::Result<Vec<_>, Error> =
-                            r.results().rows()?.map(|row| row.to_entity_row()).collect();
-                        rows
-                    });
+                    set.spawn(query_rows(
+                        c,
+                        collection,
+                        ids_expr(&ids),
+                        fields,
+                        None,
+                        READS,
+                    ));
                 }
                 let mut all = Vec::new();
                 while let Some(done) = set.join_next().await {
@@ -1071,6 +1042,15 @@ impl Remote {
             pending: None,
         });
         Ok(entry.index.clone())
+    }
+
+    /// Documents in this node's BM25 index of collection `name` (0 while not built).
+    pub fn lexical_len(&self, name: &str) -> usize {
+        self.lexical
+            .lock()
+            .expect("lock")
+            .get(name)
+            .map_or(0, |l| l.index.len())
     }
 
     fn build_lexical(&self, name: &str) -> Result<LexicalIndex> {
@@ -1227,11 +1207,43 @@ pub(crate) fn meta_key(name: &str, key: &str) -> String {
     format!("meta/{name}/{key}")
 }
 
+/// The name of record chunk `c` (`rec0..rec3`).
+fn record_field(c: usize) -> String {
+    format!("rec{c}")
+}
+
+/// Every record chunk's field name.
+fn record_fields() -> impl Iterator<Item = String> {
+    (0..CHUNKS).map(record_field)
+}
+
+/// One query: the rows of `collection` matching `filter`, with `fields`.
+async fn query_rows(
+    c: Arc<ClientV2>,
+    collection: String,
+    filter: String,
+    fields: Vec<String>,
+    limit: Option<usize>,
+    consistency: ConsistencyLevel,
+) -> std::result::Result<Vec<serde_json::Map<String, serde_json::Value>>, Error> {
+    let mut b = QueryRequest::builder()
+        .collection_name(collection)
+        .filter(filter)
+        .output_fields(fields)
+        .consistency_level(consistency);
+    if let Some(l) = limit {
+        b = b.limit(l as i64);
+    }
+    let r = c.query(b.build()?).await?;
+    let rows = r.results().rows()?.map(|row| row.to_entity_row()).collect();
+    rows
+}
+
 fn decode_row(r: &serde_json::Map<String, serde_json::Value>) -> Result<(u64, StoredDoc)> {
     let internal = r.get("id").and_then(|v| v.as_u64()).unwrap_or(0);
     let mut b64 = String::new();
     for c in 0..CHUNKS {
-        if let Some(s) = r.get(&format!("rec{c}")).and_then(|v| v.as_str()) {
+        if let Some(s) = r.get(&record_field(c)).and_then(|v| v.as_str()) {
             b64.push_str(s);
         }
     }

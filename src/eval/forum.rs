@@ -12,10 +12,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::db::{Database, NewDocument};
+use crate::db::NewDocument;
 use crate::error::{io_err, Result, UserError};
 use crate::search::{self, Mode, Rerank, SearchParams, Weighting};
-use crate::store::{CollectionSettings, Durability};
 use crate::Encoder;
 
 /// A related question's label with respect to its original question.
@@ -353,7 +352,13 @@ pub fn eval_forum(
 ) -> Result<ForumReport> {
     let docs = related_documents(questions);
     let start = Instant::now();
-    let (_dir, db) = index_related(encoder, &docs, progress)?;
+    let (_dir, db) = super::temporary_collection(
+        encoder,
+        COLLECTION,
+        &docs,
+        (64, "indexing related questions"),
+        progress,
+    )?;
     let index_seconds = start.elapsed().as_secs_f64();
     let view = db.view(COLLECTION)?;
     let judge = search::Judge::Calibrated(view.calibrator()?);
@@ -450,35 +455,6 @@ pub fn eval_forum(
 
 /// The temporary collection [`eval_forum`] ranks in.
 const COLLECTION: &str = "forum";
-
-/// A temporary database holding `docs` in [`COLLECTION`] (the directory lives as long as the
-/// returned guard).
-fn index_related(
-    encoder: &Encoder,
-    docs: &[NewDocument],
-    progress: &dyn Fn(&str, u64, u64),
-) -> Result<(tempfile::TempDir, Database)> {
-    let dir =
-        tempfile::tempdir().map_err(crate::error::io_err("creating a temporary directory"))?;
-    let db = Database::open(dir.path(), Durability::Relaxed)?;
-    db.create_collection(
-        COLLECTION,
-        &CollectionSettings::for_model(encoder.identity().clone()),
-    )?;
-    let mut done = 0u64;
-    for chunk in docs.chunks(64) {
-        let texts: Vec<&str> = chunk.iter().map(|d| d.text.as_str()).collect();
-        let encoded = encoder.encode(&texts)?;
-        db.upsert_encoded(
-            COLLECTION,
-            encoder.identity(),
-            chunk.iter().cloned().zip(encoded).collect(),
-        )?;
-        done += chunk.len() as u64;
-        progress("indexing related questions", done, docs.len() as u64);
-    }
-    Ok((dir, db))
-}
 
 /// The relevance flags of `q`'s related questions in the order of `ids` (its own ids among
 /// them), the ones missing from `ids` appended in search-engine order; and whether none was

@@ -28,6 +28,38 @@ pub use pairs::{
     ScoredPair,
 };
 
+/// A temporary database (alive as long as the returned directory guard) with collection
+/// `name` holding `docs`, encoded `chunk` at a time; `progress(what, done, total)`. What the
+/// retrieval and forum evaluations rank in.
+pub(crate) fn temporary_collection(
+    encoder: &Encoder,
+    name: &str,
+    docs: &[crate::db::NewDocument],
+    (chunk, what): (usize, &str),
+    progress: &dyn Fn(&str, u64, u64),
+) -> Result<(tempfile::TempDir, crate::db::Database)> {
+    let dir =
+        tempfile::tempdir().map_err(crate::error::io_err("creating a temporary directory"))?;
+    let db = crate::db::Database::open(dir.path(), crate::store::Durability::Relaxed)?;
+    db.create_collection(
+        name,
+        &crate::store::CollectionSettings::for_model(encoder.identity().clone()),
+    )?;
+    let mut done = 0u64;
+    for part in docs.chunks(chunk) {
+        let texts: Vec<&str> = part.iter().map(|d| d.text.as_str()).collect();
+        let encoded = encoder.encode(&texts)?;
+        db.upsert_encoded(
+            name,
+            encoder.identity(),
+            part.iter().cloned().zip(encoded).collect(),
+        )?;
+        done += part.len() as u64;
+        progress(what, done, docs.len() as u64);
+    }
+    Ok((dir, db))
+}
+
 /// Scores labelled pairs: encodes each distinct text once (reporting texts done to
 /// `progress`) and computes every [`PairFeatures`]. IDF comes from `lexicon` (a collection's),
 /// or, without one, from the distinct texts of the pairs themselves. RCMD is uniform.

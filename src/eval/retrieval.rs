@@ -9,12 +9,11 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::LabelledPair;
-use crate::db::{Database, NewDocument};
+use crate::db::NewDocument;
 use crate::error::Result;
 use crate::ingest::source::qqp_id;
 use crate::score::stats::{ranked_quality, RankedQuality};
 use crate::search::{self, Depths, Mode, Rerank, SearchParams, Weighting};
-use crate::store::{CollectionSettings, Durability};
 use crate::Encoder;
 
 /// Options.
@@ -108,30 +107,12 @@ pub fn eval_retrieval(
         order.truncate(m);
     }
 
-    let dir =
-        tempfile::tempdir().map_err(crate::error::io_err("creating a temporary directory"))?;
-    let db = Database::open(dir.path(), Durability::Relaxed)?;
     let name = "eval";
-    db.create_collection(
-        name,
-        &CollectionSettings::for_model(encoder.identity().clone()),
-    )?;
+    let start = Instant::now();
+    let (_dir, db) =
+        super::temporary_collection(encoder, name, &docs, (1024, "indexing questions"), progress)?;
     let view = db.view(name)?;
     let judge = search::Judge::Calibrated(view.calibrator()?);
-    let start = Instant::now();
-    let total = docs.len() as u64;
-    let mut done = 0u64;
-    for chunk in docs.chunks(1024) {
-        let texts: Vec<&str> = chunk.iter().map(|d| d.text.as_str()).collect();
-        let encoded = encoder.encode(&texts)?;
-        db.upsert_encoded(
-            name,
-            encoder.identity(),
-            chunk.iter().cloned().zip(encoded).collect(),
-        )?;
-        done += chunk.len() as u64;
-        progress("indexing questions", done, total);
-    }
     let index_seconds = start.elapsed().as_secs_f64();
 
     let mut encode_ms = Vec::with_capacity(order.len());
