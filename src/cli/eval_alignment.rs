@@ -8,9 +8,11 @@ use anyhow::{bail, Context, Result};
 use clap::{Args as ClapArgs, ValueEnum};
 use serde_json::json;
 
+use kindred::encoder::Phrasing;
 use kindred::eval::alignment::{encode_pairs, kindred_pair, report, Chunking, GenreReport, Models};
 use kindred::eval::ists::{self, IstsPair, WaPair};
 use kindred::index::LexicalIndex;
+use kindred::score::explain::ChunkSource;
 use kindred::score::{weights, Weights};
 use kindred::search::Weighting;
 use kindred::{Encoded, Encoder};
@@ -44,7 +46,8 @@ pub struct AlignmentArgs {
     /// A phrase aligner (from `kindred train aligner`) instead of the shipped one.
     #[arg(long, value_name = "FILE")]
     pub aligner: Option<PathBuf>,
-    /// A chunker (from `kindred train chunker`) instead of the shipped one.
+    /// A chunker (from `kindred train chunker`) instead of the shipped ones (the contextual
+    /// chunker where it reads the model's states, else the word chunker).
     #[arg(long, value_name = "FILE")]
     pub chunker: Option<PathBuf>,
     /// Also write kindred's alignments as DIR/<genre>.wa (the task's format; evalF1.pl reads
@@ -92,10 +95,18 @@ pub fn run(encoder: &Encoder, args: &AlignmentArgs) -> Result<()> {
     } else {
         Chunking::Own
     };
-    let chunker = load_chunker(args.chunker.as_deref())?;
+    let file = args.chunker.as_deref().map(load_chunker).transpose()?;
     let aligner = load_aligner(args.aligner.as_deref())?;
+    let phrasing;
+    let chunker: &dyn ChunkSource = match &file {
+        Some(model) => {
+            phrasing = Phrasing { encoder, model };
+            &phrasing
+        }
+        None => encoder,
+    };
     let models = Models {
-        chunker: &chunker,
+        chunker,
         aligner: &aligner,
     };
     let mut reports = Vec::new();
@@ -139,7 +150,7 @@ pub fn run(encoder: &Encoder, args: &AlignmentArgs) -> Result<()> {
         if let Some(dir) = &args.out_wa {
             write_wa(dir, genre, &system)?;
         }
-        reports.push(report(genre, &pairs, &system, chunking, &chunker));
+        reports.push(report(genre, &pairs, &system, chunking, chunker));
     }
     if args.json {
         println!(

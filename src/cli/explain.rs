@@ -7,8 +7,8 @@ use std::io::IsTerminal;
 use anyhow::Result;
 use clap::Args as ClapArgs;
 
-use kindred::score::explain::{Direction, Explanation, Sentence};
-use kindred::score::{cosine, explain, w2, Weights};
+use kindred::score::explain::{explain_chunked, Direction, Explanation, Sentence};
+use kindred::score::{cosine, w2, Weights};
 
 use super::Global;
 
@@ -28,11 +28,13 @@ pub struct ExplainArgs {
 
 pub fn run(g: &Global, args: &ExplainArgs) -> Result<()> {
     let (a, b) = (args.a.as_str(), args.b.as_str());
-    let enc = g.encoder()?.encode(&[a, b])?;
-    let e = explain(
+    let encoder = g.encoder()?;
+    let enc = encoder.encode(&[a, b])?;
+    let e = explain_chunked(
         Sentence::of(a, &enc[0]),
         Sentence::of(b, &enc[1]),
         Weights::Uniform,
+        &encoder,
     );
     if args.json {
         println!("{}", serde_json::to_string_pretty(&e)?);

@@ -12,7 +12,7 @@ use serde_json::json;
 use kindred::eval::LabelledPair;
 use kindred::model::heads::Heads;
 use kindred::model::ModelDir;
-use kindred::text::chunk::{self, ChunkCounts, Chunker, Method};
+use kindred::text::chunk::{self, ChunkCounts, Chunker, ContextualSpec, Method};
 use kindred::train::clrcmd::{self, ClrcmdOptions, Event, GradedScore};
 use kindred::train::intent::{train_intent, IntentOptions};
 use kindred::train::transition::{train_transition, TransitionOptions};
@@ -48,7 +48,8 @@ pub enum TrainCommand {
     /// Learn the phrase chunker (an averaged perceptron over word features; seconds) from the
     /// gold chunks of SemEval-2016 iSTS, print its exact-chunk precision, recall and F1 per
     /// genre on the held-out pairs (ids divisible by 5) beside two baselines, and write the
-    /// model file with --out (kindred ships src/text/chunker.model). Needs no encoder.
+    /// model file with --out (kindred ships src/text/chunker.model). Needs no encoder, except
+    /// with --contextual (the model's hidden states as features too).
     Chunker(ChunkerArgs),
 }
 
@@ -61,7 +62,7 @@ pub fn run(g: &Global, command: &TrainCommand) -> Result<()> {
         TrainCommand::Intent(a) => intent(&base()?, &g.training_encoder()?, a),
         TrainCommand::Transition(a) => transition(&base()?, &g.training_encoder()?, a),
         TrainCommand::Blend(a) => blend(&base()?, a),
-        TrainCommand::Chunker(a) => chunker(a),
+        TrainCommand::Chunker(a) => chunker(g, a),
         TrainCommand::Aligner(a) => super::train_aligner::run(g, a),
         TrainCommand::Context(a) => super::train_context::run(g, a, device).map(drop),
     }
@@ -577,40 +578,106 @@ pub struct ChunkerArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Learn a contextual chunker: word features plus the model's (--model) hidden states
+    /// after --layer layers for each unit and the unit before. kindred ships one as
+    /// src/text/chunker-contextual.model, used wherever the model's states are its own.
+    #[arg(long)]
+    pub contextual: bool,
+    /// With --contextual: the hidden states after this many transformer layers.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub layer: usize,
+    /// With --contextual: what the states are multiplied by against the 0/1 word features.
+    #[arg(long, default_value_t = 0.3, value_name = "X")]
+    pub scale: f32,
+    /// Score on development pairs (id % 5 == 1, then left out of training too) instead of the
+    /// held-out ones: for choosing --layer and --scale without looking at the held-out pairs.
+    #[arg(long)]
+    pub dev: bool,
 }
 
-fn chunker(args: &ChunkerArgs) -> Result<()> {
-    let data = chunk::read_ists_chunks(&args.data)?;
+fn chunker(g: &Global, args: &ChunkerArgs) -> Result<()> {
+    let mut data = chunk::read_ists_chunks(&args.data)?;
+    let scored = |s: &chunk::IstsSentence| match args.dev {
+        true => s.pair % 5 == 1,
+        false => s.held_out(),
+    };
+    let trains = |s: &chunk::IstsSentence| !s.held_out() && !scored(s);
+    let spec = if args.contextual {
+        let encoder = g.encoder()?;
+        let texts: Vec<String> = data.iter().map(|s| s.text()).collect();
+        let b = super::eval::bar(texts.len() as u64, "hidden states")?;
+        for (batch, sentences) in texts.chunks(64).zip(data.chunks_mut(64)) {
+            let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+            let spans: Vec<_> = refs.iter().map(|t| chunk::units(t)).collect();
+            let states = encoder.unit_states(&refs, &spans, args.layer)?;
+            for (s, rows) in sentences.iter_mut().zip(states) {
+                s.states = rows;
+            }
+            b.inc(refs.len() as u64);
+        }
+        b.finish_and_clear();
+        Some(ContextualSpec {
+            layer: args.layer,
+            dim: encoder.identity().dim,
+            model: encoder
+                .identity()
+                .clone()
+                .with_precision(kindred::Precision::Fp32)
+                .fingerprint,
+            scale: args.scale,
+        })
+    } else {
+        None
+    };
     let train: Vec<_> = data
         .iter()
-        .filter(|s| !s.held_out())
+        .filter(|s| trains(s))
         .map(|s| (s.tokens.clone(), s.chunks.clone()))
         .collect();
-    let held_out = data.len() - train.len();
+    let states: Vec<Vec<f32>> = data
+        .iter()
+        .filter(|s| trains(s))
+        .map(|s| s.states.clone())
+        .collect();
+    let held_out = data.iter().filter(|s| scored(s)).count();
     eprintln!(
-        "{} training sentences, {held_out} held out (pairs whose id is divisible by 5)",
-        train.len()
+        "{} training sentences, {held_out} {}",
+        train.len(),
+        match args.dev {
+            true => "development sentences (pairs whose id is 1 mod 5; held-out pairs unused)",
+            false => "held out (pairs whose id is divisible by 5)",
+        }
     );
     let started = std::time::Instant::now();
-    let model = Chunker::train_with(&train, args.epochs, |e| {
+    let report = |e: chunk::Epoch| {
         eprintln!(
             "epoch {}/{}: {} of {} decisions wrong",
             e.epoch, args.epochs, e.mistakes, e.decisions
         )
-    });
+    };
+    let model = match spec {
+        Some(spec) => Chunker::train_contextual(&train, &states, spec, args.epochs, report),
+        None => Chunker::train_with(&train, args.epochs, report),
+    };
     let seconds = started.elapsed().as_secs_f64();
     let text = model.to_text();
     if let Some(out) = &args.out {
         std::fs::write(out, &text).with_context(|| format!("writing {}", out.display()))?;
     }
-    let scores: Vec<(&str, Vec<(String, ChunkCounts)>)> = [
-        ("model", Method::Model(&model)),
-        ("rules", Method::Rules),
-        ("every_unit", Method::EveryUnit),
-    ]
-    .into_iter()
-    .map(|(name, m)| (name, chunk::held_out_scores(m, &data)))
-    .collect();
+    let mut methods = vec![("model", Method::Model(&model))];
+    if args.contextual && !args.dev {
+        methods.push(("words", Method::Model(Chunker::builtin())));
+    }
+    methods.extend([("rules", Method::Rules), ("every_unit", Method::EveryUnit)]);
+    let scores: Vec<(&str, Vec<(String, ChunkCounts)>)> = methods
+        .into_iter()
+        .map(|(name, m)| {
+            (
+                name,
+                chunk::scores_by_genre(m, data.iter().filter(|s| scored(s)).collect()),
+            )
+        })
+        .collect();
     if args.json {
         let held: serde_json::Map<String, serde_json::Value> = scores
             .iter()
@@ -636,7 +703,8 @@ fn chunker(args: &ChunkerArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "held-out exact-chunk scores ({} features, {} bytes, {seconds:.1} s of training):",
+        "{} exact-chunk scores ({} features, {} bytes, {seconds:.1} s of training):",
+        if args.dev { "development" } else { "held-out" },
         model.len(),
         text.len()
     );

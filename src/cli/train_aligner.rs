@@ -7,8 +7,10 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
 
+use kindred::encoder::Phrasing;
 use kindred::eval::ists;
 use kindred::score::align::Aligner;
+use kindred::score::explain::ChunkSource;
 use kindred::text::chunk::Chunker;
 use kindred::train::aligner::fit_aligner;
 
@@ -23,7 +25,8 @@ pub struct AlignerArgs {
     /// Where the fitted models go (JSON).
     #[arg(long, value_name = "FILE", default_value = "kindred-aligner.json")]
     pub out: PathBuf,
-    /// A chunker model (from `kindred train chunker`) instead of the shipped one.
+    /// A chunker model (from `kindred train chunker`) instead of the shipped ones (the
+    /// contextual chunker where it reads the model's states, else the word chunker).
     #[arg(long, value_name = "FILE")]
     pub chunker: Option<PathBuf>,
 }
@@ -40,8 +43,19 @@ pub fn run(g: &Global, args: &AlignerArgs) -> Result<()> {
     }
     let sentences: usize = genres.iter().map(|(_, p)| 2 * p.len()).sum();
     let b = bar(sentences as u64, "encoding")?;
-    let chunker = load_chunker(args.chunker.as_deref())?;
-    let (aligner, fit) = fit_aligner(&encoder, &genres, &chunker, |n| b.inc(n as u64))?;
+    let file = args.chunker.as_deref().map(load_chunker).transpose()?;
+    let phrasing;
+    let chunker: &dyn ChunkSource = match &file {
+        Some(model) => {
+            phrasing = Phrasing {
+                encoder: &encoder,
+                model,
+            };
+            &phrasing
+        }
+        None => &encoder,
+    };
+    let (aligner, fit) = fit_aligner(&encoder, &genres, chunker, |n| b.inc(n as u64))?;
     b.finish_and_clear();
     for (genre, n) in &fit.pairs {
         eprintln!("{genre}: {n} training pairs");
@@ -56,16 +70,11 @@ pub fn run(g: &Global, args: &AlignerArgs) -> Result<()> {
     Ok(())
 }
 
-/// The chunker in `path`, or the shipped one.
-pub(super) fn load_chunker(path: Option<&std::path::Path>) -> Result<Chunker> {
-    match path {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("reading the chunker {}", p.display()))?;
-            Ok(Chunker::from_text(&text).with_context(|| format!("reading {}", p.display()))?)
-        }
-        None => Ok(Chunker::builtin().clone()),
-    }
+/// The chunker model in file `p` (from `kindred train chunker`).
+pub(super) fn load_chunker(p: &std::path::Path) -> Result<Chunker> {
+    let text = std::fs::read_to_string(p)
+        .with_context(|| format!("reading the chunker {}", p.display()))?;
+    Ok(Chunker::from_text(&text).with_context(|| format!("reading {}", p.display()))?)
 }
 
 /// The aligner in `path`, or the shipped one.

@@ -173,6 +173,11 @@ impl Bert {
         x.reshape([batch, len, d])
     }
 
+    /// Number of transformer layers.
+    pub fn layers(&self) -> usize {
+        self.encoder.layer.len()
+    }
+
     /// A copy of the weights on the host (for the packed CPU path); `eps` is the model's
     /// LayerNorm ε.
     pub fn to_host(&self, eps: f64) -> Result<HostBert> {

@@ -3,8 +3,9 @@
 //!
 //! Owns the burn network (`bert.rs`), weight loading (`weights.rs`), the packed CPU forward
 //! derived from the burn module's weights in fp32 or int8 (`fast/`), the pure pooling
-//! (`pooling.rs`), the device choice (`backend.rs`, the only file naming a backend) and the set
-//! of loaded encoders by model and precision (`registry.rs`). Knows nothing of stores, indexes
+//! (`pooling.rs`), the device choice (`backend.rs`, the only file naming a backend), the set
+//! of loaded encoders by model and precision (`registry.rs`) and the phrase chunks read from
+//! early hidden states (`chunks.rs`). Knows nothing of stores, indexes
 //! or servers.
 //!
 //! On the CPU a batch runs through the packed path unpadded (texts concatenated, attention per
@@ -14,6 +15,7 @@
 
 mod backend;
 mod bert;
+mod chunks;
 pub mod fast;
 pub mod pooling;
 mod registry;
@@ -24,6 +26,7 @@ use tracing::instrument;
 
 pub use backend::DeviceKind;
 pub use bert::Bert;
+pub use chunks::Phrasing;
 pub use fast::KernelPath;
 pub use registry::Encoders;
 

@@ -124,6 +124,7 @@ impl Engine {
             weights,
             (a, &enc[0]),
             (b, &enc[1]),
+            &**encoder,
         ))
     }
 
@@ -201,7 +202,14 @@ impl Collection<'_> {
             lexical,
             stages_start,
         )?;
-        let mut out = search::outcome(scored, &judge, (text, &query), params, stages_start);
+        let mut out = search::outcome(
+            scored,
+            &judge,
+            (text, &query),
+            params,
+            &*self.encoder,
+            stages_start,
+        );
         out.timings.encode_ms = encode_ms;
         out.timings.total_ms = search::ms(start);
         record_timings(&out.timings);
@@ -264,7 +272,13 @@ impl Collection<'_> {
         query: &Encoded,
         params: &SearchParams,
     ) -> Result<SearchOutcome> {
-        search::search_encoded(&self.view, &self.judge()?, (text, query), params)
+        search::search_encoded(
+            &self.view,
+            &self.judge()?,
+            (text, query),
+            params,
+            &*self.encoder,
+        )
     }
 
     /// Is `text` a duplicate of stored questions? A hybrid search scores the whole candidate
@@ -299,6 +313,7 @@ impl Collection<'_> {
             (text, &query),
             params,
             threshold,
+            &*self.encoder,
             stages_start,
         );
         out.timings.encode_ms = encode_ms;
@@ -318,6 +333,7 @@ impl Collection<'_> {
             weights,
             (a, &enc[0]),
             (b, &enc[1]),
+            &*self.encoder,
         ))
     }
 
@@ -331,11 +347,13 @@ impl Collection<'_> {
                 name: "id",
                 reason: format!("no document {id:?} in {}", self.name()),
             })?;
+        let chunks = self.encoder.phrase_chunks(&[text, &doc.text]);
         Ok(search::explain_doc(
             text,
             query,
             &search::Explainable::of(doc, None),
             None,
+            (&chunks[0], &chunks[1]),
         ))
     }
 

@@ -14,18 +14,17 @@ use super::ists::{self, ChunkAlignment, F1s, IstsPair, WaPair};
 use crate::error::Result;
 use crate::score::align::ChunkPairFeatures;
 use crate::score::align::{Aligner, ChunkLink};
-use crate::score::explain::{chunk_pair_features, chunk_spans, explain_with, Sentence};
+use crate::score::explain::{chunk_pair_features, explain_with, ChunkSource, Sentence, WordChunks};
 use crate::score::words::Chunk;
 use crate::score::Weights;
-use crate::text::chunk::Chunker;
 use crate::types::Encoded;
 use crate::Encoder;
 
 /// The learned models an alignment run uses (the shipped ones, or files being evaluated).
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Models<'a> {
     /// Chunks text when the gold chunks are not used.
-    pub chunker: &'a Chunker,
+    pub chunker: &'a dyn ChunkSource,
     /// Links chunks and labels the links.
     pub aligner: &'a Aligner,
 }
@@ -34,7 +33,7 @@ impl Models<'static> {
     /// The models shipped with kindred.
     pub fn builtin() -> Self {
         Models {
-            chunker: Chunker::builtin(),
+            chunker: &WordChunks,
             aligner: Aligner::builtin(),
         }
     }
@@ -79,7 +78,7 @@ impl TaskSentence {
     pub fn chunk_spans(
         &self,
         gold: Option<&[Range<usize>]>,
-        chunker: &Chunker,
+        chunker: &dyn ChunkSource,
     ) -> Vec<Range<usize>> {
         match gold {
             Some(chunks) => chunks
@@ -87,7 +86,7 @@ impl TaskSentence {
                 .filter(|c| !c.is_empty() && c.end <= self.spans.len())
                 .map(|c| self.spans[c.start].start..self.spans[c.end - 1].end)
                 .collect(),
-            None => chunk_spans(chunker, &self.text),
+            None => chunker.chunks(&[&self.text]).pop().unwrap_or_default(),
         }
     }
 
@@ -213,7 +212,7 @@ pub fn pair_features(
     pair: &IstsPair,
     (ea, eb): (&Encoded, &Encoded),
     chunking: Chunking,
-    chunker: &Chunker,
+    chunker: &dyn ChunkSource,
 ) -> (
     TaskSentence,
     TaskSentence,
@@ -235,7 +234,7 @@ pub fn pair_features(
 
 /// The word-overlap baseline on the same chunks: chunk pairs sharing the most lower-cased
 /// words (not punctuation), mutually; EQUI 5 when their words are the same set, else SIMI 3.
-pub fn overlap_pair(pair: &IstsPair, chunking: Chunking, chunker: &Chunker) -> WaPair {
+pub fn overlap_pair(pair: &IstsPair, chunking: Chunking, chunker: &dyn ChunkSource) -> WaPair {
     let (sa, sb) = sentences(pair);
     let (ga, gb) = gold_chunks(pair, chunking);
     let chunks = |s: &TaskSentence, gold: Option<&[Range<usize>]>, tokens: &[String]| {
@@ -345,7 +344,7 @@ pub fn report(
     pairs: &[IstsPair],
     system: &[WaPair],
     chunking: Chunking,
-    chunker: &Chunker,
+    chunker: &dyn ChunkSource,
 ) -> GenreReport {
     let gold = gold_pairs(pairs);
     let overlap: Vec<WaPair> = pairs
@@ -372,7 +371,7 @@ mod tests {
         assert_eq!(s.spans, [0..4, 5..7, 8..12]);
         assert_eq!(s.token_ids(0, 7), [1, 2]);
         assert_eq!(
-            s.chunk_spans(Some(&[0..1, 1..3]), Chunker::builtin()),
+            s.chunk_spans(Some(&[0..1, 1..3]), &WordChunks),
             [0..4, 5..12]
         );
     }
@@ -390,7 +389,7 @@ mod tests {
             chunks2: Some(vec![0..1, 1..3]),
             gold: None,
         };
-        let wa = overlap_pair(&p, Chunking::Gold, Chunker::builtin());
+        let wa = overlap_pair(&p, Chunking::Gold, &WordChunks);
         type Line<'a> = (Vec<usize>, Vec<usize>, &'a str, Option<f32>);
         let lines: Vec<Line<'_>> = wa
             .alignments

@@ -415,7 +415,8 @@ pub fn eval_forum(
                 ..base.clone()
             };
             let mut hits =
-                search::search_encoded(&view, &judge, (&texts[i], &queries[i]), &params)?.hits;
+                search::search_encoded(&view, &judge, (&texts[i], &queries[i]), &params, encoder)?
+                    .hits;
             let ids: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
             let (ranked, complete) = ranked_labels(q, &ids);
             incomplete += usize::from(!complete);

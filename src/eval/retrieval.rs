@@ -152,8 +152,13 @@ pub fn eval_retrieval(
                         for i in (t..order.len()).step_by(threads) {
                             let q = order[i];
                             let t0 = Instant::now();
-                            let outcome =
-                                search::search_encoded(view, judge, (q, &queries[i]), params)?;
+                            let outcome = search::search_encoded(
+                                view,
+                                judge,
+                                (q, &queries[i]),
+                                params,
+                                encoder,
+                            )?;
                             let ms = t0.elapsed().as_secs_f64() * 1e3;
                             let own = qqp_id(q);
                             let ranked: Vec<&str> = outcome

@@ -147,6 +147,38 @@ impl Explanation {
 /// Each side's chunks as char spans of its text, in order.
 pub type Chunks<'a> = (&'a [Range<usize>], &'a [Range<usize>]);
 
+/// Where an explanation's phrase chunks come from: each text's chunks as char spans of the
+/// text, in order. The encoder is one (the contextual chunker over its own hidden states);
+/// [`WordChunks`] needs nothing.
+pub trait ChunkSource: Sync {
+    /// Chunks of each of `texts`.
+    fn chunks(&self, texts: &[&str]) -> Vec<Vec<Range<usize>>>;
+}
+
+/// The shipped word-feature chunker ([`Chunker::builtin`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WordChunks;
+
+impl ChunkSource for WordChunks {
+    fn chunks(&self, texts: &[&str]) -> Vec<Vec<Range<usize>>> {
+        texts
+            .iter()
+            .map(|t| chunk_spans(Chunker::builtin(), t))
+            .collect()
+    }
+}
+
+/// Explains RCMD(a, b) with each side chunked by `source`.
+pub fn explain_chunked(
+    a: Sentence<'_>,
+    b: Sentence<'_>,
+    weights: Weights<'_>,
+    source: &dyn ChunkSource,
+) -> Explanation {
+    let chunks = source.chunks(&[a.text, b.text]);
+    explain_with_chunks(a, b, weights, Some((&chunks[0], &chunks[1])))
+}
+
 /// Explains RCMD(a, b), with each side chunked by the shipped chunker.
 pub fn explain(a: Sentence<'_>, b: Sentence<'_>, weights: Weights<'_>) -> Explanation {
     explain_with_chunks(a, b, weights, None)

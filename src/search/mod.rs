@@ -23,12 +23,13 @@ pub mod params;
 pub mod resolve;
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::time::Instant;
 
 use crate::db::View;
 use crate::error::{Result, UserError};
 use crate::index::{Filter, LexicalIndex};
-use crate::score::explain::{explain, Sentence};
+use crate::score::explain::{explain_chunked, explain_with_chunks, ChunkSource, Chunks, Sentence};
 use crate::score::features::lexical_similarity;
 pub use crate::score::features::PairFeatures;
 use crate::score::quant::I8Tokens;
@@ -414,24 +415,37 @@ fn order(hits: &mut [(Hit, Explainable)], rerank: Rerank) {
     }
 }
 
-/// The answer to a search: the top k of `scored`, explained when asked.
+/// The answer to a search: the top k of `scored`, explained when asked (phrase chunks from
+/// `chunks`, the query's and every explained hit's in one call).
 pub fn outcome(
     scored: Scored,
     judge: &Judge<'_>,
     (text, query): (&str, &Encoded),
     params: &SearchParams,
+    chunks: &dyn ChunkSource,
     start: Instant,
 ) -> SearchOutcome {
     let candidates = scored.hits.len();
     let mut budget = ExplainBudget::new(params.explain_cells);
-    let hits: Vec<Hit> = scored
-        .hits
+    let top: Vec<(Hit, Explainable)> = scored.hits.into_iter().take(params.k).collect();
+    let phrases: Vec<Vec<Range<usize>>> = match params.explain {
+        true => {
+            let texts: Vec<&str> = std::iter::once(text)
+                .chain(top.iter().map(|(_, doc)| doc.text.as_str()))
+                .collect();
+            chunks.chunks(&texts)
+        }
+        false => Vec::new(),
+    };
+    let query_weights = scored.query_weights.as_deref();
+    let hits: Vec<Hit> = top
         .into_iter()
-        .take(params.k)
-        .map(|(mut hit, doc)| {
+        .enumerate()
+        .map(|(i, (mut hit, doc))| {
             if params.explain {
-                let query_weights = scored.query_weights.as_deref();
-                hit.explanation = budget.admit(|| explain_doc(text, query, &doc, query_weights));
+                let spans = (phrases[0].as_slice(), phrases[i + 1].as_slice());
+                hit.explanation =
+                    budget.admit(|| explain_doc(text, query, &doc, query_weights, spans));
             }
             hit
         })
@@ -462,13 +476,14 @@ pub fn verdict(
     (text, query): (&str, &Encoded),
     params: &SearchParams,
     threshold: f32,
+    chunks: &dyn ChunkSource,
     start: Instant,
 ) -> DuplicateVerdict {
     scored
         .hits
         .sort_by(|a, b| b.0.probability.total_cmp(&a.0.probability));
     scored.hits.truncate(params.k);
-    let out = outcome(scored, judge, (text, query), params, start);
+    let out = outcome(scored, judge, (text, query), params, chunks, start);
     let matches: Vec<DuplicateMatch> = out
         .hits
         .into_iter()
@@ -532,12 +547,14 @@ impl ExplainBudget {
     }
 }
 
-/// A whole search for an already encoded query: first stages, [`score`], [`outcome`].
+/// A whole search for an already encoded query: first stages, [`score`], [`outcome`]
+/// (explanations chunked by `chunks`).
 pub fn search_encoded(
     view: &View<'_>,
     judge: &Judge<'_>,
     (text, query): (&str, &Encoded),
     params: &SearchParams,
+    chunks: &dyn ChunkSource,
 ) -> Result<SearchOutcome> {
     validate(params)?;
     let start = Instant::now();
@@ -554,7 +571,7 @@ pub fn search_encoded(
         lexical,
     };
     let scored = score(view, judge, (text, query), (params, &scope), &stages, start)?;
-    Ok(outcome(scored, judge, (text, query), params, start))
+    Ok(outcome(scored, judge, (text, query), params, chunks, start))
 }
 
 /// Checks a duplicate threshold given by a user (a probability).
@@ -610,12 +627,13 @@ impl Explainable {
 
 /// The RCMD explanation of (query, a stored document), from the document's stored int8 token
 /// vectors (as its hit is scored); `query_weights` with the document's own weights make it
-/// weighted.
+/// weighted; `chunks`: the query's and the document's phrase chunks.
 pub fn explain_doc(
     text: &str,
     query: &Encoded,
     doc: &Explainable,
     query_weights: Option<&[f32]>,
+    chunks: Chunks<'_>,
 ) -> Explained {
     let vectors = doc.vectors.decode();
     let b = Sentence {
@@ -625,19 +643,25 @@ pub fn explain_doc(
     };
     Explained {
         vectors: Vectors::StoredInt8,
-        explanation: explain(Sentence::of(text, query), b, doc.weights(query_weights)),
+        explanation: explain_with_chunks(
+            Sentence::of(text, query),
+            b,
+            doc.weights(query_weights),
+            Some(chunks),
+        ),
     }
 }
 
 /// The explanation of two freshly encoded texts, with their other scores and P(duplicate):
 /// `lexicon` gives the IDF (of the lexical similarity, and of the token weights with
-/// `weights: idf`), `judge` the probability.
+/// `weights: idf`), `judge` the probability, `chunks` the phrase chunks.
 pub fn explain_pair(
     judge: &Judge<'_>,
     lexicon: &LexicalIndex,
     weights: Weighting,
     (a, ea): (&str, &Encoded),
     (b, eb): (&str, &Encoded),
+    chunks: &dyn ChunkSource,
 ) -> PairExplanation {
     let (lexical, token_weights) = lexicon.with_idf(|idf| {
         let lexical = lexical_similarity(&terms(a), &terms(b), idf);
@@ -651,8 +675,8 @@ pub fn explain_pair(
     });
     let (sa, sb) = (Sentence::of(a, ea), Sentence::of(b, eb));
     let explanation = match &token_weights {
-        Some((wa, wb)) => explain(sa, sb, Weights::Given(wa, wb)),
-        None => explain(sa, sb, Weights::Uniform),
+        Some((wa, wb)) => explain_chunked(sa, sb, Weights::Given(wa, wb), chunks),
+        None => explain_chunked(sa, sb, Weights::Uniform, chunks),
     };
     // P(duplicate) reads uniform RCMD, which the calibration was fitted on.
     let uniform = match token_weights {

@@ -9,9 +9,16 @@
 //! and of its own earlier decisions. The shipped model ([`Chunker::builtin`]) is a small text
 //! file compiled into the binary, made by `kindred train chunker`.
 //!
+//! A *contextual* chunker ([`Chunker::builtin_contextual`], `kindred train chunker --contextual`)
+//! adds a linear term over the encoder's hidden states after an early layer for the unit and
+//! the unit before it ([`Contextual`]): those states know the words' syntax in context, which
+//! word features guess at (title-cased headlines above all). It needs the states of the model
+//! it was trained on, which the caller computes ([`Chunker::chunk_with`]); without them the word
+//! chunker is the one to use.
+//!
 //! Also reads the bracketed chunk format of the iSTS `*.chunk.txt` files, the chunker's
 //! training data, and scores chunkers on the pairs held out of training ([`held_out_scores`]).
-//! Pure: no model weights beyond the embedded file, no burn, no sled.
+//! Pure: no model weights beyond the embedded files, no burn, no sled.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -398,6 +405,8 @@ impl History {
 /// Feature template version, written in the model file: a model is read only by the code
 /// whose features it was trained on.
 const FORMAT: &str = "kindred-chunker 1";
+/// The header of a model with a contextual term.
+const FORMAT_CONTEXTUAL: &str = "kindred-chunker 2";
 
 /// Calls `emit` with every feature of unit `i` (i ≥ 1) given the decisions so far: the unit
 /// and its neighbours (words two either side; suffixes; shapes; classes and their n-grams),
@@ -468,6 +477,48 @@ fn suffix(word: &str, k: usize) -> Option<&str> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Chunker {
     weights: HashMap<String, f32>,
+    contextual: Option<Contextual>,
+}
+
+/// The contextual term of a chunker: `weights · scale·[h_i; h_(i−1)]`, where `h_i` is unit
+/// `i`'s hidden state after `layer` transformer layers of model `model` (the mean over the
+/// unit's wordpieces; zeros for a unit without one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contextual {
+    /// Hidden states after this many transformer layers (0: the embeddings).
+    pub layer: usize,
+    /// Hidden size.
+    pub dim: usize,
+    /// Fingerprint of the model whose states the weights read (its fp32 weights: the int8
+    /// variant's states are close enough to share them).
+    pub model: String,
+    /// Multiplies the states in training, so that they weigh against the 0/1 word features.
+    pub scale: f32,
+    /// `2 × dim` weights: the unit's state, then the state of the unit before.
+    weights: Vec<f32>,
+}
+
+impl Contextual {
+    /// The term for unit `i` (≥ 1) given every unit's state row (`units × dim`).
+    fn score(&self, rows: &[f32], i: usize) -> f32 {
+        let d = self.dim;
+        let (own, before) = self.weights.split_at(d);
+        let dot = |w: &[f32], r: &[f32]| w.iter().zip(r).map(|(w, r)| w * r).sum::<f32>();
+        self.scale * (dot(own, &rows[i * d..(i + 1) * d]) + dot(before, &rows[(i - 1) * d..i * d]))
+    }
+}
+
+/// What a contextual chunker is trained on: the states' layer, size and model, and their scale.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextualSpec {
+    /// See [`Contextual::layer`].
+    pub layer: usize,
+    /// See [`Contextual::dim`].
+    pub dim: usize,
+    /// See [`Contextual::model`].
+    pub model: String,
+    /// See [`Contextual::scale`].
+    pub scale: f32,
 }
 
 /// How one epoch of training went.
@@ -485,6 +536,10 @@ pub struct Epoch {
 /// src/text/chunker.model`.
 const BUILTIN: &str = include_str!("chunker.model");
 
+/// The shipped contextual model: `kindred train chunker --contextual --data
+/// ../shared/data/ists2016_train --out src/text/chunker-contextual.model`.
+const BUILTIN_CONTEXTUAL: &str = include_str!("chunker-contextual.model");
+
 impl Chunker {
     /// The model compiled into kindred, trained on the SemEval-2016 iSTS training pairs
     /// (pairs whose id is divisible by 5 held out), parsed on first use.
@@ -494,30 +549,66 @@ impl Chunker {
             .get_or_init(|| Chunker::from_text(BUILTIN).expect("the embedded chunker model parses"))
     }
 
+    /// The contextual model compiled into kindred, trained like [`Chunker::builtin`] with the
+    /// hidden states of the default model (all-MiniLM-L6-v2), parsed on first use.
+    pub fn builtin_contextual() -> &'static Chunker {
+        static MODEL: OnceLock<Chunker> = OnceLock::new();
+        MODEL.get_or_init(|| {
+            Chunker::from_text(BUILTIN_CONTEXTUAL).expect("the embedded contextual chunker parses")
+        })
+    }
+
+    /// The contextual term, for a model that has one.
+    pub fn contextual(&self) -> Option<&Contextual> {
+        self.contextual.as_ref()
+    }
+
     /// Chunks of `units` (words, each separated from the next by a space), as ranges of unit
     /// indices covering every unit in order.
     pub fn chunk_units(&self, units: &[&str]) -> Vec<Range<usize>> {
-        UnitSentence::ranges(&self.starts(units, &vec![false; units.len()]))
+        UnitSentence::ranges(&self.starts(units, &vec![false; units.len()], None))
     }
 
     /// Chunks of `text` as char ranges, each from its first unit's start to its last unit's
-    /// end (so the spaces between chunks belong to none).
+    /// end (so the spaces between chunks belong to none). A contextual model decides on its
+    /// word features alone here: see [`Chunker::chunk_with`].
     pub fn chunk(&self, text: &str) -> Vec<Range<usize>> {
+        self.chunk_with(text, |_| None)
+    }
+
+    /// [`Chunker::chunk`] with the contextual term: `states` gets the char spans of the text's
+    /// units ([`units`]) and returns each unit's hidden-state row (`units × dim`, as
+    /// [`Contextual`] reads them), or None to leave the term out.
+    pub fn chunk_with(
+        &self,
+        text: &str,
+        states: impl FnOnce(&[Range<usize>]) -> Option<Vec<f32>>,
+    ) -> Vec<Range<usize>> {
         let (sentence, spans) = UnitSentence::of_text(text);
-        UnitSentence::ranges(&self.starts(&sentence.units, &sentence.glued))
+        let rows = match &self.contextual {
+            Some(_) if !spans.is_empty() => states(&spans),
+            _ => None,
+        };
+        UnitSentence::ranges(&self.starts(&sentence.units, &sentence.glued, rows.as_deref()))
             .into_iter()
             .map(|r| spans[r.start].start..spans[r.end - 1].end)
             .collect()
     }
 
-    /// Per unit, whether it starts a chunk (the first always does).
-    fn starts(&self, units: &[impl AsRef<str>], glued: &[bool]) -> Vec<bool> {
+    /// Per unit, whether it starts a chunk (the first always does); `rows`: the units' states
+    /// for the contextual term (left out when None or not `units × dim`).
+    fn starts(&self, units: &[impl AsRef<str>], glued: &[bool], rows: Option<&[f32]>) -> Vec<bool> {
         let cx = Context::new(units, glued);
+        let contextual = self
+            .contextual
+            .as_ref()
+            .zip(rows)
+            .filter(|(c, rows)| rows.len() == units.len() * c.dim);
         let mut out = Vec::with_capacity(units.len());
         out.extend(units.first().map(|_| true));
         let mut h = History::START;
         for i in 1..units.len() {
-            let mut score = 0.0;
+            let mut score = contextual.map_or(0.0, |(c, rows)| c.score(rows, i));
             features(&cx, i, h, |f| {
                 score += self.weights.get(f).copied().unwrap_or(0.0)
             });
@@ -543,12 +634,50 @@ impl Chunker {
     pub fn train_with(
         sentences: &[(Vec<String>, Vec<Range<usize>>)],
         epochs: usize,
+        progress: impl FnMut(Epoch),
+    ) -> Chunker {
+        Chunker::fit(sentences, None, epochs, progress)
+    }
+
+    /// [`Chunker::train_with`] with a contextual term: `states[s]` holds sentence `s`'s unit
+    /// states (`units × spec.dim`, the units of its tokens as [`IstsSentence::text`] cuts them);
+    /// a sentence whose states do not have that size trains the word features only. The
+    /// perceptron learns both kinds of weights together.
+    pub fn train_contextual(
+        sentences: &[(Vec<String>, Vec<Range<usize>>)],
+        states: &[Vec<f32>],
+        spec: ContextualSpec,
+        epochs: usize,
+        progress: impl FnMut(Epoch),
+    ) -> Chunker {
+        Chunker::fit(sentences, Some((states, spec)), epochs, progress)
+    }
+
+    fn fit(
+        sentences: &[(Vec<String>, Vec<Range<usize>>)],
+        contextual: Option<(&[Vec<f32>], ContextualSpec)>,
+        epochs: usize,
         mut progress: impl FnMut(Epoch),
     ) -> Chunker {
         let data: Vec<UnitSentence> = sentences
             .iter()
             .map(|(t, c)| UnitSentence::of_tokens(t, c))
             .collect();
+        // Per sentence, its scaled states when they fit.
+        let scaled: Vec<Option<Vec<f32>>> = match &contextual {
+            Some((states, spec)) => data
+                .iter()
+                .enumerate()
+                .map(|(s, sentence)| {
+                    states
+                        .get(s)
+                        .filter(|r| !r.is_empty() && r.len() == sentence.units.len() * spec.dim)
+                        .map(|r| r.iter().map(|v| v * spec.scale).collect())
+                })
+                .collect(),
+            None => vec![None; data.len()],
+        };
+        let dim = contextual.as_ref().map_or(0, |(_, spec)| spec.dim);
         let contexts: Vec<Context<'_>> = data
             .iter()
             .map(|s| Context::new(&s.units, &s.glued))
@@ -577,7 +706,8 @@ impl Chunker {
             .enumerate()
             .map(|(id, f)| (f.as_str(), id))
             .collect();
-        let mut perceptron = Perceptron::new(names.len());
+        let mut perceptron = Perceptron::new(names.len(), 2 * dim);
+        let mut dense = vec![0f32; 2 * dim];
         let mut rng = SplitMix64(0x0063_6875_6e6b_6572);
         let mut fired = Vec::new();
         for epoch in 1..=epochs {
@@ -592,8 +722,13 @@ impl Chunker {
                 for i in 1..sentence.units.len() {
                     fired.clear();
                     features(cx, i, h, |f| fired.extend(ids.get(f)));
+                    let x = scaled[s].as_ref().map(|rows| {
+                        dense[..dim].copy_from_slice(&rows[i * dim..(i + 1) * dim]);
+                        dense[dim..].copy_from_slice(&rows[(i - 1) * dim..i * dim]);
+                        dense.as_slice()
+                    });
                     let gold = sentence.starts[i];
-                    let start = perceptron.learn(&fired, gold);
+                    let start = perceptron.learn(&fired, x, gold);
                     report.decisions += 1;
                     report.mistakes += usize::from(start != gold);
                     h = advance(h, i, start);
@@ -601,29 +736,50 @@ impl Chunker {
             }
             progress(report);
         }
+        let (sparse, dense) = perceptron.averaged();
         let weights = names
             .iter()
-            .zip(perceptron.averaged())
+            .zip(sparse)
             .filter(|&(_, w)| w != 0.0)
             .map(|(f, w)| (f.clone(), w))
             .collect();
-        Chunker { weights }.quantized()
+        let contextual = contextual.map(|(_, spec)| Contextual {
+            layer: spec.layer,
+            dim: spec.dim,
+            model: spec.model,
+            scale: spec.scale,
+            weights: dense,
+        });
+        Chunker {
+            weights,
+            contextual,
+        }
+        .quantized()
     }
 
-    /// The weights scaled to integers of at most [`QUANT`] (the decisions are the same up to
-    /// rounding), the smallest dropped: a compact model file.
+    /// The word weights scaled to integers of at most [`QUANT`] and the contextual weights by
+    /// the same factor (the decisions are the same up to rounding), the smallest word weights
+    /// dropped: a compact model file.
     fn quantized(self) -> Chunker {
         let max = self.weights.values().fold(0.0f32, |m, w| m.max(w.abs()));
         if max == 0.0 {
             return self;
         }
+        let factor = QUANT / max;
         let weights = self
             .weights
             .into_iter()
-            .map(|(f, w)| (f, (w / max * QUANT).round()))
+            .map(|(f, w)| (f, (w * factor).round()))
             .filter(|&(_, w)| w.abs() >= MIN_WEIGHT)
             .collect();
-        Chunker { weights }
+        let contextual = self.contextual.map(|mut c| {
+            c.weights.iter_mut().for_each(|w| *w *= factor);
+            c
+        });
+        Chunker {
+            weights,
+            contextual,
+        }
     }
 
     /// Features with a weight.
@@ -636,7 +792,8 @@ impl Chunker {
         self.weights.is_empty()
     }
 
-    /// The model as text: a header line, then one `weight feature` line per feature, sorted.
+    /// The model as text: a header line, then one `weight feature` line per feature, sorted;
+    /// a contextual model has a second header and its weights on two `@` lines before them.
     pub fn to_text(&self) -> String {
         let mut lines: Vec<(&String, f32)> = self.weights.iter().map(|(f, &w)| (f, w)).collect();
         lines.sort_by(|a, b| a.0.cmp(b.0));
@@ -645,6 +802,23 @@ impl Chunker {
              starts a chunk when its features' weights sum above 0. {} features.\n",
             lines.len()
         );
+        if let Some(c) = &self.contextual {
+            out = format!(
+                "{FORMAT_CONTEXTUAL}\n# An averaged perceptron over unit features and the \
+                 hidden states of the model below (src/text/chunk.rs): a unit starts a chunk when \
+                 its features' weights plus the states' term sum above 0. {} features.\n\
+                 @contextual layer={} dim={} scale={} model={}\n@weights",
+                lines.len(),
+                c.layer,
+                c.dim,
+                c.scale,
+                c.model
+            );
+            for w in &c.weights {
+                write!(out, " {w}").expect("writing to a String cannot fail");
+            }
+            out.push('\n');
+        }
         for (f, w) in lines {
             writeln!(out, "{w} {f}").expect("writing to a String cannot fail");
         }
@@ -657,21 +831,37 @@ impl Chunker {
             InternalError::Corrupt(format!("chunker model, line {line}: {why}")).into()
         };
         let mut lines = text.lines().enumerate();
-        match lines.next() {
-            Some((_, header)) if header.trim_end() == FORMAT => {}
+        let with_contextual = match lines.next() {
+            Some((_, header)) if header.trim_end() == FORMAT => false,
+            Some((_, header)) if header.trim_end() == FORMAT_CONTEXTUAL => true,
             Some((_, header)) => {
                 return Err(corrupt(
                     1,
                     &format!(
-                        "header {header:?} is not {FORMAT:?}: a model of another kindred version"
+                        "header {header:?} is not {FORMAT:?} or {FORMAT_CONTEXTUAL:?}: a model of \
+                         another kindred version"
                     ),
                 ))
             }
             None => return Err(corrupt(1, "empty file")),
-        }
+        };
         let mut weights = HashMap::new();
+        let mut spec: Option<ContextualSpec> = None;
+        let mut dense: Option<Vec<f32>> = None;
         for (n, line) in lines {
             if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("@contextual ") {
+                spec = Some(parse_spec(rest).map_err(|why| corrupt(n + 1, &why))?);
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("@weights") {
+                let parsed: Option<Vec<f32>> = rest
+                    .split_whitespace()
+                    .map(|w| w.parse().ok().filter(|w: &f32| w.is_finite()))
+                    .collect();
+                dense = Some(parsed.ok_or_else(|| corrupt(n + 1, "a weight is not a number"))?);
                 continue;
             }
             let (w, feature) = line
@@ -689,8 +879,70 @@ impl Chunker {
                 ));
             }
         }
-        Ok(Chunker { weights })
+        let contextual = match (with_contextual, spec, dense) {
+            (false, None, None) => None,
+            (true, Some(spec), Some(w)) if w.len() == 2 * spec.dim => Some(Contextual {
+                layer: spec.layer,
+                dim: spec.dim,
+                model: spec.model,
+                scale: spec.scale,
+                weights: w,
+            }),
+            (true, Some(spec), Some(w)) => {
+                return Err(corrupt(
+                    3,
+                    &format!("{} contextual weights, expected 2 × {}", w.len(), spec.dim),
+                ))
+            }
+            _ => {
+                return Err(corrupt(
+                    1,
+                    &format!("the contextual lines (@contextual, @weights) go with {FORMAT_CONTEXTUAL:?} and only with it"),
+                ))
+            }
+        };
+        Ok(Chunker {
+            weights,
+            contextual,
+        })
     }
+}
+
+/// Reads `layer=2 dim=384 scale=0.3 model=sha256:…`.
+fn parse_spec(text: &str) -> std::result::Result<ContextualSpec, String> {
+    let mut fields: HashMap<&str, &str> = HashMap::new();
+    for pair in text.split_whitespace() {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("expected key=value, got {pair:?}"))?;
+        fields.insert(k, v);
+    }
+    let get = |k: &str| {
+        fields
+            .get(k)
+            .copied()
+            .ok_or_else(|| format!("no {k}= in @contextual"))
+    };
+    let number = |k: &str| -> std::result::Result<usize, String> {
+        get(k)?
+            .parse()
+            .map_err(|_| format!("{k} is not a whole number"))
+    };
+    let scale: f32 = get("scale")?
+        .parse()
+        .ok()
+        .filter(|s: &f32| s.is_finite())
+        .ok_or("scale is not a number")?;
+    let dim = number("dim")?;
+    if dim == 0 {
+        return Err("dim is 0".into());
+    }
+    Ok(ContextualSpec {
+        layer: number("layer")?,
+        dim,
+        model: get("model")?.to_string(),
+        scale,
+    })
 }
 
 /// Features seen fewer times than this in training are left out of the model.
@@ -723,40 +975,62 @@ fn advance(h: History, i: usize, start: bool) -> History {
 struct Perceptron {
     w: Vec<f32>,
     total: Vec<f64>,
+    /// Weights of the dense features, and their step-weighted sums.
+    dense: Vec<f32>,
+    dense_total: Vec<f64>,
     step: u64,
 }
 
 impl Perceptron {
-    fn new(features: usize) -> Self {
+    fn new(features: usize, dense: usize) -> Self {
         Perceptron {
             w: vec![0.0; features],
             total: vec![0.0; features],
+            dense: vec![0.0; dense],
+            dense_total: vec![0.0; dense],
             step: 0,
         }
     }
 
-    /// Decides on `features`, learns from `gold`, returns the decision made before learning.
-    fn learn(&mut self, features: &[usize], gold: bool) -> bool {
+    /// Decides on `features` and the dense features `x` (when given), learns from `gold`,
+    /// returns the decision made before learning.
+    fn learn(&mut self, features: &[usize], x: Option<&[f32]>, gold: bool) -> bool {
         self.step += 1;
-        let score: f32 = features.iter().map(|&f| self.w[f]).sum();
+        let mut score: f32 = features.iter().map(|&f| self.w[f]).sum();
+        if let Some(x) = x {
+            score += self.dense.iter().zip(x).map(|(w, x)| w * x).sum::<f32>();
+        }
         let predicted = score > 0.0;
         if predicted != gold {
             let y = if gold { 1.0 } else { -1.0 };
+            let step = self.step as f64;
             for &f in features {
                 self.w[f] += y;
-                self.total[f] += self.step as f64 * y as f64;
+                self.total[f] += step * y as f64;
+            }
+            if let Some(x) = x {
+                for ((w, t), &x) in self.dense.iter_mut().zip(&mut self.dense_total).zip(x) {
+                    *w += y * x;
+                    *t += step * f64::from(y * x);
+                }
             }
         }
         predicted
     }
 
-    fn averaged(&self) -> Vec<f32> {
+    /// The averaged word and dense weights.
+    fn averaged(&self) -> (Vec<f32>, Vec<f32>) {
         let step = self.step.max(1) as f64;
-        self.w
-            .iter()
-            .zip(&self.total)
-            .map(|(&w, &t)| (w as f64 - t / step) as f32)
-            .collect()
+        let average = |w: &[f32], total: &[f64]| -> Vec<f32> {
+            w.iter()
+                .zip(total)
+                .map(|(&w, &t)| (w as f64 - t / step) as f32)
+                .collect()
+        };
+        (
+            average(&self.w, &self.total),
+            average(&self.dense, &self.dense_total),
+        )
     }
 }
 
@@ -826,6 +1100,9 @@ pub struct IstsSentence {
     pub tokens: Vec<String>,
     /// Gold chunks as token ranges.
     pub chunks: Vec<Range<usize>>,
+    /// Each unit's hidden-state row, for scoring or training a contextual chunker (empty:
+    /// none; [`read_ists_chunks`] leaves it empty).
+    pub states: Vec<f32>,
 }
 
 impl IstsSentence {
@@ -833,6 +1110,17 @@ impl IstsSentence {
     /// chunker is measured on the same unseen pairs.
     pub fn held_out(&self) -> bool {
         self.pair.is_multiple_of(5)
+    }
+
+    /// The sentence as raw text: its tokens joined by spaces, Penn Treebank brackets and
+    /// quotes written as characters. Its [`units`] are the units the chunker sees of the
+    /// tokens, in order (the clitics the treebank split off are spaced here, glued there).
+    pub fn text(&self) -> String {
+        self.tokens
+            .iter()
+            .map(|t| ptb_token(t))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
@@ -879,6 +1167,7 @@ pub fn read_ists_chunks(dir: &Path) -> Result<Vec<IstsSentence>> {
                     pair: i + 1,
                     tokens,
                     chunks,
+                    states: Vec::new(),
                 });
             }
         }
@@ -889,7 +1178,7 @@ pub fn read_ists_chunks(dir: &Path) -> Result<Vec<IstsSentence>> {
 /// A way of chunking, to score side by side.
 #[derive(Debug, Clone, Copy)]
 pub enum Method<'a> {
-    /// A learned chunker.
+    /// A learned chunker (a contextual one with the states of sentences that have them).
     Model(&'a Chunker),
     /// Every unit a chunk of its own.
     EveryUnit,
@@ -903,7 +1192,7 @@ pub enum Method<'a> {
 impl Method<'_> {
     fn starts(&self, s: &UnitSentence) -> Vec<bool> {
         match self {
-            Method::Model(c) => c.starts(&s.units, &s.glued),
+            Method::Model(c) => c.starts(&s.units, &s.glued, None),
             Method::EveryUnit => vec![true; s.units.len()],
             Method::Rules => rule_starts(s),
         }
@@ -940,7 +1229,13 @@ pub fn score(method: Method<'_>, sentences: &[&IstsSentence]) -> ChunkCounts {
     let mut counts = ChunkCounts::default();
     for s in sentences {
         let units = UnitSentence::of_tokens(&s.tokens, &s.chunks);
-        let predicted = UnitSentence::ranges(&method.starts(&units));
+        let starts = match method {
+            Method::Model(c) if !s.states.is_empty() => {
+                c.starts(&units.units, &units.glued, Some(&s.states))
+            }
+            _ => method.starts(&units),
+        };
+        let predicted = UnitSentence::ranges(&starts);
         counts += ChunkCounts::of(&predicted, &UnitSentence::ranges(&units.starts));
     }
     counts
@@ -952,7 +1247,11 @@ pub fn held_out_scores(
     method: Method<'_>,
     sentences: &[IstsSentence],
 ) -> Vec<(String, ChunkCounts)> {
-    let held: Vec<&IstsSentence> = sentences.iter().filter(|s| s.held_out()).collect();
+    scores_by_genre(method, sentences.iter().filter(|s| s.held_out()).collect())
+}
+
+/// Scores of `method` on `held`: per genre in order, then all together (genre `"all"`).
+pub fn scores_by_genre(method: Method<'_>, held: Vec<&IstsSentence>) -> Vec<(String, ChunkCounts)> {
     let mut genres: Vec<&str> = held.iter().map(|s| s.genre.as_str()).collect();
     genres.dedup();
     let mut out: Vec<(String, ChunkCounts)> = genres
@@ -1083,6 +1382,7 @@ mod tests {
                 pair: 5,
                 tokens,
                 chunks,
+                states: Vec::new(),
             })
             .collect();
         let all: Vec<&IstsSentence> = scored.iter().collect();

@@ -11,8 +11,8 @@ use crate::error::{Result, UserError};
 use crate::eval::alignment::{encode_pairs, pair_features, wa_lines, Chunking, TaskSentence};
 use crate::eval::ists::{self, ChunkAlignment, IstsPair, WaPair};
 use crate::score::align::{score_input, Aligner, ChunkPairFeatures, Linear, Relation, Softmax};
+use crate::score::explain::ChunkSource;
 use crate::score::words::Chunk;
-use crate::text::chunk::Chunker;
 use crate::Encoder;
 
 /// Thresholds tried for the link model.
@@ -48,7 +48,7 @@ pub struct AlignerFit {
 pub fn fit_aligner(
     encoder: &Encoder,
     genres: &[(String, Vec<IstsPair>)],
-    chunker: &Chunker,
+    chunker: &dyn ChunkSource,
     mut progress: impl FnMut(usize),
 ) -> Result<(Aligner, AlignerFit)> {
     let mut examples = Vec::new();
@@ -142,7 +142,7 @@ fn example(
     p: &IstsPair,
     encoded: (&crate::Encoded, &crate::Encoded),
     chunking: Chunking,
-    chunker: &Chunker,
+    chunker: &dyn ChunkSource,
 ) -> Example {
     let (a, b, chunks_a, chunks_b, features) = pair_features(p, encoded, chunking, chunker);
     let gold_lines: &[ChunkAlignment] = p.gold.as_deref().unwrap_or(&[]);

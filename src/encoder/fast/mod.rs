@@ -232,9 +232,21 @@ impl PackedBert {
 
     /// Like [`PackedBert::forward`], calling `trace(i, hidden)` with the hidden states after
     /// the embeddings (`i` = 0) and after each layer `i` (1-based).
-    pub fn forward_traced(
+    pub fn forward_traced(&self, texts: &[&[u32]], trace: impl FnMut(usize, &[f32])) -> Vec<f32> {
+        self.run(texts, self.layers.len(), trace)
+    }
+
+    /// The hidden states after the first `layers` layers (0: the embeddings), rows as
+    /// [`PackedBert::forward`] gives them; the later layers are not run.
+    pub fn forward_until(&self, texts: &[&[u32]], layers: usize) -> Vec<f32> {
+        self.run(texts, layers.min(self.layers.len()), |_, _| {})
+    }
+
+    /// The embeddings and the first `layers` layers, tracing each.
+    fn run(
         &self,
         texts: &[&[u32]],
+        layers: usize,
         mut trace: impl FnMut(usize, &[f32]),
     ) -> Vec<f32> {
         let d = self.d;
@@ -251,7 +263,7 @@ impl PackedBert {
         let mut ctx = vec![0f32; m * d];
         let mut a = vec![0f32; m * d];
         let mut h = vec![0f32; m * ff];
-        for (i, layer) in self.layers.iter().enumerate() {
+        for (i, layer) in self.layers.iter().take(layers).enumerate() {
             layer.qkv.apply(&mut cx, &x, m, &mut qkv, Epilogue::Bias);
             self.attention(&qkv, &lens, &mut ctx);
             layer
