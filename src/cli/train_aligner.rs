@@ -63,7 +63,19 @@ pub fn run(g: &Global, args: &AlignerArgs) -> Result<()> {
     for (t, f1) in &fit.f1_by_threshold {
         eprintln!("threshold {t:.2}: F1 Ali {f1:.4} (training pairs, gold and own chunks)");
     }
-    eprintln!("chose threshold {:.2}", fit.threshold);
+    let (best, f1) = fit
+        .f1_by_thresholds
+        .iter()
+        .find(|((t, c), _)| (*t, *c) == (fit.threshold, fit.context_threshold))
+        .copied()
+        .unwrap_or(((fit.threshold, fit.context_threshold), f64::NAN));
+    eprintln!(
+        "with the context pass: chose link threshold {:.2} and context threshold {:.2} (F1 Ali \
+         {f1:.4} on the training pairs, best of {} pairs of thresholds)",
+        best.0,
+        best.1,
+        fit.f1_by_thresholds.len()
+    );
     std::fs::write(&args.out, aligner.to_json() + "\n")
         .with_context(|| format!("writing {}", args.out.display()))?;
     eprintln!("wrote {}", args.out.display());

@@ -3,10 +3,12 @@
 //! with a relation type (iSTS: EQUI, OPPO, SPE1, SPE2, SIMI, REL) and a 0–5 similarity score;
 //! chunks in no pair are unaligned.
 //!
-//! Three small learned models read one feature vector per chunk pair ([`pair_features`]): a
+//! Small learned models read one feature vector per chunk pair ([`pair_features`]): a
 //! logistic link model (a pair is aligned when its probability clears a threshold and it is
 //! its row's or its column's most likely pair), a softmax over relation types and a linear
-//! score. They are fitted on the iSTS 2016 training pairs outside the held-out part (`kindred
+//! score. A context pass then links chunks the link model left unaligned on both sides when
+//! their neighbours are aligned to each other ([`context_features`]: people align parallel
+//! phrases by position, "Gunmen" with "Militants" beside "kill" / "kill"). They are fitted on the iSTS 2016 training pairs outside the held-out part (`kindred
 //! train aligner`, see `train::aligner`) and shipped in `aligner.json`. Fitting lives here too
 //! ([`Softmax::fit`], [`Linear::fit`]) as pure functions of their examples.
 
@@ -532,6 +534,85 @@ pub struct Aligner {
     pub relation: Softmax,
     /// The 0–5 score from the features and the relation (one-hot, appended).
     pub score: Linear,
+    /// The context pass (two classes over [`context_features`]): links chunk pairs both left
+    /// unaligned by the link model when their neighbours are aligned to each other, as people
+    /// align "Gunmen" with "Militants" in "Gunmen kill nine people" / "Militants kill 6
+    /// soldiers". None in aligners fitted without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Softmax>,
+    /// Probability a context-pass pair needs to be aligned.
+    #[serde(default)]
+    pub context_threshold: f32,
+}
+
+/// Number of features of a chunk pair in the context pass.
+pub const CONTEXT_FEATURES: usize = 14;
+
+/// Rounds of the context pass (each may anchor the next).
+const CONTEXT_ROUNDS: usize = 3;
+
+/// The pairs the context pass considers: both chunks unaligned so far, both with tokens.
+pub fn context_candidates(
+    features: &[ChunkPairFeatures],
+    linked: &[bool],
+    n: usize,
+    m: usize,
+) -> Vec<(usize, usize)> {
+    let row_free: Vec<bool> = (0..n).map(|i| !(0..m).any(|j| linked[i * m + j])).collect();
+    let col_free: Vec<bool> = (0..m).map(|j| !(0..n).any(|i| linked[i * m + j])).collect();
+    (0..n)
+        .flat_map(|i| (0..m).map(move |j| (i, j)))
+        .filter(|&(i, j)| row_free[i] && col_free[j] && features[i * m + j].is_some())
+        .collect()
+}
+
+/// The context pass's features of chunk pair (i, j) of an `n × m` grid: its link probability
+/// `p` and first two pair features (block similarity, best token cosine), whether the pairs
+/// before and after it on the diagonal are linked (or it starts / ends both sentences), how far
+/// apart the two chunks sit in their sentences, whether it is the likeliest pair among the
+/// unaligned ones of its row and of its column, and how many chunks are unaligned on each side.
+pub fn context_features(
+    features: &[ChunkPairFeatures],
+    p: &[f32],
+    linked: &[bool],
+    (n, m): (usize, usize),
+    (i, j): (usize, usize),
+) -> [f32; CONTEXT_FEATURES] {
+    let at = |i: usize, j: usize| i * m + j;
+    let f = features[at(i, j)].unwrap_or([0.0; FEATURES]);
+    let row_free = |i: usize| !(0..m).any(|j| linked[at(i, j)]);
+    let col_free = |j: usize| !(0..n).any(|i| linked[at(i, j)]);
+    let left = i > 0 && j > 0 && linked[at(i - 1, j - 1)];
+    let right = i + 1 < n && j + 1 < m && linked[at(i + 1, j + 1)];
+    let start = i == 0 && j == 0;
+    let end = i + 1 == n && j + 1 == m;
+    let position = ((i as f32 + 0.5) / n as f32 - (j as f32 + 0.5) / m as f32).abs();
+    let best_in_row = (0..m)
+        .filter(|&k| col_free(k))
+        .all(|k| p[at(i, k)] <= p[at(i, j)]);
+    let best_in_col = (0..n)
+        .filter(|&k| row_free(k))
+        .all(|k| p[at(k, j)] <= p[at(i, j)]);
+    let free_a = (0..n).filter(|&k| row_free(k)).count() as f32;
+    let free_b = (0..m).filter(|&k| col_free(k)).count() as f32;
+    let before = left || start;
+    let after = right || end;
+    [
+        p[at(i, j)],
+        f[0],
+        f[1],
+        f32::from(left),
+        f32::from(right),
+        f32::from(start),
+        f32::from(end),
+        f32::from(before && after),
+        position,
+        f32::from(best_in_row),
+        f32::from(best_in_col),
+        f32::from(best_in_row && best_in_col),
+        (free_a + 1.0).ln(),
+        (free_b + 1.0).ln(),
+    ]
 }
 
 /// The aligner shipped with kindred (fitted by `kindred train aligner`).
@@ -553,7 +634,10 @@ impl Aligner {
             && a.relation.weights.len() == Relation::ALL.len()
             && a.link.mean.len() == FEATURES
             && a.relation.mean.len() == FEATURES
-            && a.score.mean.len() == FEATURES + Relation::ALL.len();
+            && a.score.mean.len() == FEATURES + Relation::ALL.len()
+            && a.context
+                .as_ref()
+                .is_none_or(|c| c.weights.len() == 2 && c.mean.len() == CONTEXT_FEATURES);
         if !ok {
             return Err(InternalError::Corrupt(format!(
                 "aligner model: expected {FEATURES} features, 2 link classes and {} relations",
@@ -606,7 +690,9 @@ impl Aligner {
     }
 
     /// The linked pairs (a, b, probability) among `n × m` chunk pairs' features, in (a, b)
-    /// order: probability at least the threshold and the largest of its row or its column.
+    /// order: the link model's ([`Aligner::first_pass`]), then the context pass's: in each
+    /// round, pairs of two still unaligned chunks whose context probability reaches its
+    /// threshold and is the largest among such pairs of its row and of its column.
     pub fn decide(
         &self,
         features: &[ChunkPairFeatures],
@@ -614,6 +700,54 @@ impl Aligner {
         m: usize,
     ) -> Vec<(usize, usize, f32)> {
         let p = self.link_probabilities(features);
+        let mut links = self.first_pass(features, &p, n, m);
+        let Some(context) = &self.context else {
+            return links;
+        };
+        let mut linked = vec![false; n * m];
+        for &(i, j, _) in &links {
+            linked[i * m + j] = true;
+        }
+        for _ in 0..CONTEXT_ROUNDS {
+            let candidates = context_candidates(features, &linked, n, m);
+            let q: Vec<(usize, usize, f32)> = candidates
+                .iter()
+                .map(|&(i, j)| {
+                    let x = context_features(features, &p, &linked, (n, m), (i, j));
+                    (i, j, context.probabilities(&x)[1])
+                })
+                .collect();
+            let chosen: Vec<(usize, usize, f32)> = q
+                .iter()
+                .copied()
+                .filter(|&(i, j, prob)| {
+                    prob >= self.context_threshold
+                        && q.iter()
+                            .filter(|&&(k, l, _)| k == i || l == j)
+                            .all(|&(_, _, other)| other <= prob)
+                })
+                .collect();
+            if chosen.is_empty() {
+                break;
+            }
+            for &(i, j, _) in &chosen {
+                linked[i * m + j] = true;
+            }
+            links.extend(chosen);
+        }
+        links.sort_by_key(|&(i, j, _)| (i, j));
+        links
+    }
+
+    /// The link model's pairs (a, b, probability), in (a, b) order: probability `p` at least
+    /// the threshold and the largest of its row or its column.
+    pub fn first_pass(
+        &self,
+        features: &[ChunkPairFeatures],
+        p: &[f32],
+        n: usize,
+        m: usize,
+    ) -> Vec<(usize, usize, f32)> {
         let row_max: Vec<f32> = (0..n)
             .map(|i| (0..m).map(|j| p[i * m + j]).fold(0.0, f32::max))
             .collect();

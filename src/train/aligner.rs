@@ -3,19 +3,23 @@
 //! chunks and kindred's own chunker's (label: the gold aligns any of their tokens), so it
 //! knows the chunks users get; its threshold maximises the official F1 Ali on the same pairs
 //! (mean over genres and both chunkings); the relation model and the score learn from the
-//! gold-aligned pairs of the gold chunks.
+//! gold-aligned pairs of the gold chunks; the context pass learns from the pairs the link model
+//! leaves with both chunks unaligned, and its threshold is chosen with the link model's.
 
 use serde::Serialize;
 
 use crate::error::{Result, UserError};
 use crate::eval::alignment::{encode_pairs, pair_features, wa_lines, Chunking, TaskSentence};
 use crate::eval::ists::{self, ChunkAlignment, IstsPair, WaPair};
-use crate::score::align::{score_input, Aligner, ChunkPairFeatures, Linear, Relation, Softmax};
+use crate::score::align::{
+    context_candidates, context_features, score_input, Aligner, ChunkPairFeatures, Linear,
+    Relation, Softmax,
+};
 use crate::score::explain::ChunkSource;
 use crate::score::words::Chunk;
 use crate::Encoder;
 
-/// Thresholds tried for the link model.
+/// Thresholds tried for the link model and for the context pass.
 const THRESHOLDS: [f32; 9] = [0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6];
 
 /// One training pair, ready for fitting.
@@ -39,8 +43,14 @@ pub struct AlignerFit {
     pub pairs: Vec<(String, usize)>,
     /// The chosen link threshold.
     pub threshold: f32,
-    /// F1 Ali (training pairs) per threshold tried, mean over genres and both chunkings.
+    /// F1 Ali (training pairs) per link threshold tried without the context pass, mean over
+    /// genres and both chunkings.
     pub f1_by_threshold: Vec<(f32, f64)>,
+    /// The chosen context-pass threshold (chosen with the link threshold, which may then
+    /// differ from the best one alone).
+    pub context_threshold: f32,
+    /// F1 Ali (training pairs) per (link, context-pass) thresholds tried, as above.
+    pub f1_by_thresholds: Vec<((f32, f32), f64)>,
 }
 
 /// Fits the aligner on the pairs of `genres` (name, pairs) that are not held out
@@ -113,6 +123,8 @@ pub fn fit_aligner(
         threshold: 0.5,
         relation,
         score,
+        context: None,
+        context_threshold: 0.5,
     };
     let f1_by_threshold: Vec<(f32, f64)> = THRESHOLDS
         .iter()
@@ -121,20 +133,71 @@ pub fn fit_aligner(
             (t, mean_f1_ali(&aligner, &examples, genres.len()))
         })
         .collect();
-    let best =
-        f1_by_threshold.iter().fold(
-            (0.5, f64::NEG_INFINITY),
-            |b, &(t, f)| if f > b.1 { (t, f) } else { b },
-        );
-    aligner.threshold = best.0;
+    aligner.threshold = best(&f1_by_threshold);
+    // The context pass learns from the pairs the link model leaves with both chunks unaligned;
+    // then both thresholds are chosen together.
+    let (cx, cy): (Vec<Vec<f32>>, Vec<usize>) = examples
+        .iter()
+        .flat_map(|e| context_examples(&aligner, e))
+        .unzip();
+    aligner.context = Some(Softmax::fit(&cx, &cy, 2, 1e-4, 300));
+    let mut f1_by_thresholds = Vec::new();
+    for &t in &THRESHOLDS {
+        for &c in &THRESHOLDS {
+            (aligner.threshold, aligner.context_threshold) = (t, c);
+            f1_by_thresholds.push(((t, c), mean_f1_ali(&aligner, &examples, genres.len())));
+        }
+    }
+    let ((t, c), _) =
+        f1_by_thresholds
+            .iter()
+            .fold(((0.5, 0.5), f64::NEG_INFINITY), |b, &(tc, f)| {
+                if f > b.1 {
+                    (tc, f)
+                } else {
+                    b
+                }
+            });
+    (aligner.threshold, aligner.context_threshold) = (t, c);
     Ok((
-        aligner,
+        aligner.clone(),
         AlignerFit {
             pairs: counts,
-            threshold: best.0,
+            threshold: aligner.threshold,
             f1_by_threshold,
+            context_threshold: aligner.context_threshold,
+            f1_by_thresholds,
         },
     ))
+}
+
+/// The threshold with the best F1 (the first of equals).
+fn best(f1_by_threshold: &[(f32, f64)]) -> f32 {
+    f1_by_threshold
+        .iter()
+        .fold(
+            (0.5, f64::NEG_INFINITY),
+            |b, &(t, f)| if f > b.1 { (t, f) } else { b },
+        )
+        .0
+}
+
+/// The context pass's training examples of one pair: every pair of chunks the link model
+/// leaves unaligned, labelled by the gold.
+fn context_examples(aligner: &Aligner, e: &Example) -> Vec<(Vec<f32>, usize)> {
+    let (n, m) = (e.chunks_a.len(), e.chunks_b.len());
+    let p = aligner.link_probabilities(&e.features);
+    let mut linked = vec![false; n * m];
+    for (i, j, _) in aligner.first_pass(&e.features, &p, n, m) {
+        linked[i * m + j] = true;
+    }
+    context_candidates(&e.features, &linked, n, m)
+        .into_iter()
+        .map(|(i, j)| {
+            let x = context_features(&e.features, &p, &linked, (n, m), (i, j));
+            (x.to_vec(), usize::from(e.gold_links[i * m + j].is_some()))
+        })
+        .collect()
 }
 
 fn example(
