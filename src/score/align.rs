@@ -843,6 +843,38 @@ mod tests {
     }
 
     #[test]
+    fn context_features_see_aligned_neighbours() {
+        // 3 × 3 chunks; (0, 0) and (2, 2) linked: (1, 1) sits between two links.
+        let features = vec![Some([0.5; FEATURES]); 9];
+        let p = [0.9, 0.1, 0.1, 0.1, 0.2, 0.3, 0.1, 0.1, 0.9];
+        let mut linked = vec![false; 9];
+        linked[0] = true;
+        linked[8] = true;
+        assert_eq!(context_candidates(&features, &linked, 3, 3), [(1, 1)]);
+        let f = context_features(&features, &p, &linked, (3, 3), (1, 1));
+        assert_eq!(f[0], 0.2);
+        assert_eq!(
+            &f[3..8],
+            &[1.0, 1.0, 0.0, 0.0, 1.0],
+            "left, right, start, end, both sides"
+        );
+        assert_eq!(f[8], 0.0, "same relative position");
+        assert_eq!(
+            &f[9..12],
+            &[1.0, 1.0, 1.0],
+            "the best unaligned pair of its row and column"
+        );
+        // Nothing linked yet: (0, 0) starts both sentences, (0, 2) neither.
+        let none = vec![false; 9];
+        let f = context_features(&features, &p, &none, (3, 3), (0, 0));
+        assert_eq!(&f[3..8], &[0.0, 0.0, 1.0, 0.0, 0.0]);
+        let f = context_features(&features, &p, &none, (3, 3), (0, 2));
+        assert_eq!(&f[3..8], &[0.0, 0.0, 0.0, 0.0, 0.0]);
+        assert!((f[8] - 2.0 / 3.0).abs() < 1e-6);
+        assert_eq!(context_candidates(&features, &none, 3, 3).len(), 9);
+    }
+
+    #[test]
     fn softmax_and_linear_fit_separable_data() {
         let x: Vec<Vec<f32>> = (0..40).map(|i| vec![i as f32, 1.0]).collect();
         let y: Vec<usize> = (0..40).map(|i| usize::from(i >= 20)).collect();

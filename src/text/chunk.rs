@@ -1409,7 +1409,7 @@ mod tests {
         assert_eq!(
             err("kindred-chunker 9\n1 b\n"),
             "corrupt data: chunker model, line 1: header \"kindred-chunker 9\" is not \
-             \"kindred-chunker 1\": a model of another kindred version"
+             \"kindred-chunker 1\" or \"kindred-chunker 2\": a model of another kindred version"
         );
         assert_eq!(
             err("kindred-chunker 1\n# note\nx b\n"),
@@ -1426,6 +1426,114 @@ mod tests {
         assert!(err("").contains("empty file"));
     }
 
+    /// Toy sentences of words that say nothing, where a chunk starts wherever a unit's
+    /// "state" (dimension 0 of a 2-d row) is positive: only the contextual term can learn it.
+    fn stateful_sentences(n: usize) -> (Vec<(Vec<String>, Vec<Range<usize>>)>, Vec<Vec<f32>>) {
+        let mut rng = SplitMix64(11);
+        let mut sentences = Vec::new();
+        let mut states = Vec::new();
+        for _ in 0..n {
+            let len = 4 + rng.below(6);
+            let tokens: Vec<String> = (0..len).map(|_| "w".to_string()).collect();
+            let starts: Vec<bool> = (0..len).map(|i| i == 0 || rng.below(3) == 0).collect();
+            let rows: Vec<f32> = starts
+                .iter()
+                .flat_map(|&s| [if s { 1.0 } else { -1.0 }, 0.5])
+                .collect();
+            let mut bounds: Vec<usize> = (0..len).filter(|&i| starts[i]).collect();
+            bounds.push(len);
+            sentences.push((tokens, bounds.windows(2).map(|w| w[0]..w[1]).collect()));
+            states.push(rows);
+        }
+        (sentences, states)
+    }
+
+    #[test]
+    fn a_contextual_chunker_learns_from_states_and_round_trips() {
+        let (sentences, states) = stateful_sentences(200);
+        let spec = ContextualSpec {
+            layer: 2,
+            dim: 2,
+            model: "sha256:toy".into(),
+            scale: 1.0,
+        };
+        let model = Chunker::train_contextual(&sentences, &states, spec, 5, |_| {});
+        let c = model.contextual().expect("contextual");
+        assert_eq!((c.layer, c.dim, c.model.as_str()), (2, 2, "sha256:toy"));
+        // Every chunk of unseen sentences right with their states; words alone cannot tell.
+        let (test, test_states) = stateful_sentences(240);
+        let text = |tokens: &[String]| tokens.join(" ");
+        for ((tokens, gold), rows) in test.iter().zip(&test_states).skip(200) {
+            let t = text(tokens);
+            let spans = units(&t);
+            let chunks = model.chunk_with(&t, |s| {
+                assert_eq!(s, spans.as_slice(), "the units' spans");
+                Some(rows.clone())
+            });
+            let expected: Vec<Range<usize>> = gold
+                .iter()
+                .map(|r| spans[r.start].start..spans[r.end - 1].end)
+                .collect();
+            assert_eq!(chunks, expected, "{t}");
+        }
+        let scored: Vec<IstsSentence> = test
+            .into_iter()
+            .zip(test_states)
+            .skip(200)
+            .map(|((tokens, chunks), states)| IstsSentence {
+                genre: "toy".into(),
+                pair: 5,
+                tokens,
+                chunks,
+                states,
+            })
+            .collect();
+        let all: Vec<&IstsSentence> = scored.iter().collect();
+        assert_eq!(score(Method::Model(&model), &all).f1(), 1.0);
+        // Without states (or with rows of the wrong size) the term is left out.
+        assert_eq!(
+            model.chunk("w w w w"),
+            model.chunk_with("w w w w", |_| Some(vec![1.0; 3]))
+        );
+
+        let text = model.to_text();
+        assert!(text.starts_with("kindred-chunker 2\n"), "{text}");
+        let back = Chunker::from_text(&text).expect("parses");
+        assert_eq!(back, model);
+        assert_eq!(back.to_text(), text);
+        assert_eq!(
+            Chunker::train_contextual(&sentences, &states, model_spec(&model), 5, |_| {}),
+            model,
+            "training is deterministic"
+        );
+
+        let err = |t: &str| Chunker::from_text(t).expect_err("refused").to_string();
+        let header = "kindred-chunker 2\n@contextual layer=2 dim=2 scale=1 model=m\n";
+        assert!(err(&format!("{header}@weights 1 2 3\n"))
+            .contains("3 contextual weights, expected 2 × 2"));
+        assert!(err(&format!("{header}@weights 1 x 3 4\n")).contains("a weight is not a number"));
+        assert!(
+            err("kindred-chunker 2\n@contextual layer=2 dim=2 model=m\n@weights 1 2 3 4\n")
+                .contains("no scale=")
+        );
+        assert!(err("kindred-chunker 2\n3 b\n")
+            .contains("go with \"kindred-chunker 2\" and only with it"));
+        assert!(err(
+            "kindred-chunker 1\n@contextual layer=2 dim=1 scale=1 model=m\n@weights 1 2\n"
+        )
+        .contains("only with it"));
+    }
+
+    fn model_spec(c: &Chunker) -> ContextualSpec {
+        let c = c.contextual().expect("contextual");
+        ContextualSpec {
+            layer: c.layer,
+            dim: c.dim,
+            model: c.model.clone(),
+            scale: c.scale,
+        }
+    }
+
     #[test]
     fn the_builtin_model_chunks_a_sentence() {
         let chunker = Chunker::builtin();
@@ -1440,6 +1548,19 @@ mod tests {
         assert_eq!(chunks, ["A black dog", "is running", "on the beach."]);
         let units = ["Two", "women", "sitting", "outside", "laughing", "."];
         assert_eq!(chunker.chunk_units(&units), [0..2, 2..3, 3..4, 4..5, 5..6]);
+    }
+
+    #[test]
+    fn the_builtin_contextual_model_reads_the_default_models_second_layer() {
+        let model = Chunker::builtin_contextual();
+        let c = model.contextual().expect("contextual");
+        assert_eq!((c.layer, c.dim), (2, 384));
+        assert!(
+            c.model.starts_with("sha256:") && !c.model.ends_with("+int8"),
+            "{}",
+            c.model
+        );
+        assert!(model.len() > 1000, "{} word features", model.len());
     }
 
     #[test]

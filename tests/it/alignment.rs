@@ -49,8 +49,8 @@ fn gold_chunk_alignment_agrees_with_people() {
             f1(&v, genre, "kindred", "ali"),
             f1(&v, genre, "word_overlap", "ali"),
         );
-        // Measured 0.92-0.94 (EVALUATION.md); the bar is 0.92.
-        assert!(ours >= 0.91, "{genre}: F1 Ali {ours}");
+        // Measured 0.930-0.935 (EVALUATION.md); the bar is 0.92.
+        assert!(ours >= 0.92, "{genre}: F1 Ali {ours}");
         assert!(
             ours > overlap + 0.03,
             "{genre}: {ours} vs word overlap {overlap}"
@@ -72,9 +72,10 @@ fn own_chunk_alignment_beats_word_overlap_and_writes_task_files() {
             f1(&v, genre, "kindred", "ali"),
             f1(&v, genre, "word_overlap", "ali"),
         );
-        assert!(ours >= 0.84, "{genre}: F1 Ali {ours}");
+        // Measured 0.893-0.922 with the contextual chunker (EVALUATION.md).
+        assert!(ours >= 0.88, "{genre}: F1 Ali {ours}");
         assert!(
-            ours > overlap + 0.03,
+            ours > overlap + 0.05,
             "{genre}: {ours} vs word overlap {overlap}"
         );
         // The written file is the task's format and scores the same when read back.
