@@ -86,7 +86,7 @@ pub fn run(g: &Global, args: &AlignerArgs) -> Result<()> {
 pub(super) fn load_chunker(p: &std::path::Path) -> Result<Chunker> {
     let text = std::fs::read_to_string(p)
         .with_context(|| format!("reading the chunker {}", p.display()))?;
-    Ok(Chunker::from_text(&text).with_context(|| format!("reading {}", p.display()))?)
+    Chunker::from_text(&text).with_context(|| format!("reading {}", p.display()))
 }
 
 /// The aligner in `path`, or the shipped one.

@@ -1426,9 +1426,12 @@ mod tests {
         assert!(err("").contains("empty file"));
     }
 
+    /// Sentences (tokens, gold chunks) and each one's unit states.
+    type Stateful = (Vec<(Vec<String>, Vec<Range<usize>>)>, Vec<Vec<f32>>);
+
     /// Toy sentences of words that say nothing, where a chunk starts wherever a unit's
     /// "state" (dimension 0 of a 2-d row) is positive: only the contextual term can learn it.
-    fn stateful_sentences(n: usize) -> (Vec<(Vec<String>, Vec<Range<usize>>)>, Vec<Vec<f32>>) {
+    fn stateful_sentences(n: usize) -> Stateful {
         let mut rng = SplitMix64(11);
         let mut sentences = Vec::new();
         let mut states = Vec::new();
