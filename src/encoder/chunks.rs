@@ -19,7 +19,8 @@ impl Encoder {
     /// Each text's unit states after `layer` layers (0: the embeddings): for text `t`,
     /// `spans[t].len() × dim` values, row `u` the mean of the layer's rows of the content
     /// wordpieces overlapping char span `spans[t][u]` of the text (zeros for a span without
-    /// one, e.g. past the truncation point). Errors as [`Encoder::encode`] does (an empty text).
+    /// one, e.g. past the truncation point). Runs only the first `layer` layers on the CPU (the
+    /// whole forward on a GPU). Errors as [`Encoder::encode`] does (an empty text).
     pub fn unit_states(
         &self,
         texts: &[&str],
@@ -34,18 +35,22 @@ impl Encoder {
             .collect::<Result<_>>()?;
         let mut out = Vec::with_capacity(texts.len());
         if let Some(packed) = &self.packed {
-            let ids: Vec<&[u32]> = tokenized.iter().map(|t| t.ids.as_slice()).collect();
-            let hidden = packed.forward_until(&ids, layer);
-            let mut start = 0;
-            for (t, spans) in tokenized.iter().zip(spans) {
-                let rows = &hidden[start * d..(start + t.ids.len()) * d];
-                start += t.ids.len();
-                out.push(span_means(
-                    content_rows(rows, &t.special, d),
-                    &t.tokens,
-                    spans,
-                    d,
-                ));
+            // In batches of the encoder's size, so a long list stays within its memory.
+            let batch = self.options.batch_size.max(1);
+            for (group, group_spans) in tokenized.chunks(batch).zip(spans.chunks(batch)) {
+                let ids: Vec<&[u32]> = group.iter().map(|t| t.ids.as_slice()).collect();
+                let hidden = packed.forward_until(&ids, layer);
+                let mut start = 0;
+                for (t, spans) in group.iter().zip(group_spans) {
+                    let rows = &hidden[start * d..(start + t.ids.len()) * d];
+                    start += t.ids.len();
+                    out.push(span_means(
+                        content_rows(rows, &t.special, d),
+                        &t.tokens,
+                        spans,
+                        d,
+                    ));
+                }
             }
             return Ok(out);
         }
