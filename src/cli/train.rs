@@ -619,11 +619,7 @@ fn chunker(g: &Global, args: &ChunkerArgs) -> Result<()> {
         Some(ContextualSpec {
             layer: args.layer,
             dim: encoder.identity().dim,
-            model: encoder
-                .identity()
-                .clone()
-                .with_precision(kindred::Precision::Fp32)
-                .fingerprint,
+            model: encoder.weights_fingerprint().to_string(),
             scale: args.scale,
         })
     } else {

@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::score::explain::{chunk_spans, ChunkSource};
 use crate::text::chunk::{units, Chunker, Contextual};
 use crate::text::normalize::normalize;
-use crate::types::{Precision, Token};
+use crate::types::Token;
 
 impl Encoder {
     /// Each text's unit states after `layer` layers (0: the embeddings): for text `t`,
@@ -79,11 +79,12 @@ impl Encoder {
         Ok(out)
     }
 
-    /// Whether `c`'s weights were trained on this encoder's states: the same weights (either
-    /// precision) and hidden size, and the layer exists.
+    /// Whether `c`'s weights were trained on this encoder's states: the same network weights
+    /// (either precision, whatever heads) and hidden size, and the layer exists.
     pub fn reads(&self, c: &Contextual) -> bool {
-        let fp32 = self.identity.clone().with_precision(Precision::Fp32);
-        c.model == fp32.fingerprint && c.dim == self.identity.dim && c.layer <= self.bert.layers()
+        c.model == self.weights_fingerprint
+            && c.dim == self.identity.dim
+            && c.layer <= self.bert.layers()
     }
 
     /// Each text's phrase chunks as char spans of the text, by the shipped chunkers: the

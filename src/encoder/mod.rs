@@ -81,6 +81,9 @@ pub struct Encoder {
     /// The model directory it was loaded from.
     path: std::path::PathBuf,
     identity: ModelIdentity,
+    /// `sha256:` of the network's weights alone (no heads, no precision): what its hidden
+    /// states depend on.
+    weights_fingerprint: String,
     options: EncoderOptions,
     heads: Heads,
 }
@@ -110,7 +113,8 @@ impl Encoder {
         let mut bert = Bert::new(&model.config, &device);
         weights::load(&mut bert, &model.weights_path())?;
         let heads = Heads::load(&model.path, model.config.hidden_size)?;
-        let identity = model.identity()?.with_precision(options.precision);
+        let (identity, weights_fingerprint) = model.identity_and_weights()?;
+        let identity = identity.with_precision(options.precision);
         let packed = pack(&bert, model, options)?;
         tracing::info!(id = %identity.id, fingerprint = %identity.fingerprint,
             heads = ?heads.names(), precision = %options.precision,
@@ -122,6 +126,7 @@ impl Encoder {
             device,
             path: model.path.clone(),
             identity,
+            weights_fingerprint,
             options,
             heads,
         })
@@ -143,6 +148,8 @@ impl Encoder {
             tokenizer: TextTokenizer::from_file(&model.tokenizer_path(), model.max_len)?,
             device: options.device.device()?,
             path: model.path.clone(),
+            // Weights in training are no file's: no shipped state-reading model fits them.
+            weights_fingerprint: format!("{}+in-training", identity.fingerprint),
             identity: identity.with_precision(options.precision),
             options,
             heads,
@@ -205,6 +212,12 @@ impl Encoder {
     /// The learned heads the model carries (possibly none).
     pub fn heads(&self) -> &Heads {
         &self.heads
+    }
+
+    /// `sha256:` of the network's weights alone: what its hidden states depend on (the
+    /// identity's fingerprint also covers heads and precision).
+    pub fn weights_fingerprint(&self) -> &str {
+        &self.weights_fingerprint
     }
 
     /// The model's identity (id, fingerprint, dim, max length).

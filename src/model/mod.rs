@@ -290,7 +290,15 @@ impl ModelDir {
     /// Computes the model's identity: hashes the weights file and, when the model carries
     /// learned heads, the heads file too (a model with other heads encodes differently).
     pub fn identity(&self) -> Result<ModelIdentity> {
+        Ok(self.identity_and_weights()?.0)
+    }
+
+    /// [`ModelDir::identity`] and the fingerprint of the network's weights alone (`sha256:` +
+    /// the digest of model.safetensors): what the hidden states depend on, whatever heads the
+    /// model carries. The weights are hashed once.
+    pub fn identity_and_weights(&self) -> Result<(ModelIdentity, String)> {
         let weights = sha256_file(&self.weights_path())?;
+        let weights_fingerprint = format!("sha256:{weights}");
         let heads_path = self.path.join(heads::HEADS_FILE);
         let dim = self.config.hidden_size;
         let (fingerprint, intent_dim) = if heads_path.is_file() {
@@ -303,14 +311,15 @@ impl ModelDir {
         } else {
             (weights, None)
         };
-        Ok(ModelIdentity {
+        let identity = ModelIdentity {
             id: self.id.clone(),
             fingerprint: format!("sha256:{fingerprint}"),
             dim,
             max_len: self.max_len,
             intent_dim,
             precision: Precision::Fp32,
-        })
+        };
+        Ok((identity, weights_fingerprint))
     }
 }
 

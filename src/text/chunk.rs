@@ -489,8 +489,9 @@ pub struct Contextual {
     pub layer: usize,
     /// Hidden size.
     pub dim: usize,
-    /// Fingerprint of the model whose states the weights read (its fp32 weights: the int8
-    /// variant's states are close enough to share them).
+    /// Fingerprint of the network weights whose states the weights read (`sha256:` of
+    /// model.safetensors; the int8 variant's states are close enough to share them, and heads
+    /// do not change them).
     pub model: String,
     /// Multiplies the states in training, so that they weigh against the 0/1 word features.
     pub scale: f32,
