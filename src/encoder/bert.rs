@@ -148,8 +148,33 @@ impl Bert {
         &self,
         ids: Tensor<2, Int>,
         pad: Option<Tensor<2, Bool>>,
-        mut trace: impl FnMut(usize, &Tensor<2>),
+        trace: impl FnMut(usize, &Tensor<2>),
     ) -> Tensor<3> {
+        let [batch, len] = ids.dims();
+        let x = self.run(ids, pad, self.encoder.layer.len(), trace);
+        let [_, d] = x.dims();
+        x.reshape([batch, len, d])
+    }
+
+    /// The `[batch·len, d]` hidden states after the first `layers` layers (0: the
+    /// embeddings); the later layers are not run.
+    pub fn forward_until(
+        &self,
+        ids: Tensor<2, Int>,
+        pad: Option<Tensor<2, Bool>>,
+        layers: usize,
+    ) -> Tensor<2> {
+        self.run(ids, pad, layers, |_, _| {})
+    }
+
+    /// The embeddings and the first `layers` layers, tracing each; `[batch·len, d]`.
+    fn run(
+        &self,
+        ids: Tensor<2, Int>,
+        pad: Option<Tensor<2, Bool>>,
+        layers: usize,
+        mut trace: impl FnMut(usize, &Tensor<2>),
+    ) -> Tensor<2> {
         let [batch, len] = ids.dims();
         let emb = &self.embeddings;
         let words = emb.word_embeddings.forward(ids);
@@ -166,11 +191,11 @@ impl Bert {
                 .expand([batch, self.num_heads, len, len])
         });
         let mut x = x;
-        for (i, layer) in self.encoder.layer.iter().enumerate() {
+        for (i, layer) in self.encoder.layer.iter().take(layers).enumerate() {
             x = layer.forward(x, batch, len, self.num_heads, self.gelu_tanh, mask.as_ref());
             trace(i + 1, &x);
         }
-        x.reshape([batch, len, d])
+        x
     }
 
     /// Number of transformer layers.

@@ -19,8 +19,8 @@ impl Encoder {
     /// Each text's unit states after `layer` layers (0: the embeddings): for text `t`,
     /// `spans[t].len() × dim` values, row `u` the mean of the layer's rows of the content
     /// wordpieces overlapping char span `spans[t][u]` of the text (zeros for a span without
-    /// one, e.g. past the truncation point). Runs only the first `layer` layers on the CPU (the
-    /// whole forward on a GPU). Errors as [`Encoder::encode`] does (an empty text).
+    /// one, e.g. past the truncation point). Runs only the first `layer` layers. Errors as
+    /// [`Encoder::encode`] does (an empty text).
     pub fn unit_states(
         &self,
         texts: &[&str],
@@ -54,21 +54,12 @@ impl Encoder {
             }
             return Ok(out);
         }
-        // A GPU: the burn forward of one text at a time (no padding), traced at `layer`.
+        // A GPU: the burn forward's first layers, one text at a time (no padding).
         for (t, spans) in tokenized.iter().zip(spans) {
             let ids: Vec<i64> = t.ids.iter().map(|&id| i64::from(id)).collect();
             let ids =
                 Tensor::<2, Int>::from_data(TensorData::new(ids, [1, t.ids.len()]), &self.device);
-            let mut rows = None;
-            self.bert.forward_traced(ids, None, |i, h| {
-                if i == layer {
-                    rows = Some(h.clone());
-                }
-            });
-            let rows = match rows {
-                Some(h) => host_f32(h, "hidden states")?,
-                None => vec![0.0; t.ids.len() * d],
-            };
+            let rows = host_f32(self.bert.forward_until(ids, None, layer), "hidden states")?;
             out.push(span_means(
                 content_rows(&rows, &t.special, d),
                 &t.tokens,

@@ -261,3 +261,27 @@ fn a_model_with_other_heads_over_the_same_network_keeps_the_contextual_chunker()
         "the texts tell them apart"
     );
 }
+
+#[test]
+fn unit_states_are_the_hidden_states_after_the_first_layers() {
+    let enc = crate::common::encoder();
+    let d = enc.identity().dim;
+    let text = "Thai political protests paralyse more ministries";
+    let tokenized = enc.tokenizer().tokenize(text, 0).expect("tokenizes");
+    // One span per content wordpiece: each row is that wordpiece's own.
+    let spans: Vec<_> = tokenized.tokens.iter().map(|t| t.start..t.end).collect();
+    let layers = enc.layer_outputs(text, false, None).expect("layers");
+    for layer in [0, 2, 6] {
+        let states = enc
+            .unit_states(&[text], std::slice::from_ref(&spans), layer)
+            .expect("states");
+        // The layer's rows without [CLS] (first) and [SEP] (last).
+        let expected = &layers[layer][d..(1 + spans.len()) * d];
+        let max_diff = states[0]
+            .iter()
+            .zip(expected)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(max_diff < 1e-5, "layer {layer}: max |diff| {max_diff}");
+    }
+}
