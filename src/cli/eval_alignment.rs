@@ -8,17 +8,15 @@ use anyhow::{bail, Context, Result};
 use clap::{Args as ClapArgs, ValueEnum};
 use serde_json::json;
 
-use kindred::encoder::Phrasing;
 use kindred::eval::alignment::{encode_pairs, kindred_pair, report, Chunking, GenreReport, Models};
 use kindred::eval::ists::{self, IstsPair, WaPair};
 use kindred::index::LexicalIndex;
-use kindred::score::explain::ChunkSource;
 use kindred::score::{weights, Weights};
 use kindred::search::Weighting;
 use kindred::{Encoded, Encoder};
 
 use super::eval::bar;
-use super::train_aligner::{load_aligner, load_chunker};
+use super::train_aligner::{load_aligner, load_chunker, phrasing};
 
 #[derive(Debug, ClapArgs)]
 pub struct AlignmentArgs {
@@ -97,16 +95,9 @@ pub fn run(encoder: &Encoder, args: &AlignmentArgs) -> Result<()> {
     };
     let file = args.chunker.as_deref().map(load_chunker).transpose()?;
     let aligner = load_aligner(args.aligner.as_deref())?;
-    let phrasing;
-    let chunker: &dyn ChunkSource = match &file {
-        Some(model) => {
-            phrasing = Phrasing { encoder, model };
-            &phrasing
-        }
-        None => encoder,
-    };
+    let chunker = phrasing(encoder, file.as_ref());
     let models = Models {
-        chunker,
+        chunker: &chunker,
         aligner: &aligner,
     };
     let mut reports = Vec::new();
@@ -150,7 +141,7 @@ pub fn run(encoder: &Encoder, args: &AlignmentArgs) -> Result<()> {
         if let Some(dir) = &args.out_wa {
             write_wa(dir, genre, &system)?;
         }
-        reports.push(report(genre, &pairs, &system, chunking, chunker));
+        reports.push(report(genre, &pairs, &system, chunking, &chunker));
     }
     if args.json {
         println!(

@@ -10,9 +10,9 @@ use clap::Args as ClapArgs;
 use kindred::encoder::Phrasing;
 use kindred::eval::ists;
 use kindred::score::align::Aligner;
-use kindred::score::explain::ChunkSource;
 use kindred::text::chunk::Chunker;
 use kindred::train::aligner::fit_aligner;
+use kindred::Encoder;
 
 use super::eval::bar;
 use super::Global;
@@ -44,18 +44,8 @@ pub fn run(g: &Global, args: &AlignerArgs) -> Result<()> {
     let sentences: usize = genres.iter().map(|(_, p)| 2 * p.len()).sum();
     let b = bar(sentences as u64, "encoding")?;
     let file = args.chunker.as_deref().map(load_chunker).transpose()?;
-    let phrasing;
-    let chunker: &dyn ChunkSource = match &file {
-        Some(model) => {
-            phrasing = Phrasing {
-                encoder: &encoder,
-                model,
-            };
-            &phrasing
-        }
-        None => &encoder,
-    };
-    let (aligner, fit) = fit_aligner(&encoder, &genres, chunker, |n| b.inc(n as u64))?;
+    let chunker = phrasing(&encoder, file.as_ref());
+    let (aligner, fit) = fit_aligner(&encoder, &genres, &chunker, |n| b.inc(n as u64))?;
     b.finish_and_clear();
     for (genre, n) in &fit.pairs {
         eprintln!("{genre}: {n} training pairs");
@@ -80,6 +70,15 @@ pub fn run(g: &Global, args: &AlignerArgs) -> Result<()> {
         .with_context(|| format!("writing {}", args.out.display()))?;
     eprintln!("wrote {}", args.out.display());
     Ok(())
+}
+
+/// Own chunks by the chunker in `file`, else by the shipped ones as explanations get them (the
+/// contextual chunker where it reads `encoder`'s states, else the word chunker).
+pub(super) fn phrasing<'a>(encoder: &'a Encoder, file: Option<&'a Chunker>) -> Phrasing<'a> {
+    Phrasing {
+        encoder,
+        model: file.unwrap_or_else(|| Chunker::builtin_contextual()),
+    }
 }
 
 /// The chunker model in file `p` (from `kindred train chunker`).
