@@ -197,3 +197,16 @@ fn resolve(view: &kindred::db::View<'_>, hits: Vec<(u64, f32)>) -> Vec<(StoredDo
         .filter_map(|(i, s)| view.get_internal(i).expect("reads").map(|d| (d, s)))
         .collect()
 }
+
+/// Opens the sled database at `path` directly (a test looking under the store). sled's
+/// background IO may keep the file lock a moment after the last handle drops (seen under
+/// loaded CI runs): retries for 5 s.
+pub fn open_sled(path: &std::path::Path) -> sled::Db {
+    (0..50)
+        .find_map(|_| {
+            sled::open(path)
+                .inspect_err(|_| std::thread::sleep(std::time::Duration::from_millis(100)))
+                .ok()
+        })
+        .expect("sled opens once the last handle is dropped")
+}

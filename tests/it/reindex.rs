@@ -25,8 +25,7 @@ fn doc(id: String, text: &str) -> NewDocument {
 
 /// The sled tree names of the database in `dir` (opened directly, so the database is closed).
 fn tree_names(dir: &std::path::Path) -> Vec<String> {
-    sled::open(dir.join("store"))
-        .expect("sled")
+    crate::common::open_sled(&dir.join("store"))
         .tree_names()
         .iter()
         .map(|n| String::from_utf8_lossy(n).into_owned())

@@ -6,7 +6,7 @@ use kindred::store::{CollectionSettings, Durability, Store};
 use kindred::UserError;
 use serde_json::json;
 
-use crate::common::{encoder, qqp_questions};
+use crate::common::{encoder, open_sled, qqp_questions};
 
 fn doc(id: &str, text: &str, metadata: serde_json::Value) -> NewDocument {
     NewDocument {
@@ -307,8 +307,7 @@ fn store_of_format_1_is_migrated_to_the_current_format() {
         None
     );
     drop(db);
-    let version = sled::open(&store)
-        .expect("sled")
+    let version = open_sled(&store)
         .get("format_version")
         .expect("reads")
         .expect("present");
@@ -438,15 +437,7 @@ fn committed_format_1_store_opens_migrates_and_answers() {
     .expect("searches");
     assert_eq!(out.hits[0].id, "a");
     drop(db);
-    // sled's background IO may keep the file lock a moment after the last handle drops (seen
-    // once under a loaded CI run): retry the open for a few seconds.
-    let store = (0..50)
-        .find_map(|_| {
-            sled::open(dir.path().join("store"))
-                .inspect_err(|_| std::thread::sleep(std::time::Duration::from_millis(100)))
-                .ok()
-        })
-        .expect("sled opens once the database is dropped");
+    let store = open_sled(&dir.path().join("store"));
     let version = store
         .get("format_version")
         .expect("reads")
@@ -468,7 +459,7 @@ fn a_format_3_store_migrates_to_empty_contexts_and_resumes_a_stopped_migration()
     let store = dir.path().join("store");
     Store::stamp_format_version_for_tests(&store, 3).expect("stamps");
     {
-        let sled = sled::open(&store).expect("sled");
+        let sled = open_sled(&store);
         let docs = sled.open_tree("docs/faq").expect("tree");
         let old = docs.get("b").expect("reads").expect("b");
         let Upgrade::Rewritten(new) = upgrade_record(&old) else {
