@@ -912,12 +912,20 @@ fn documents_carry_context_over_http() {
     let mut found = ids(&out["hits"]);
     found.sort();
     assert_eq!(found, ["list", "none", "one"], "{out}");
+    // Alike up to float rounding (seen once under CI: lexical 0.99999994 against 1.0).
+    let alike = |a: &Value, b: &Value| {
+        let (a, b) = (a.as_f64().expect("a number"), b.as_f64().expect("a number"));
+        (a - b).abs() <= 1e-6
+    };
     for h in &hits[1..] {
-        assert_eq!(h["score"], hits[0]["score"], "{out}");
+        assert!(alike(&h["score"], &hits[0]["score"]), "{out}");
         for stage in ["cosine", "w2", "lexical"] {
-            assert_eq!(
-                h["stages"][stage]["score"], hits[0]["stages"][stage]["score"],
-                "{stage}"
+            assert!(
+                alike(
+                    &h["stages"][stage]["score"],
+                    &hits[0]["stages"][stage]["score"]
+                ),
+                "{stage}: {out}"
             );
         }
     }
