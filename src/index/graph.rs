@@ -1626,16 +1626,19 @@ mod tests {
         assert!(!g.remove(0) && !g.remove(999_999));
         assert_eq!(g.live() + g.deleted(), 3000);
         let qs: Vec<Vec<f32>> = std::iter::once(q.clone())
-            .chain((0..50).map(|_| r.unit(48)))
+            .chain((0..200).map(|_| r.unit(48)))
             .collect();
         for q in &qs {
             let hits = g.search(q, 10, 32);
             assert_eq!(hits.len(), 10);
             assert!(hits.iter().all(|h| g.contains(h.0)));
         }
-        let rec = recall(&g, &qs, 10, 32);
+        // Parallel construction makes the graph differ from run to run: at ef 32 recall on these
+        // random 48-d points ranged 0.898..0.933 over 51 queries (it failed CI once at 0.898), so
+        // the bar is checked at ef 64 over 201 queries, where runs stay well above it.
+        let rec = recall(&g, &qs, 10, 64);
         println!("recall with tombstones = {rec:.4}");
-        assert!(rec >= 0.9);
+        assert!(rec >= 0.95);
         let keep = [5u64, 1234, 2999];
         for id in 0..3000 {
             if !keep.contains(&id) {
