@@ -44,6 +44,7 @@ pub mod search;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod store;
+pub(crate) mod sync;
 pub mod text;
 #[cfg(feature = "train")]
 pub mod train;

@@ -12,6 +12,7 @@ use crate::index::{LexicalIndex, MetadataIndex};
 use crate::score::calibration::Calibrator;
 use crate::score::wasserstein::embed;
 use crate::store::{CollectionSettings, SearchDefaults};
+use crate::sync::{MutexExt, RwLockExt};
 use crate::types::Gaussian;
 
 /// A document as the indexes take it: its internal id, text and vectors.
@@ -100,7 +101,7 @@ impl Indexes {
     /// [`Self::apply`] taking the writer lock itself (for indexes no writer serialises yet:
     /// a reindex's shadow).
     pub fn locked_apply(self: &Arc<Self>, removed: &[u64], added: &[Entry<'_>]) -> Result<()> {
-        let _writer = self.writer.lock().expect("lock");
+        let _writer = self.writer.locked();
         self.apply(removed, added)
     }
 
@@ -110,10 +111,7 @@ impl Indexes {
     /// swaps its graphs under it and must see every change.
     pub fn apply(self: &Arc<Self>, removed: &[u64], added: &[Entry<'_>]) -> Result<()> {
         let compact = {
-            let (cosine, w2) = (
-                self.cosine.read().expect("lock"),
-                self.w2.read().expect("lock"),
-            );
+            let (cosine, w2) = (self.cosine.reading(), self.w2.reading());
             for &old in removed {
                 cosine.remove(old);
                 w2.remove(old);
@@ -171,20 +169,20 @@ impl Indexes {
 
     fn compact(&self) -> Result<()> {
         let fresh = (
-            self.cosine.read().expect("lock").compacted(),
-            self.w2.read().expect("lock").compacted(),
+            self.cosine.reading().compacted(),
+            self.w2.reading().compacted(),
         );
         // Most of the catching up happens before writers are stopped.
-        catch_up(&self.cosine.read().expect("lock"), &fresh.0)?;
-        catch_up(&self.w2.read().expect("lock"), &fresh.1)?;
-        let _writer = self.writer.lock().expect("lock");
+        catch_up(&self.cosine.reading(), &fresh.0)?;
+        catch_up(&self.w2.reading(), &fresh.1)?;
+        let _writer = self.writer.locked();
         if self.is_retired() {
             return Ok(());
         }
-        catch_up(&self.cosine.read().expect("lock"), &fresh.0)?;
-        catch_up(&self.w2.read().expect("lock"), &fresh.1)?;
-        *self.cosine.write().expect("lock") = fresh.0;
-        *self.w2.write().expect("lock") = fresh.1;
+        catch_up(&self.cosine.reading(), &fresh.0)?;
+        catch_up(&self.w2.reading(), &fresh.1)?;
+        *self.cosine.writing() = fresh.0;
+        *self.w2.writing() = fresh.1;
         Ok(())
     }
 

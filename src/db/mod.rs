@@ -41,6 +41,7 @@ use crate::store::{
     validate_id, CollectionSettings, CollectionStats, Durability, SearchDefaults, Store, StoredDoc,
     Upserted, SEARCH_DEFAULTS_KEY,
 };
+use crate::sync::{MutexExt, RwLockExt};
 use crate::text::TextFormat;
 use crate::types::{Encoded, Gaussian};
 use indexes::{Entry, Indexes};
@@ -363,7 +364,7 @@ impl Database {
         }
         let physical = self.store.settings(name)?.physical(name);
         self.store.drop_collection(name)?;
-        self.open.write().expect("lock").remove(name);
+        self.open.writing().remove(name);
         let dir = self.index_dir.join(physical);
         if dir.exists() {
             std::fs::remove_dir_all(&dir)
@@ -387,7 +388,7 @@ impl Database {
         }
         let ix = self.indexes(name)?;
         let index = {
-            let (cosine, w2) = (ix.cosine.read().expect("lock"), ix.w2.read().expect("lock"));
+            let (cosine, w2) = (ix.cosine.reading(), ix.w2.reading());
             IndexInfo {
                 cosine_points: cosine.points(),
                 w2_points: w2.points(),
@@ -429,7 +430,7 @@ impl Database {
         check_defaults(name, &ix.settings, defaults.as_ref())?;
         // Store and cache change under the cache's lock, so concurrent setters leave them
         // agreeing. Indexes a reindex switched to meanwhile read the store on first use.
-        let mut cached = ix.search_defaults.lock().expect("lock");
+        let mut cached = ix.search_defaults.locked();
         match &defaults {
             Some(d) => {
                 let bytes = serde_json::to_vec(d).expect("search defaults serialise");
@@ -508,7 +509,7 @@ impl Database {
     fn with_writer<T>(&self, name: &str, f: impl FnOnce(&Arc<Indexes>) -> Result<T>) -> Result<T> {
         loop {
             let ix = self.indexes(name)?;
-            let _writer = ix.writer.lock().expect("lock");
+            let _writer = ix.writer.locked();
             if !ix.is_retired() {
                 return f(&ix);
             }
@@ -569,7 +570,7 @@ impl Database {
         }
         let bytes = serde_json::to_vec(calibrator).expect("calibrator serialises");
         self.store.set_meta(name, CALIBRATION_KEY, &bytes)?;
-        *self.indexes(name)?.calibrator.lock().expect("lock") = Some(Arc::new(calibrator.clone()));
+        *self.indexes(name)?.calibrator.locked() = Some(Arc::new(calibrator.clone()));
         Ok(())
     }
 
@@ -599,14 +600,13 @@ impl Database {
         let open: Vec<(String, Arc<Indexes>)> = {
             let slots: Vec<(String, Slot)> = self
                 .open
-                .read()
-                .expect("lock")
+                .reading()
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             slots
                 .into_iter()
-                .filter_map(|(k, slot)| slot.lock().expect("lock").clone().map(|ix| (k, ix)))
+                .filter_map(|(k, slot)| slot.locked().clone().map(|ix| (k, ix)))
                 .collect()
         };
         // One collection's failure (a full disk, a bad folder) must not keep the others
@@ -632,24 +632,24 @@ impl Database {
     /// Saves one collection's graphs unless they are saved at the store's current position;
     /// true when it wrote them.
     fn checkpoint_one(&self, name: &str, ix: &Indexes) -> Result<bool> {
-        let _writer = ix.writer.lock().expect("lock");
+        let _writer = ix.writer.locked();
         let seq = match self.store.seq(name) {
             Ok(seq) => seq,
             // Dropped since we listed it.
             Err(crate::Error::User(UserError::UnknownCollection { .. })) => return Ok(false),
             Err(e) => return Err(e),
         };
-        let mut saved_seq = ix.saved_seq.lock().expect("lock");
+        let mut saved_seq = ix.saved_seq.locked();
         if *saved_seq == Some(seq) || ix.is_retired() {
             return Ok(false);
         }
         // Index files share the store's disk: a save must not fill it (about 6 KiB per point
         // for both graphs of a 384-d model).
-        let points = ix.cosine.read().expect("lock").points() as u64;
+        let points = ix.cosine.reading().points() as u64;
         self.store.ensure_room(points.saturating_mul(6 << 10))?;
         let dir = self.index_dir.join(&ix.physical);
-        ix.cosine.read().expect("lock").save(&dir, "cosine", seq)?;
-        ix.w2.read().expect("lock").save(&dir, "w2", seq)?;
+        ix.cosine.reading().save(&dir, "cosine", seq)?;
+        ix.w2.reading().save(&dir, "w2", seq)?;
         *saved_seq = Some(seq);
         Ok(true)
     }
@@ -677,21 +677,20 @@ impl Database {
 
     /// The collection's indexes, loading or rebuilding them on first use.
     fn indexes(&self, name: &str) -> Result<Arc<Indexes>> {
-        let existing = self.open.read().expect("lock").get(name).cloned();
+        let existing = self.open.reading().get(name).cloned();
         let slot = match existing {
             Some(slot) => slot,
             None => {
                 // Unknown collections get no slot.
                 self.store.settings(name)?;
                 self.open
-                    .write()
-                    .expect("lock")
+                    .writing()
                     .entry(name.to_string())
                     .or_default()
                     .clone()
             }
         };
-        let mut guard = slot.lock().expect("lock");
+        let mut guard = slot.locked();
         if let Some(ix) = guard.as_ref() {
             return Ok(ix.clone());
         }
@@ -780,7 +779,7 @@ const CALIBRATION_KEY: &str = "calibration";
 /// stored value that does not decode (damaged) is logged and treated as none, so searches go
 /// on; setting or clearing the defaults replaces it.
 fn cached_defaults(db: &Database, name: &str, ix: &Indexes) -> Result<Option<Arc<SearchDefaults>>> {
-    let mut cached = ix.search_defaults.lock().expect("lock");
+    let mut cached = ix.search_defaults.locked();
     if let Some(d) = cached.as_ref() {
         return Ok(d.clone());
     }
@@ -927,11 +926,7 @@ impl View<'_> {
         match &self.source {
             Source::Local(ix) => {
                 let among = self.local_among(within);
-                let hits = ix
-                    .cosine
-                    .read()
-                    .expect("lock")
-                    .search(sentence, k, among.as_deref());
+                let hits = ix.cosine.reading().search(sentence, k, among.as_deref());
                 Ok(hits.into_iter().map(|(i, d)| (i, 1.0 - d)).collect())
             }
             Source::Remote(r) => {
@@ -973,11 +968,7 @@ impl View<'_> {
         match &self.source {
             Source::Local(ix) => {
                 let among = self.local_among(within);
-                Ok(ix
-                    .w2
-                    .read()
-                    .expect("lock")
-                    .search(&embed(intent), k, among.as_deref()))
+                Ok(ix.w2.reading().search(&embed(intent), k, among.as_deref()))
             }
             Source::Remote(r) => {
                 let query = r.query(("intent", "w2"), embed(intent), k, within);
@@ -1054,7 +1045,7 @@ impl View<'_> {
     pub fn prefetch(&self, internals: &[u64]) -> Result<()> {
         if let Source::Remote(r) = &self.source {
             let missing: Vec<u64> = {
-                let loaded = r.loaded.lock().expect("lock");
+                let loaded = r.loaded.locked();
                 internals
                     .iter()
                     .copied()
@@ -1063,7 +1054,7 @@ impl View<'_> {
             };
             if !missing.is_empty() {
                 let got = r.remote.get_many(&self.name, &missing)?;
-                r.loaded.lock().expect("lock").extend(got);
+                r.loaded.locked().extend(got);
             }
         }
         Ok(())
@@ -1074,7 +1065,7 @@ impl View<'_> {
         match &self.source {
             Source::Local(_) => self.db.store.get_internal(&self.name, internal),
             Source::Remote(r) => {
-                if let Some(d) = r.loaded.lock().expect("lock").get(&internal) {
+                if let Some(d) = r.loaded.locked().get(&internal) {
                     return Ok(Some(d.clone()));
                 }
                 Ok(r.remote
@@ -1099,7 +1090,7 @@ impl View<'_> {
             Source::Local(ix) => ix,
             Source::Remote(r) => return Ok(Arc::new(remote_calibrator(&r.remote, &self.name)?)),
         };
-        let mut cached = ix.calibrator.lock().expect("lock");
+        let mut cached = ix.calibrator.locked();
         if let Some(c) = cached.as_ref() {
             return Ok(c.clone());
         }
@@ -1315,4 +1306,87 @@ pub fn validate(d: &NewDocument) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Gaussian, Precision, Token};
+
+    fn model() -> ModelIdentity {
+        ModelIdentity {
+            id: "test".into(),
+            fingerprint: "sha256:test".into(),
+            dim: 4,
+            max_len: 16,
+            intent_dim: None,
+            precision: Precision::Fp32,
+        }
+    }
+
+    fn doc(i: usize) -> (NewDocument, Encoded) {
+        let mut v = [0.1f32; 4];
+        v[i % 4] = 1.0;
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        let v: Vec<f32> = v.iter().map(|x| x / n).collect();
+        let text = format!("question {i}");
+        let e = Encoded {
+            tokens: vec![Token {
+                text: "question".into(),
+                id: 3160,
+                start: 0,
+                end: 8,
+            }],
+            truncated: false,
+            token_vectors: v.clone(),
+            sentence: v.clone(),
+            intent: Gaussian {
+                mu: v,
+                sigma: vec![0.1; 4],
+            },
+        };
+        let d = NewDocument {
+            id: format!("d{i}"),
+            text,
+            metadata: serde_json::Value::Null,
+            context: Vec::new(),
+        };
+        (d, e)
+    }
+
+    /// A panic while a collection's locks are held (a bug) used to poison them: every later
+    /// write, search and checkpoint of the collection then failed with a PoisonError panic
+    /// until a restart.
+    #[test]
+    fn a_panic_under_a_collections_locks_does_not_take_the_collection_down() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Database::open(dir.path(), Durability::Flush).expect("open");
+        db.create_collection("c", &CollectionSettings::for_model(model()))
+            .expect("create");
+        db.upsert_encoded("c", &model(), (0..3).map(doc).collect())
+            .expect("upsert");
+        let ix = db.indexes("c").expect("indexes");
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _writer = ix.writer.lock().expect("fresh lock");
+            let _cosine = ix.cosine.write().expect("fresh lock");
+            let _calibrator = ix.calibrator.lock().expect("fresh lock");
+            panic!("a bug while the collection's locks are held");
+        }));
+        assert!(ix.writer.is_poisoned() && ix.cosine.is_poisoned());
+
+        db.upsert_encoded("c", &model(), vec![doc(3)])
+            .expect("writes go on");
+        assert!(db.delete("c", "d0").expect("deletes go on"));
+        let view = db.view("c").expect("view");
+        let hits = view
+            .cosine(&doc(3).1.sentence, 2, None)
+            .expect("searches go on");
+        assert_eq!(hits.len(), 2);
+        assert_eq!(
+            db.get("c", "d3").expect("get").map(|d| d.text),
+            Some("question 3".into())
+        );
+        assert_eq!(db.checkpoint().expect("checkpoints go on"), 1);
+        assert!(crate::sync::recovered() >= 2);
+    }
 }

@@ -13,6 +13,7 @@ use super::{Database, ReindexReport};
 use crate::error::{Result, UserError};
 use crate::model::ModelIdentity;
 use crate::store::{CollectionSettings, Generation, StoredDoc};
+use crate::sync::{MutexExt, RwLockExt};
 use crate::types::Encoded;
 
 /// Catch-up passes run while the old generation serves before the final one under the
@@ -85,17 +86,13 @@ impl Database {
             self.sync_generation(name, &generation, &shadow, encode, &mut count)?;
             let seq = self.store.switch_generation(generation, new_settings)?;
             let dir = self.index_dir.join(&shadow.physical);
-            shadow
-                .cosine
-                .read()
-                .expect("lock")
-                .save(&dir, "cosine", seq)?;
-            shadow.w2.read().expect("lock").save(&dir, "w2", seq)?;
-            *shadow.saved_seq.lock().expect("lock") = Some(seq);
+            shadow.cosine.reading().save(&dir, "cosine", seq)?;
+            shadow.w2.reading().save(&dir, "w2", seq)?;
+            *shadow.saved_seq.locked() = Some(seq);
             old.retired.store(true, Ordering::Release);
-            let slot = self.open.read().expect("lock").get(name).cloned();
+            let slot = self.open.reading().get(name).cloned();
             if let Some(slot) = slot {
-                *slot.lock().expect("lock") = Some(shadow);
+                *slot.locked() = Some(shadow);
             }
             let old_dir = self.index_dir.join(&old.physical);
             if old_dir.exists() {

@@ -43,6 +43,7 @@ use serde_json::json;
 use crate::error::{Result, UserError};
 use crate::index::{Filter, LexicalIndex};
 use crate::store::{CollectionSettings, StoredDoc, Upserted};
+use crate::sync::MutexExt;
 
 /// Longest VarChar Milvus stores.
 const CHUNK_CHARS: usize = 65_535;
@@ -571,7 +572,7 @@ impl Remote {
     /// collection's settings, calibration and search defaults); this node's own changes are
     /// seen at once, other nodes' within the TTL.
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
-        if let Some((at, value)) = self.meta_cache.lock().expect("lock").get(key) {
+        if let Some((at, value)) = self.meta_cache.locked().get(key) {
             if at.elapsed() < META_TTL {
                 return Ok(value.clone());
             }
@@ -587,8 +588,7 @@ impl Remote {
 
     fn cache_meta(&self, key: &str, value: Option<String>) {
         self.meta_cache
-            .lock()
-            .expect("lock")
+            .locked()
             .insert(key.to_string(), (std::time::Instant::now(), value));
     }
 
@@ -678,11 +678,10 @@ impl Remote {
             META,
             &format!("key like {}", json!(format!("meta/{name}/%"))),
         )?;
-        self.lexical.lock().expect("lock").remove(name);
+        self.lexical.locked().remove(name);
         let prefix = meta_key(name, "");
         self.meta_cache
-            .lock()
-            .expect("lock")
+            .locked()
             .retain(|k, _| !k.starts_with(&prefix));
         Ok(())
     }
@@ -834,7 +833,7 @@ impl Remote {
         }
         self.upsert_rows(&format!("{p}_intent"), rows_intent)?;
         self.upsert_rows(&format!("{p}_docs"), rows_docs)?;
-        if let Some(lex) = self.lexical.lock().expect("lock").get_mut(name) {
+        if let Some(lex) = self.lexical.locked().get_mut(name) {
             for (d, &internal) in docs.iter().zip(&internals) {
                 lex.upsert(internal, &d.text);
             }
@@ -871,7 +870,7 @@ impl Remote {
                 )
             })?;
         }
-        if let Some(lex) = self.lexical.lock().expect("lock").get_mut(name) {
+        if let Some(lex) = self.lexical.locked().get_mut(name) {
             lex.remove(internal);
         }
         Ok(Some(internal))
@@ -1020,7 +1019,7 @@ impl Remote {
     /// one meanwhile), which brings in what other nodes wrote and deleted.
     pub fn lexical(self: &Arc<Self>, name: &str) -> Result<Arc<LexicalIndex>> {
         {
-            let mut all = self.lexical.lock().expect("lock");
+            let mut all = self.lexical.locked();
             if let Some(l) = all.get_mut(name) {
                 if l.built.elapsed() > self.lexical_refresh && l.pending.is_none() {
                     l.pending = Some(Vec::new());
@@ -1030,12 +1029,12 @@ impl Remote {
                 return Ok(l.index.clone());
             }
         }
-        let _building = self.building.lock().expect("lock");
-        if let Some(l) = self.lexical.lock().expect("lock").get(name) {
+        let _building = self.building.locked();
+        if let Some(l) = self.lexical.locked().get(name) {
             return Ok(l.index.clone()); // built while this thread waited
         }
         let lex = Arc::new(self.build_lexical(name)?);
-        let mut all = self.lexical.lock().expect("lock");
+        let mut all = self.lexical.locked();
         let entry = all.entry(name.to_string()).or_insert(Lexical {
             index: lex,
             built: std::time::Instant::now(),
@@ -1046,11 +1045,7 @@ impl Remote {
 
     /// Documents in this node's BM25 index of collection `name` (0 while not built).
     pub fn lexical_len(&self, name: &str) -> usize {
-        self.lexical
-            .lock()
-            .expect("lock")
-            .get(name)
-            .map_or(0, |l| l.index.len())
+        self.lexical.locked().get(name).map_or(0, |l| l.index.len())
     }
 
     fn build_lexical(&self, name: &str) -> Result<LexicalIndex> {
@@ -1063,7 +1058,7 @@ impl Remote {
     /// made meanwhile replayed onto it. On failure the old one stays (and is retried later).
     fn rebuild_lexical(&self, name: &str) {
         let built = self.build_lexical(name);
-        let mut all = self.lexical.lock().expect("lock");
+        let mut all = self.lexical.locked();
         let Some(l) = all.get_mut(name) else { return };
         let pending = l.pending.take().unwrap_or_default();
         match built {

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use super::{Encoder, EncoderOptions};
 use crate::error::{Result, UserError};
 use crate::model::{ModelDir, ModelIdentity};
+use crate::sync::MutexExt;
 
 /// The encoders a process has loaded.
 #[derive(Debug)]
@@ -45,10 +46,7 @@ impl Encoders {
     pub fn insert(&self, encoder: Arc<Encoder>) {
         let fingerprint = encoder.identity().fingerprint.clone();
         if fingerprint != self.default.identity().fingerprint {
-            self.loaded
-                .lock()
-                .expect("lock")
-                .insert(fingerprint, encoder);
+            self.loaded.locked().insert(fingerprint, encoder);
         }
     }
 
@@ -63,7 +61,7 @@ impl Encoders {
         if model.fingerprint == self.default.identity().fingerprint {
             return Ok(self.default.clone());
         }
-        if let Some(e) = self.loaded.lock().expect("lock").get(&model.fingerprint) {
+        if let Some(e) = self.loaded.locked().get(&model.fingerprint) {
             return Ok(e.clone());
         }
         let mismatch = |found: String| UserError::ModelMismatch {

@@ -39,6 +39,7 @@
 //! level `1..=level` the same for upper links, then FNV-1a 64 of all preceding bytes.
 //! `read_from` checks the checksum first and then validates every count, id, level and link.
 
+use crate::sync::{MutexExt, RwLockExt};
 use rayon::prelude::*;
 use std::cell::{Cell, UnsafeCell};
 use std::cmp::{Ordering, Reverse};
@@ -520,8 +521,6 @@ impl std::fmt::Debug for Graph {
     }
 }
 
-const POISON: &str = "graph lock poisoned";
-
 impl Graph {
     /// An empty graph. `dim` is clamped to `1..=65536`, `m` to `2..=512`, `ef_construction` to >= 1.
     pub fn new(metric: Metric, dim: usize, params: Params) -> Graph {
@@ -577,7 +576,7 @@ impl Graph {
     }
     /// Points ever inserted, deleted ones included.
     pub fn len(&self) -> usize {
-        self.map.read().expect(POISON).len()
+        self.map.reading().len()
     }
     /// True when nothing was ever inserted.
     pub fn is_empty(&self) -> bool {
@@ -593,12 +592,11 @@ impl Graph {
     }
     /// Whether `id` is a live point.
     pub fn contains(&self, id: u64) -> bool {
-        self.slot(id)
-            .is_some_and(|s| self.store.read().expect(POISON).live(s))
+        self.slot(id).is_some_and(|s| self.store.reading().live(s))
     }
 
     fn slot(&self, id: u64) -> Option<u32> {
-        self.map.read().expect(POISON).get(&id).copied()
+        self.map.reading().get(&id).copied()
     }
 
     #[inline]
@@ -629,10 +627,10 @@ impl Graph {
     }
 
     fn ensure_cap(&self, need: usize) {
-        if self.store.read().expect(POISON).cap >= need {
+        if self.store.reading().cap >= need {
             return;
         }
-        let mut st = self.store.write().expect(POISON);
+        let mut st = self.store.writing();
         if st.cap < need {
             let cap = need.max(st.cap * 2).max(INITIAL_CAP);
             st.grow(cap);
@@ -661,9 +659,9 @@ impl Graph {
                 return Err(GraphError::Duplicate(id));
             }
         }
-        let _gate = self.gate.read().expect(POISON);
+        let _gate = self.gate.reading();
         let base = {
-            let mut map = self.map.write().expect(POISON);
+            let mut map = self.map.writing();
             if let Some(&(id, _)) = points.iter().find(|(id, _)| map.contains_key(id)) {
                 return Err(GraphError::Duplicate(id));
             }
@@ -686,7 +684,7 @@ impl Graph {
     /// Writes and links points whose slots `base..` are already reserved in the map.
     fn insert_reserved(&self, base: usize, points: &[(u64, &[f32])]) {
         self.ensure_cap(base + points.len());
-        let guard = self.store.read().expect(POISON);
+        let guard = self.store.reading();
         let st: &Store = &guard;
         let one = |(i, &(id, v)): (usize, &(u64, &[f32]))| {
             let s = (base + i) as u32;
@@ -714,7 +712,7 @@ impl Graph {
         let mut top_guard = None;
         let mut ep = self.entry.load(Acquire);
         if ep == NO_ENTRY || level > (ep >> 32) as usize {
-            let g = self.ep_lock.lock().expect(POISON);
+            let g = self.ep_lock.locked();
             ep = self.entry.load(Acquire);
             if ep == NO_ENTRY {
                 self.entry.store(((level as u64) << 32) | s as u64, Release);
@@ -873,7 +871,7 @@ impl Graph {
     /// Sets node `s`'s own list at level `l`. Links that concurrent inserts already added to it
     /// are merged in (re-selected if over capacity), never silently dropped.
     fn set_own(&self, st: &Store, s: u32, l: usize, nbrs: &[u32], maxm: usize) {
-        let _g = st.locks[s as usize].lock().expect(POISON);
+        let _g = st.locks[s as usize].locked();
         let list = st.links(s, l);
         let old: Vec<u32> = entries(list).iter().map(|a| a.load(Relaxed)).collect();
         let mut keep: Vec<u32> = old.iter().chain(nbrs).copied().collect();
@@ -900,7 +898,7 @@ impl Graph {
 
     /// Adds the link `n -> x` at level `l`, re-selecting `n`'s list if it is full.
     fn add_link(&self, st: &Store, n: u32, x: u32, l: usize, maxm: usize) {
-        let _g = st.locks[n as usize].lock().expect(POISON);
+        let _g = st.locks[n as usize].locked();
         let list = st.links(n, l);
         let old: Vec<u32> = entries(list).iter().map(|a| a.load(Relaxed)).collect();
         if list.is_empty() || old.contains(&x) {
@@ -934,7 +932,7 @@ impl Graph {
     /// Removes (tombstones) a point: it keeps routing but is never returned. True if it was live.
     pub fn remove(&self, id: u64) -> bool {
         let Some(s) = self.slot(id) else { return false };
-        let st = self.store.read().expect(POISON);
+        let st = self.store.reading();
         let Some(f) = st.flags.get(s as usize) else {
             return false;
         };
@@ -981,7 +979,7 @@ impl Graph {
         if k == 0 || q.len() != self.dim {
             return Vec::new();
         }
-        let guard = self.store.read().expect(POISON);
+        let guard = self.store.reading();
         let st: &Store = &guard;
         let ep = self.entry.load(Acquire);
         if ep == NO_ENTRY {
@@ -1037,31 +1035,31 @@ impl Graph {
     /// Exact k nearest among `ids` (unknown and deleted ids skipped), nearest first.
     pub fn exact(&self, q: &[f32], k: usize, ids: &[u64]) -> Vec<(u64, f32)> {
         let mut slots: Vec<u32> = {
-            let map = self.map.read().expect(POISON);
+            let map = self.map.reading();
             ids.iter().filter_map(|i| map.get(i).copied()).collect()
         };
         slots.sort_unstable();
         slots.dedup();
-        let st = self.store.read().expect(POISON);
+        let st = self.store.reading();
         self.exact_slots(&st, q, k, slots.into_iter())
     }
 
     /// Exact k nearest among all live points.
     pub fn exact_all(&self, q: &[f32], k: usize) -> Vec<(u64, f32)> {
-        let st = self.store.read().expect(POISON);
+        let st = self.store.reading();
         self.exact_slots(&st, q, k, 0..st.cap as u32)
     }
 
     /// A copy of a live point's vector.
     pub fn vector(&self, id: u64) -> Option<Vec<f32>> {
         let s = self.slot(id)?;
-        let st = self.store.read().expect(POISON);
+        let st = self.store.reading();
         st.live(s).then(|| st.vec(s).to_vec())
     }
 
     /// Live ids, in insertion order.
     pub fn ids(&self) -> Vec<u64> {
-        let st = self.store.read().expect(POISON);
+        let st = self.store.reading();
         (0..st.cap as u32)
             .filter(|&s| st.live(s))
             .map(|s| st.ids[s as usize].load(Relaxed))
@@ -1072,8 +1070,8 @@ impl Graph {
     /// on `self` keep running throughout.
     pub fn compacted(&self) -> Graph {
         let (ids, flat) = {
-            let _gate = self.gate.write().expect(POISON);
-            let st = self.store.read().expect(POISON);
+            let _gate = self.gate.writing();
+            let st = self.store.reading();
             let slots: Vec<u32> = (0..st.cap as u32).filter(|&s| st.live(s)).collect();
             let mut flat = Vec::with_capacity(slots.len() * self.dim);
             slots
@@ -1094,8 +1092,7 @@ impl Graph {
             .zip(flat.chunks_exact(self.dim))
             .collect();
         g.map
-            .write()
-            .expect(POISON)
+            .writing()
             .extend(ids.iter().enumerate().map(|(i, &id)| (id, i as u32)));
         g.insert_reserved(0, &pts);
         g
@@ -1103,9 +1100,9 @@ impl Graph {
 
     /// Serialises the graph (format in the module docs). Inserts wait; searches continue.
     pub fn write_to(&self, w: &mut dyn Write) -> std::io::Result<()> {
-        let _gate = self.gate.write().expect(POISON);
+        let _gate = self.gate.writing();
         let n = self.len();
-        let st = self.store.read().expect(POISON);
+        let st = self.store.reading();
         let mut o = Out {
             w,
             buf: Vec::with_capacity(1 << 16),
@@ -1216,7 +1213,7 @@ impl Graph {
             _ => return Err(bad("bad entry point")),
         }
         {
-            let mut map = g.map.write().expect(POISON);
+            let mut map = g.map.writing();
             map.reserve(n);
             for (s, &id) in ids.iter().enumerate() {
                 if map.insert(id, s as u32).is_some() {
@@ -1225,7 +1222,7 @@ impl Graph {
             }
         }
         g.ensure_cap(n);
-        let st = g.store.read().expect(POISON);
+        let st = g.store.reading();
         for s in 0..n {
             st.write_vec(s as u32, &floats[s * dim..(s + 1) * dim]);
             st.ids[s].store(ids[s], Relaxed);

@@ -15,6 +15,7 @@
 
 use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +34,14 @@ pub const EXACT_SCAN_MAX: usize = 20_000;
 /// Most live points a collection has for every search to be exact (a first choice, not yet
 /// measured against the graph's latency).
 pub const SMALL_EXACT_MAX: usize = 2_000;
+
+static REFUSED_FILES: AtomicU64 = AtomicU64::new(0);
+
+/// Index files found damaged (unreadable, or disagreeing with their meta) and so rebuilt from
+/// the store, since the process started.
+pub fn refused_files() -> u64 {
+    REFUSED_FILES.load(Ordering::Relaxed)
+}
 
 #[derive(Serialize, Deserialize)]
 struct Meta {
@@ -247,6 +256,7 @@ impl VectorIndex {
             Err(e) => {
                 tracing::warn!(file = %path.display(), error = %e,
                     "index file unreadable; rebuilding it from the store");
+                REFUSED_FILES.fetch_add(1, Ordering::Relaxed);
                 return None;
             }
         };
@@ -257,6 +267,7 @@ impl VectorIndex {
         if !sound {
             tracing::warn!(file = %path.display(),
                 "index file disagrees with its meta; rebuilding it from the store");
+            REFUSED_FILES.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         Some(VectorIndex { graph, params })

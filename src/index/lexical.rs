@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::RwLock;
 
 use crate::score::features::tfidf_cosine;
+use crate::sync::RwLockExt;
 pub use crate::text::terms;
 
 /// BM25 term-frequency saturation.
@@ -135,7 +136,7 @@ impl LexicalIndex {
 
     /// Number of documents.
     pub fn len(&self) -> usize {
-        self.inner.read().expect("lock").live
+        self.inner.reading().live
     }
 
     /// True when empty.
@@ -145,14 +146,14 @@ impl LexicalIndex {
 
     /// Adds or replaces a document.
     pub fn upsert(&self, id: u64, text: &str) {
-        let mut inner = self.inner.write().expect("lock");
+        let mut inner = self.inner.writing();
         inner.remove(id);
         inner.insert(id, text);
     }
 
     /// Removes a document (no-op if absent).
     pub fn remove(&self, id: u64) {
-        self.inner.write().expect("lock").remove(id);
+        self.inner.writing().remove(id);
     }
 
     /// Top-k documents by BM25 over the query's terms: (id, score), best first; documents
@@ -172,7 +173,7 @@ impl LexicalIndex {
         if q_terms.is_empty() || k == 0 {
             return Vec::new();
         }
-        let inner = self.inner.read().expect("lock");
+        let inner = self.inner.reading();
         if inner.live == 0 {
             return Vec::new();
         }
@@ -220,14 +221,14 @@ impl LexicalIndex {
 
     /// idf(term) = ln((N + 1) / (df + 1)) + 1 over the indexed documents.
     pub fn idf(&self, term: &str) -> f32 {
-        let inner = self.inner.read().expect("lock");
+        let inner = self.inner.reading();
         let (n, df) = (inner.live as f64, inner.df_of(term) as f64);
         (((n + 1.0) / (df + 1.0)).ln() + 1.0) as f32
     }
 
     /// Runs `f` with an IDF lookup that holds the lock once (for scoring many candidates).
     pub fn with_idf<R>(&self, f: impl FnOnce(&dyn Fn(&str) -> f32) -> R) -> R {
-        let inner = self.inner.read().expect("lock");
+        let inner = self.inner.reading();
         let n = inner.live as f64;
         let idf = |t: &str| (((n + 1.0) / (inner.df_of(t) as f64 + 1.0)).ln() + 1.0) as f32;
         f(&idf)
@@ -237,7 +238,7 @@ impl LexicalIndex {
     /// `docs` (internal ids), from the terms indexed for them: no document is re-tokenised.
     /// A document not in the index scores 0.
     pub fn similarities(&self, text: &str, docs: &[u64]) -> Vec<f32> {
-        let inner = self.inner.read().expect("lock");
+        let inner = self.inner.reading();
         let n = inner.live as f64;
         let idf_of_df = |df: u32| (((n + 1.0) / (f64::from(df) + 1.0)).ln() + 1.0) as f32;
         // Query terms by id; terms the index has never seen get ids past the vocabulary

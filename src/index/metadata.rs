@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::RwLock;
 
 use crate::error::{Result, UserError};
+use crate::sync::RwLockExt;
 
 type Json = serde_json::Value;
 type JsonMap = serde_json::Map<String, Json>;
@@ -350,7 +351,7 @@ pub struct MetadataIndex {
 
 impl std::fmt::Debug for MetadataIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let inner = self.inner.read().expect("lock");
+        let inner = self.inner.reading();
         f.debug_struct("MetadataIndex")
             .field("docs", &inner.docs.len())
             .field("keys", &inner.fields.len())
@@ -366,7 +367,7 @@ impl MetadataIndex {
 
     /// Indexes document `id`'s metadata (replacing what it had).
     pub fn upsert(&self, id: u64, metadata: &JsonMap) {
-        let mut inner = self.inner.write().expect("lock");
+        let mut inner = self.inner.writing();
         remove(&mut inner, id);
         let mut pairs: Vec<(String, Scalar)> = metadata
             .iter()
@@ -389,13 +390,13 @@ impl MetadataIndex {
 
     /// Forgets document `id` (no-op if absent).
     pub fn remove(&self, id: u64) {
-        remove(&mut self.inner.write().expect("lock"), id);
+        remove(&mut self.inner.writing(), id);
     }
 
     /// The internal ids of the documents `filter` admits, ascending. An empty filter admits
     /// every document, which this index does not list: callers check [`Filter::is_empty`].
     pub fn matching(&self, filter: &Filter) -> Vec<u64> {
-        let inner = self.inner.read().expect("lock");
+        let inner = self.inner.reading();
         let mut lists: Vec<Vec<u64>> = Vec::with_capacity(filter.clauses.len());
         for (key, cond) in &filter.clauses {
             let Some(field) = inner.fields.get(key) else {

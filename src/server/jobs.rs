@@ -15,6 +15,7 @@ use utoipa::ToSchema;
 
 use super::api::{format_name, IngestSummary, Rejected};
 use crate::ingest::{self, Fields, Format, IngestOptions};
+use crate::sync::MutexExt;
 use crate::text::TextFormat;
 
 /// Where a job is.
@@ -110,15 +111,15 @@ impl Jobs {
 
     /// Every job's status, newest first.
     pub fn list(&self) -> Vec<JobStatus> {
-        let jobs = self.jobs.lock().expect("lock");
+        let jobs = self.jobs.locked();
         jobs.values().rev().map(|j| snapshot(j)).collect()
     }
 
     /// Jobs still loading.
     pub fn running(&self) -> usize {
-        let jobs = self.jobs.lock().expect("lock");
+        let jobs = self.jobs.locked();
         jobs.values()
-            .filter(|j| j.lock().expect("lock").0.state == JobState::Running)
+            .filter(|j| j.locked().0.state == JobState::Running)
             .count()
     }
 
@@ -126,7 +127,7 @@ impl Jobs {
     fn prune(jobs: &mut BTreeMap<u64, Job>) {
         let finished: Vec<u64> = jobs
             .iter()
-            .filter(|(_, j)| j.lock().expect("lock").0.state != JobState::Running)
+            .filter(|(_, j)| j.locked().0.state != JobState::Running)
             .map(|(id, _)| *id)
             .collect();
         for id in finished
@@ -139,7 +140,7 @@ impl Jobs {
 
     /// One job's status.
     pub fn get(&self, id: u64) -> Option<JobStatus> {
-        let jobs = self.jobs.lock().expect("lock");
+        let jobs = self.jobs.locked();
         jobs.get(&id).map(|j| snapshot(j))
     }
 
@@ -164,7 +165,7 @@ impl Jobs {
         };
         let job = Arc::new(Mutex::new((status.clone(), Instant::now())));
         {
-            let mut jobs = self.jobs.lock().expect("lock");
+            let mut jobs = self.jobs.locked();
             Self::prune(&mut jobs);
             jobs.insert(id, job.clone());
         }
@@ -173,7 +174,7 @@ impl Jobs {
             .name(format!("kindred-ingest-{id}"))
             .spawn(move || run(spec, state, job, stopping))
             .expect("spawning an ingest thread");
-        let mut threads = self.threads.lock().expect("lock");
+        let mut threads = self.threads.locked();
         threads.retain(|t| !t.is_finished());
         threads.push(thread);
         status
@@ -184,7 +185,7 @@ impl Jobs {
     pub fn stop_all(&self) -> usize {
         self.stopping
             .store(true, std::sync::atomic::Ordering::Release);
-        let threads = std::mem::take(&mut *self.threads.lock().expect("lock"));
+        let threads = std::mem::take(&mut *self.threads.locked());
         let running = threads.iter().filter(|t| !t.is_finished()).count();
         for t in threads {
             let _ = t.join();
@@ -194,7 +195,7 @@ impl Jobs {
 }
 
 fn snapshot(job: &Mutex<(JobStatus, Instant)>) -> JobStatus {
-    let (status, started) = &*job.lock().expect("lock");
+    let (status, started) = &*job.locked();
     let mut s = status.clone();
     if s.state == JobState::Running {
         s.seconds = started.elapsed().as_secs_f64();
@@ -231,14 +232,14 @@ fn run(
             &spec.collection,
             &opts,
             |r| {
-                let mut j = job.lock().expect("lock");
+                let mut j = job.locked();
                 if j.0.rejects.len() < SHOWN_REJECTS {
                     j.0.rejects.push(r.clone().into());
                 }
                 Ok(())
             },
             |p| {
-                let mut j = job.lock().expect("lock");
+                let mut j = job.locked();
                 let before = j.0.written;
                 j.0.line = p.line;
                 j.0.written = p.written;
@@ -250,7 +251,7 @@ fn run(
             },
         )
     });
-    let mut j = job.lock().expect("lock");
+    let mut j = job.locked();
     let seconds = j.1.elapsed().as_secs_f64();
     j.0.seconds = seconds;
     j.0.docs_per_sec = j.0.written as f64 / seconds.max(1e-9);

@@ -1,9 +1,10 @@
-//! Prometheus metrics: requests and latency per route, search pipeline stage latency, and
-//! documents per collection (read from the store at scrape time).
+//! Prometheus metrics: requests and latency per route, search pipeline stage latency,
+//! documents per collection (read from the store at scrape time), and faults survived (damaged
+//! index files rebuilt, poisoned locks taken over: read from the library's counters).
 
 use prometheus::{
-    Encoder as _, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder as _, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 use crate::db::Database;
@@ -24,6 +25,8 @@ pub struct Metrics {
     stages: HistogramVec,
     documents: IntGaugeVec,
     ingested: IntCounterVec,
+    damaged_index_files: IntCounter,
+    poisoned_locks: IntCounter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -81,12 +84,24 @@ impl Metrics {
             &["collection"],
         )
         .expect("metric");
+        let damaged_index_files = IntCounter::new(
+            "kindred_damaged_index_files_total",
+            "Index files found damaged and rebuilt from the store",
+        )
+        .expect("metric");
+        let poisoned_locks = IntCounter::new(
+            "kindred_poisoned_locks_recovered_total",
+            "Locks a panicking thread left poisoned, taken over (each a bug: see the log)",
+        )
+        .expect("metric");
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(latency.clone()),
             Box::new(stages.clone()),
             Box::new(documents.clone()),
             Box::new(ingested.clone()),
+            Box::new(damaged_index_files.clone()),
+            Box::new(poisoned_locks.clone()),
         ] {
             registry.register(c).expect("unique metric names");
         }
@@ -97,6 +112,8 @@ impl Metrics {
             stages,
             documents,
             ingested,
+            damaged_index_files,
+            poisoned_locks,
         }
     }
 
@@ -138,6 +155,15 @@ impl Metrics {
                     self.documents.with_label_values(&[&name]).set(n as i64);
                 }
             }
+        }
+        for (counter, now) in [
+            (
+                &self.damaged_index_files,
+                crate::index::hnsw::refused_files(),
+            ),
+            (&self.poisoned_locks, crate::sync::recovered()),
+        ] {
+            counter.inc_by(now.saturating_sub(counter.get()));
         }
         let mut out = Vec::new();
         TextEncoder::new()

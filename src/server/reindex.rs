@@ -23,6 +23,7 @@ use super::extract::{blocking, parse};
 use super::jobs::JobState;
 use super::AppState;
 use crate::model::ModelDir;
+use crate::sync::MutexExt;
 use crate::Encoder;
 
 /// `POST /v1/collections/{c}/reindex` body.
@@ -68,8 +69,8 @@ pub struct Reindexes {
 
 impl Reindexes {
     fn get(&self, collection: &str) -> Option<ReindexStatus> {
-        let job = self.jobs.lock().expect("lock").get(collection).cloned()?;
-        let (mut status, started) = job.lock().expect("lock").clone();
+        let job = self.jobs.locked().get(collection).cloned()?;
+        let (mut status, started) = job.locked().clone();
         if status.state == JobState::Running {
             status.seconds = started.elapsed().as_secs_f64();
         }
@@ -119,9 +120,9 @@ pub async fn start(
     })
     .await??;
     let job = {
-        let mut jobs = state.reindexes.jobs.lock().expect("lock");
+        let mut jobs = state.reindexes.jobs.locked();
         if let Some(j) = jobs.get(&collection) {
-            if j.lock().expect("lock").0.state == JobState::Running {
+            if j.locked().0.state == JobState::Running {
                 return Err(ApiError::new(
                     StatusCode::CONFLICT,
                     "reindex_running",
@@ -145,7 +146,7 @@ pub async fn start(
         jobs.insert(collection.clone(), job.clone());
         job
     };
-    let shown = job.lock().expect("lock").0.clone();
+    let shown = job.locked().0.clone();
     let s = state.clone();
     std::thread::Builder::new()
         .name(format!("kindred-reindex-{collection}"))
@@ -162,7 +163,7 @@ pub async fn start(
 
 fn run(state: &AppState, collection: &str, model: &str, encoder: Arc<Encoder>, job: &Job) {
     let progress = |done: u64, total: u64| {
-        let mut j = job.lock().expect("lock");
+        let mut j = job.locked();
         j.0.encoded = done;
         j.0.total = total;
     };
@@ -175,7 +176,7 @@ fn run(state: &AppState, collection: &str, model: &str, encoder: Arc<Encoder>, j
             &progress,
         )
     });
-    let mut j = job.lock().expect("lock");
+    let mut j = job.locked();
     j.0.seconds = j.1.elapsed().as_secs_f64();
     match result {
         Ok(report) => {

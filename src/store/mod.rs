@@ -34,6 +34,7 @@ use sled::transaction::{ConflictableTransactionError, TransactionError, Transact
 
 use crate::error::{io_err, Error, InternalError, Result, UserError};
 use crate::model::ModelIdentity;
+use crate::sync::RwLockExt;
 
 pub use crate::types::HnswParams;
 pub use defaults::{
@@ -322,10 +323,10 @@ impl Store {
 
     /// A collection's trees, opened once and cached (every search resolves its hits here).
     fn trees(&self, name: &str) -> Result<Trees> {
-        if let Some(t) = self.open_trees.read().expect("lock").get(name) {
+        if let Some(t) = self.open_trees.reading().get(name) {
             return Ok(t.clone());
         }
-        let mut cache = self.open_trees.write().expect("lock");
+        let mut cache = self.open_trees.writing();
         // Unknown collections fail here. Read under the cache lock, so a generation switch cannot interleave.
         let physical = self.settings(name)?.physical(name);
         let trees = self.open_physical(&physical)?;
@@ -477,7 +478,7 @@ impl Store {
         let seq = read_u64(old_state.get(b"seq")?) + 1;
         settings.generation = Some(generation.number);
         let bytes = serde_json::to_vec(&settings).expect("settings serialise");
-        let mut cache = self.open_trees.write().expect("lock");
+        let mut cache = self.open_trees.writing();
         let (_, _, new_state) = &generation.trees;
         let result = (&self.collections, new_state).transaction(|(ct, st)| {
             st.insert(b"next", &next.to_be_bytes())?;
@@ -533,7 +534,7 @@ impl Store {
 
     /// Drops a collection and all its documents.
     pub fn drop_collection(&self, name: &str) -> Result<()> {
-        let mut cache = self.open_trees.write().expect("lock");
+        let mut cache = self.open_trees.writing();
         let Some(old) = self.collections.remove(name)? else {
             return Err(UserError::UnknownCollection { name: name.into() }.into());
         };

@@ -325,6 +325,17 @@ fn damaged_index_files_are_rebuilt_and_empty_collections_do_not_stop_checkpoints
     }
     let (st, _) = call("GET", &s.url("/readyz"), None, None);
     assert_eq!(st, 200);
+    // Each refused file is counted for monitoring.
+    let metrics = ureq::get(&s.url("/metrics"))
+        .call()
+        .expect("metrics")
+        .into_string()
+        .expect("text");
+    assert!(
+        metrics.contains("kindred_damaged_index_files_total 2")
+            && metrics.contains("kindred_poisoned_locks_recovered_total 0"),
+        "{metrics}"
+    );
     s.stop();
 }
 

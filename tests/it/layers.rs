@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// Lowest first; a module may use modules of its own layer or below.
 const LAYERS: &[&[&str]] = &[
-    &["types", "error"],
+    &["types", "error", "sync"],
     &["score", "text", "model"],
     &["encoder", "store"],
     &["index"],
