@@ -235,7 +235,21 @@ pub fn storage_engine_failed() -> bool {
 
 impl From<sled::Error> for Error {
     fn from(e: sled::Error) -> Self {
+        const DAMAGED: &str = "the store's files are damaged; restore the data directory \
+                               from a backup (index files are rebuilt from the store, but the \
+                               store itself cannot be rebuilt)";
         match e {
+            // A damaged page met after the store opened (a file cut or overwritten under it).
+            sled::Error::Corruption { .. } => {
+                ENGINE_FAILED.store(true, std::sync::atomic::Ordering::Release);
+                Error::Internal(InternalError::Corrupt(format!("{DAMAGED} ({e})")))
+            }
+            sled::Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+                ENGINE_FAILED.store(true, std::sync::atomic::Ordering::Release);
+                Error::Internal(InternalError::Corrupt(format!(
+                    "{DAMAGED} (a file is shorter than its records say: {io})"
+                )))
+            }
             sled::Error::Io(io) => {
                 // sled keeps failing (reads too, at times) after an I/O error until it is
                 // reopened: the process is no longer ready.

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, UserError};
-use crate::index::hnsw::{Metric, VectorIndex};
+use crate::index::hnsw::{self, Metric, VectorIndex};
 use crate::index::{Filter, LexicalIndex, MetadataIndex};
 use crate::model::ModelIdentity;
 use crate::score::calibration::Calibrator;
@@ -270,6 +270,22 @@ impl Database {
         // No reindex runs yet: generations nobody points at are leftovers of one that stopped.
         store.drop_orphan_generations()?;
         let index_dir = dir.join("indexes");
+        hnsw::claim_folder(&index_dir, store.id(), |theirs| {
+            UserError::IncompatibleStore {
+                path: store.path().to_path_buf(),
+                reason: format!(
+                    "it is not the store the index files in {} were saved from (store {}, \
+                     index files of store {theirs}): it was emptied, replaced or damaged, and \
+                     the documents those indexes hold are not in it. Restore the data directory \
+                     from a backup; or, to keep this store as it is, remove {} (the indexes are \
+                     rebuilt from the store)",
+                    index_dir.display(),
+                    store.id(),
+                    index_dir.display()
+                ),
+            }
+            .into()
+        })?;
         let current = store.physical_names()?;
         if let Ok(entries) = std::fs::read_dir(&index_dir) {
             for entry in entries.flatten() {
@@ -351,10 +367,21 @@ impl Database {
     /// Creates a collection.
     pub fn create_collection(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
         settings.hnsw.validate()?;
-        match &self.remote {
-            Some(r) => r.create_collection(name, settings),
-            None => self.store.create_collection(name, settings),
+        if let Some(r) = &self.remote {
+            return r.create_collection(name, settings);
         }
+        // Index files left by a collection of that name whose drop stopped midway (or that a
+        // checkpoint saved as it was dropped) must not be taken for the new one's.
+        if self.store.settings(name).is_err() {
+            let leftover = self.index_dir.join(settings.physical(name));
+            if leftover.exists() {
+                std::fs::remove_dir_all(&leftover).map_err(crate::error::io_err(format!(
+                    "removing {}",
+                    leftover.display()
+                )))?;
+            }
+        }
+        self.store.create_collection(name, settings)
     }
 
     /// Drops a collection, its documents and its index files.
@@ -647,6 +674,9 @@ impl Database {
         // for both graphs of a 384-d model).
         let points = ix.cosine.reading().points() as u64;
         self.store.ensure_room(points.saturating_mul(6 << 10))?;
+        // Never ahead of the store on disk (with relaxed durability the last writes may still
+        // be in memory): a store found behind its indexes then always means lost data.
+        self.store.flush()?;
         let dir = self.index_dir.join(&ix.physical);
         ix.cosine.reading().save(&dir, "cosine", seq)?;
         ix.w2.reading().save(&dir, "w2", seq)?;
@@ -664,10 +694,15 @@ impl Database {
             }
             return Ok(());
         }
+        // One collection that cannot load must not keep the others from loading.
+        let mut first_error = None;
         for (name, _) in self.collections()? {
-            self.indexes(&name)?;
+            if let Err(e) = self.indexes(&name) {
+                tracing::error!(collection = %name, error = %e, "loading the indexes failed");
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Refuses `model` unless it is the model the collection's vectors come from.
@@ -704,6 +739,26 @@ impl Database {
         let seq = self.store.seq(name)?;
         let physical = settings.physical(name);
         let dir = self.index_dir.join(&physical);
+        // Indexes are saved only after the store is flushed at their checkpoint, so a store
+        // behind them lost writes it had on disk.
+        let saved = ["cosine", "w2"]
+            .iter()
+            .filter_map(|b| hnsw::saved_seq(&dir, b))
+            .max();
+        if let Some(saved) = saved.filter(|&saved| saved > seq) {
+            return Err(UserError::IncompatibleStore {
+                path: self.store.path().to_path_buf(),
+                reason: format!(
+                    "collection {name:?} is at write {seq} in the store, but its indexes were \
+                     saved at write {saved}: the store lost acknowledged writes (it was damaged, \
+                     or restored from an older copy without its indexes). Restore the data \
+                     directory from a backup; or, to go on with what the store holds, remove {} \
+                     (its indexes are rebuilt from the store)",
+                    dir.display()
+                ),
+            }
+            .into());
+        }
         let (d, k, p) = (
             settings.model.dim,
             settings.model.intent_dim(),
@@ -1388,5 +1443,129 @@ mod tests {
         );
         assert_eq!(db.checkpoint().expect("checkpoints go on"), 1);
         assert!(crate::sync::recovered() >= 2);
+    }
+
+    fn filled(dir: &Path, n: usize) -> Database {
+        let db = Database::open(dir, Durability::Flush).expect("open");
+        db.create_collection("c", &CollectionSettings::for_model(model()))
+            .expect("create");
+        db.upsert_encoded("c", &model(), (0..n).map(doc).collect())
+            .expect("upsert");
+        db
+    }
+
+    fn refusal(r: Result<impl std::fmt::Debug>) -> String {
+        match r {
+            Err(e @ crate::Error::User(UserError::IncompatibleStore { .. })) => e.to_string(),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    /// A store file emptied under its index files used to open as a new, empty store: every
+    /// document gone without a word.
+    #[test]
+    fn a_store_emptied_under_its_indexes_is_refused_until_they_are_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = filled(dir.path(), 3);
+        assert_eq!(db.checkpoint().expect("checkpoint"), 1);
+        drop(db);
+        std::fs::remove_dir_all(dir.path().join("store")).expect("empty the store");
+        let e = refusal(Database::open(dir.path(), Durability::Flush));
+        assert!(
+            e.contains("emptied, replaced or damaged") && e.contains("indexes"),
+            "{e}"
+        );
+        // Still refused at the next try: nothing was changed by the refusal.
+        refusal(Database::open(dir.path(), Durability::Flush));
+        // The fix the message names.
+        std::fs::remove_dir_all(dir.path().join("indexes")).expect("remove the indexes");
+        let db = Database::open(dir.path(), Durability::Flush).expect("opens as told");
+        assert!(db.collections().expect("collections").is_empty());
+    }
+
+    /// A store rolled back under its indexes (a damaged log, or a store-only backup restored)
+    /// used to be opened at its old state and its indexes silently rebuilt from it.
+    #[test]
+    fn a_store_behind_its_indexes_is_refused_until_they_are_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = filled(dir.path(), 1);
+        drop(db);
+        let old = tempfile::tempdir().expect("tempdir");
+        let copy = |from: &Path, to: &Path| {
+            for e in std::fs::read_dir(from).expect("read") {
+                let e = e.expect("entry");
+                if e.path().is_file() {
+                    std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
+                }
+            }
+        };
+        let store = dir.path().join("store");
+        for sub in walk_dirs(&store) {
+            let rel = sub.strip_prefix(&store).expect("under");
+            std::fs::create_dir_all(old.path().join(rel)).expect("mkdir");
+            copy(&sub, &old.path().join(rel));
+        }
+        let db = Database::open(dir.path(), Durability::Flush).expect("reopen");
+        db.upsert_encoded("c", &model(), (1..4).map(doc).collect())
+            .expect("upsert");
+        assert_eq!(db.checkpoint().expect("checkpoint"), 1);
+        drop(db);
+        std::fs::remove_dir_all(&store).expect("remove");
+        for sub in walk_dirs(old.path()) {
+            let rel = sub.strip_prefix(old.path()).expect("under");
+            std::fs::create_dir_all(store.join(rel)).expect("mkdir");
+            copy(&sub, &store.join(rel));
+        }
+        let db = Database::open(dir.path(), Durability::Flush).expect("same store: opens");
+        let e = refusal(db.view("c").map(|_| ()).and_then(|()| db.warm_up()));
+        assert!(
+            e.contains("lost acknowledged writes") && e.contains("at write 1"),
+            "{e}"
+        );
+        let e = refusal(db.upsert_encoded("c", &model(), vec![doc(9)]));
+        assert!(e.contains("lost acknowledged writes"), "{e}");
+        drop(db);
+        std::fs::remove_dir_all(dir.path().join("indexes").join("c")).expect("as told");
+        let db = Database::open(dir.path(), Durability::Flush).expect("open");
+        db.warm_up().expect("rebuilt from the store");
+        assert_eq!(db.count("c").expect("count"), 1);
+    }
+
+    /// A collection created under the name of one whose index folder outlived its drop
+    /// starts with its own indexes, not the old ones (nor a refusal).
+    #[test]
+    fn a_new_collection_does_not_inherit_a_dropped_ones_index_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = filled(dir.path(), 3);
+        db.checkpoint().expect("checkpoint");
+        let saved = dir.path().join("indexes").join("c");
+        let keep = tempfile::tempdir().expect("tempdir");
+        for e in std::fs::read_dir(&saved).expect("read") {
+            let e = e.expect("entry");
+            std::fs::copy(e.path(), keep.path().join(e.file_name())).expect("copy");
+        }
+        db.drop_collection("c").expect("drop");
+        // As if the drop had stopped before removing the folder.
+        std::fs::create_dir_all(&saved).expect("mkdir");
+        for e in std::fs::read_dir(keep.path()).expect("read") {
+            let e = e.expect("entry");
+            std::fs::copy(e.path(), saved.join(e.file_name())).expect("copy");
+        }
+        db.create_collection("c", &CollectionSettings::for_model(model()))
+            .expect("create");
+        db.upsert_encoded("c", &model(), vec![doc(7)])
+            .expect("upsert");
+        db.warm_up().expect("loads");
+        assert_eq!(db.count("c").expect("count"), 1);
+    }
+
+    fn walk_dirs(dir: &Path) -> Vec<PathBuf> {
+        let mut out = vec![dir.to_path_buf()];
+        for e in std::fs::read_dir(dir).expect("read").flatten() {
+            if e.path().is_dir() {
+                out.extend(walk_dirs(&e.path()));
+            }
+        }
+        out
     }
 }

@@ -58,6 +58,51 @@ fn read_meta(path: &Path) -> Option<Meta> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
+/// The store checkpoint (`seq`) the graph `dir/BASENAME` was last saved at, if its meta file
+/// is there and readable.
+pub fn saved_seq(dir: &Path, basename: &str) -> Option<u64> {
+    read_meta(&dir.join(format!("{basename}.meta.json"))).map(|m| m.seq)
+}
+
+/// The file in the index folder naming the store its index files were saved from.
+const OWNER_FILE: &str = "STORE";
+
+/// Checks that the index files under `index_dir` were saved from the store `store_id` (see
+/// `Store::id`) and records it there when no file names one yet. Another id beside saved
+/// collection folders means the store was emptied, replaced or damaged under its indexes:
+/// refused, with `refuse(theirs)` building the error, rather than opened as a store that
+/// silently lost its documents.
+pub fn claim_folder(
+    index_dir: &Path,
+    store_id: &str,
+    refuse: impl FnOnce(&str) -> crate::Error,
+) -> Result<()> {
+    let path = index_dir.join(OWNER_FILE);
+    let recorded = std::fs::read_to_string(&path).ok();
+    match recorded.as_deref().map(str::trim) {
+        Some(theirs) if theirs == store_id => return Ok(()),
+        Some(theirs) => {
+            let saved_folders = std::fs::read_dir(index_dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|e| e.path().is_dir());
+            if saved_folders {
+                return Err(refuse(theirs));
+            }
+        }
+        None => {}
+    }
+    std::fs::create_dir_all(index_dir)
+        .map_err(io_err(format!("creating {}", index_dir.display())))?;
+    let tmp = index_dir.join(format!("{OWNER_FILE}.tmp"));
+    std::fs::write(&tmp, store_id)
+        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+        .map_err(io_err(format!("writing {}", tmp.display())))?;
+    std::fs::rename(&tmp, &path).map_err(io_err(format!("installing {}", path.display())))?;
+    sync_dir(index_dir)
+}
+
 /// One HNSW graph and its search plan.
 pub struct VectorIndex {
     graph: Graph,

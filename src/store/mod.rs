@@ -4,7 +4,8 @@
 //! and its versioning (`migrate`). Knows nothing of burn, HNSW or HTTP: it stores what the
 //! encoder produced and hands it back.
 //!
-//! Layout (format 1): sled's default tree holds `format_version`; tree `collections` maps a name
+//! Layout (format 1): sled's default tree holds `format_version` (and, within format 4,
+//! `store_id`: see [`Store::id`]); tree `collections` maps a name
 //! to its settings; per collection `c`, tree `docs/c` maps external id → [`StoredDoc`], `ids/c`
 //! maps internal id (u64 BE) → external id, and `state/c` holds `next` (next internal id) and
 //! `seq` (bumped by every write: the checkpoint index files are saved against), and `meta/c`
@@ -159,6 +160,7 @@ pub struct Store {
     open_trees: std::sync::RwLock<std::collections::HashMap<String, Trees>>,
     /// Writes are refused while the disk has less free (see [`Store::ensure_room`]).
     min_free: std::sync::atomic::AtomicU64,
+    id: String,
 }
 
 /// Free disk space below which writes are refused by default: 64 MiB.
@@ -174,6 +176,17 @@ impl std::fmt::Debug for Store {
 }
 
 const VERSION_KEY: &[u8] = b"format_version";
+const ID_KEY: &[u8] = b"store_id";
+
+/// A new store id: the creation time in ns and the process id, in hex (unique enough to tell
+/// one store from another on one machine; it is never used as a secret).
+fn new_store_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{nanos:x}-{:x}", std::process::id())
+}
 
 fn tree_name(kind: &str, collection: &str) -> String {
     format!("{kind}/{collection}")
@@ -217,7 +230,25 @@ impl Store {
     /// Opens (or creates) the store at `path`, checking and migrating its format.
     pub fn open(path: &Path, durability: Durability) -> Result<Self> {
         std::fs::create_dir_all(path).map_err(io_err(format!("creating {}", path.display())))?;
-        let db = sled::Config::new().path(path).open().map_err(|e| match e {
+        let damaged = |detail: &dyn std::fmt::Display| {
+            Error::User(UserError::IncompatibleStore {
+                path: path.to_path_buf(),
+                reason: format!("its files are damaged ({detail}); restore the data directory from a backup (index files are rebuilt from the store, but the store itself cannot be rebuilt)"),
+            })
+        };
+        // sled panics on some damaged files (a log cut in its second half): caught, that is
+        // the same refusal as sled's own corruption error, never a crash.
+        let opened = std::panic::catch_unwind(|| sled::Config::new().path(path).open()).map_err(
+            |panic| {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("the storage engine panicked while reading it");
+                damaged(&what)
+            },
+        )?;
+        let db = opened.map_err(|e| match e {
             // sled wraps the failed file lock as ErrorKind::Other with this message.
             sled::Error::Io(io)
                 if io.kind() == std::io::ErrorKind::WouldBlock
@@ -228,10 +259,11 @@ impl Store {
                     reason: "another kindred process has it open; stop it or use another --data directory".into(),
                 })
             }
-            sled::Error::Corruption { .. } => Error::User(UserError::IncompatibleStore {
-                path: path.to_path_buf(),
-                reason: format!("its files are damaged ({e}); restore the data directory from a backup (index files are rebuilt from the store, but the store itself cannot be rebuilt)"),
-            }),
+            // A file shorter than its own records say.
+            sled::Error::Io(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+                damaged(&e)
+            }
+            sled::Error::Corruption { .. } => damaged(&e),
             other => other.into(),
         })?;
         match db.get(VERSION_KEY)? {
@@ -259,6 +291,15 @@ impl Store {
                 }
             }
         }
+        let id = match db.get(ID_KEY)? {
+            Some(v) => String::from_utf8_lossy(&v).into_owned(),
+            None => {
+                let id = new_store_id();
+                db.insert(ID_KEY, id.as_bytes())?;
+                db.flush()?;
+                id
+            }
+        };
         let collections = db.open_tree("collections")?;
         Ok(Store {
             db,
@@ -267,7 +308,15 @@ impl Store {
             collections,
             open_trees: Default::default(),
             min_free: std::sync::atomic::AtomicU64::new(DEFAULT_MIN_FREE_BYTES),
+            id,
         })
+    }
+
+    /// This store's identity, made the first time it is opened (by a kindred that records
+    /// one). Files kept beside the store (the index files) record it, so a store that was
+    /// emptied or swapped under them is noticed instead of silently starting over.
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// Refuse writes while the disk holding the store has fewer than `bytes` free.
@@ -729,7 +778,14 @@ impl Store {
 
     /// Number of documents.
     pub fn count(&self, name: &str) -> Result<u64> {
-        Ok(self.trees(name)?.0.len() as u64)
+        // Not sled's `Tree::len`: it counts an iterator that, on a damaged page, yields the
+        // same error forever (a store cut at 95 % hung `kindred collection list`).
+        let mut n = 0;
+        for kv in self.trees(name)?.0.iter() {
+            kv?;
+            n += 1;
+        }
+        Ok(n)
     }
 
     /// The write sequence number: bumped by every upsert or delete.

@@ -8,6 +8,7 @@ mod chunker;
 mod cli;
 mod common;
 mod context;
+mod corruption;
 mod crash;
 mod defaults;
 mod encoder;
