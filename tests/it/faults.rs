@@ -2,7 +2,10 @@
 //! 16, an index checkpoint every second) is killed with SIGKILL at a random moment while
 //! clients write to it, then restarted on the same data directory, round after round. The
 //! writes are JSON-array batches from three client threads, NDJSON streams, upload jobs and
-//! deletes, on disjoint ids within a round. After every restart:
+//! deletes, on disjoint ids within a round; in some rounds a reindex onto the other model
+//! (`POST /v1/collections/{c}/reindex`, alternating between the test model and
+//! `common::other_model`) runs beside the writes, and deletes of 400 documents start
+//! background compactions. After every restart:
 //!
 //! - every acknowledged write is there (a 200 batch or stream: all of it; an upload job: the
 //!   first `written` lines it reported; a 200 delete: the document is gone), and every
@@ -13,7 +16,9 @@
 //!   a background compaction) and the lexical index count exactly the documents found; a
 //!   cosine and a W2 search for a document's own text find it first, and deleted documents are
 //!   found by neither;
-//! - no `uploads/job-*` file of the killed process is left (the server sweeps them at start).
+//! - no `uploads/job-*` file of the killed process is left (the server sweeps them at start);
+//! - the collection is on one of the two models, whole: a reindex the kill cut short left it on
+//!   the old one, with the new generation's trees and index folder gone.
 //!
 //! One round in four kills the server while it saves its indexes (as soon as a save's
 //! temporary file appears); some rounds also kill the restarted server again while it loads
@@ -28,13 +33,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use crate::common::{model_dir, qqp_questions};
+use crate::common::{encoder, model_dir, other_model, qqp_questions};
 
 const COLLECTION: &str = "qqp";
 /// Ids `q0`..`q{POOL}`; each id's text is one of `VARIANTS` questions of its own.
@@ -86,6 +91,7 @@ enum Kind {
     Ndjson,
     Upload,
     Delete,
+    Reindex,
 }
 
 /// A client thread's work: the writes it sent.
@@ -515,6 +521,58 @@ fn delete_lane(ctx: &Ctx, ids: Vec<usize>, mut rng: Rng) -> Vec<Op> {
     ops
 }
 
+/// Reindexes finished before a kill, over the whole test.
+static REINDEXES_DONE: AtomicUsize = AtomicUsize::new(0);
+
+/// Moves the collection onto the model it is not on, and follows the job until it ends or
+/// the server is killed. Writes no documents: the other lanes' writes run beside it and must
+/// all survive either way.
+fn reindex_lane(ctx: &Ctx) -> Vec<Op> {
+    let agent = agent();
+    let info = format!("{}/v1/collections/{COLLECTION}", ctx.base);
+    let on_test_model = match send(&agent, "GET", &info, None) {
+        Reply::Answer(200, v) => {
+            v["settings"]["model"]["fingerprint"] == json!(encoder().identity().fingerprint)
+        }
+        Reply::Answer(s, v) => panic!("round {}: collection info: {s} {v}", ctx.round),
+        Reply::Dead(e) => {
+            ctx.gone("collection info", &e);
+            return Vec::new();
+        }
+    };
+    let target = if on_test_model {
+        &other_model().path
+    } else {
+        &model_dir().path
+    };
+    let url = format!("{info}/reindex");
+    let body = json!({ "model": target }).to_string().into_bytes();
+    match send(&agent, "POST", &url, Some(("application/json", body))) {
+        Reply::Answer(202, _) => {}
+        Reply::Answer(s, v) => panic!("round {}: reindex: {s} {v}", ctx.round),
+        Reply::Dead(e) => {
+            ctx.gone("reindex", &e);
+            return Vec::new();
+        }
+    }
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        match send(&agent, "GET", &url, None) {
+            Reply::Answer(200, v) if v["state"] == "running" => {}
+            Reply::Answer(200, v) => {
+                assert_eq!(v["state"], "done", "round {}: {v}", ctx.round);
+                REINDEXES_DONE.fetch_add(1, Ordering::SeqCst);
+                return Vec::new();
+            }
+            Reply::Answer(s, v) => panic!("round {}: reindex status: {s} {v}", ctx.round),
+            Reply::Dead(e) => {
+                ctx.gone("reindex status", &e);
+                return Vec::new();
+            }
+        }
+    }
+}
+
 /// Every id's state as the server shows it.
 fn observe(node: &Node) -> Vec<State> {
     (0..POOL)
@@ -655,8 +713,14 @@ fn acknowledged_writes_survive_sigkill_of_the_server() {
     }
 
     let rounds = rounds();
-    let kinds = [Kind::Json, Kind::Ndjson, Kind::Upload, Kind::Delete];
-    let mut per_kind = [0usize; 4];
+    let kinds = [
+        Kind::Json,
+        Kind::Ndjson,
+        Kind::Upload,
+        Kind::Delete,
+        Kind::Reindex,
+    ];
+    let mut per_kind = [0usize; 5];
     let (mut acked_total, mut landed_unacked, mut swept) = (0, 0, 0);
     let (mut double_kills, mut interrupted_saves) = (0, 0);
     for round in 0..rounds {
@@ -664,7 +728,7 @@ fn acknowledged_writes_survive_sigkill_of_the_server() {
         // another kind; disjoint ids.
         let primary = kinds[round % kinds.len()];
         let mut lanes = vec![primary];
-        if primary == Kind::Delete {
+        if matches!(primary, Kind::Delete | Kind::Reindex) {
             lanes.push(Kind::Json);
         }
         let mut present: Vec<usize> = (0..POOL).filter(|&n| known[n].is_some()).collect();
@@ -727,6 +791,7 @@ fn acknowledged_writes_survive_sigkill_of_the_server() {
                     let (ids, r) = (deletes.clone(), Rng(rng.next()));
                     spawn(Box::new(move |c| delete_lane(c, ids, r)));
                 }
+                Kind::Reindex => spawn(Box::new(reindex_lane)),
             }
         }
         // A random moment; in one round of four, the first index save after a while (the
@@ -738,6 +803,9 @@ fn acknowledged_writes_survive_sigkill_of_the_server() {
             while index_tmp_files(&data) == 0 && round_start.elapsed() < Duration::from_secs(3) {
                 std::thread::sleep(Duration::from_micros(500));
             }
+        } else if lanes.contains(&Kind::Reindex) {
+            // A reindex of ~1,500 documents takes seconds: some finish, most are cut.
+            std::thread::sleep(Duration::from_millis(rng.range(300, 9000) as u64));
         } else {
             std::thread::sleep(Duration::from_millis(rng.range(150, 1600) as u64));
         }
@@ -844,6 +912,24 @@ fn acknowledged_writes_survive_sigkill_of_the_server() {
         let count = known.iter().filter(|d| d.is_some()).count();
         let (st, info) = node.call("GET", &format!("/v1/collections/{COLLECTION}"), None);
         assert_eq!(st, 200, "{info}");
+        // On one model, with no trace of a reindex the kill cut short.
+        let generation = info["settings"]["generation"].as_u64();
+        let physical = match generation {
+            Some(g) => format!("{COLLECTION}@{g}"),
+            None => COLLECTION.to_string(),
+        };
+        let folders: Vec<String> = std::fs::read_dir(data.join("indexes"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        if folders.iter().any(|f| *f != physical) {
+            fail(format!(
+                "index folders {folders:?}; only {physical:?} should be left"
+            ));
+        }
         let stat = |v: &Value| v.as_u64().unwrap_or_else(|| fail(format!("{info}"))) as usize;
         let tombstones = stat(&info["index"]["tombstones"]);
         let counts = [
@@ -900,7 +986,7 @@ fn acknowledged_writes_survive_sigkill_of_the_server() {
             }
         }
         eprintln!(
-            "round {round} ({lanes:?}): killed after {delay} ms; {} writes, {round_acked} acknowledged, {} landed; {count} stored; {} upload files swept, {saves_cut} index saves cut",
+            "round {round} ({lanes:?}): killed after {delay} ms; {} writes, {round_acked} acknowledged, {} landed; {count} stored; {} upload files swept, {saves_cut} index saves cut; generation {generation:?}",
             ops.len(),
             landed.len() + deleted.len(),
             left.len()
@@ -908,11 +994,13 @@ fn acknowledged_writes_survive_sigkill_of_the_server() {
     }
     node.kill();
     eprintln!(
-        "fault test seed {seed}: {rounds} rounds (lanes json {}, ndjson {}, upload {}, delete {}), {double_kills} second kills while loading, {acked_total} acknowledged documents and deletes, {landed_unacked} unacknowledged landed, {swept} upload files swept, {interrupted_saves} index saves cut, {:.1} s",
+        "fault test seed {seed}: {rounds} rounds (lanes json {}, ndjson {}, upload {}, delete {}, reindex {} of which {} finished before the kill), {double_kills} second kills while loading, {acked_total} acknowledged documents and deletes, {landed_unacked} unacknowledged landed, {swept} upload files swept, {interrupted_saves} index saves cut, {:.1} s",
         per_kind[0],
         per_kind[1],
         per_kind[2],
         per_kind[3],
+        per_kind[4],
+        REINDEXES_DONE.load(Ordering::SeqCst),
         started.elapsed().as_secs_f64()
     );
     assert!(acked_total > 0, "the clients made progress");
