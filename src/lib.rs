@@ -35,6 +35,8 @@ pub mod encoder;
 pub mod engine;
 pub mod error;
 pub mod eval;
+#[cfg(any(test, feature = "test-support"))]
+pub mod fuzzing;
 pub mod index;
 pub mod ingest;
 pub mod model;

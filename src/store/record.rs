@@ -151,6 +151,10 @@ impl StoredDoc {
     /// What every reader assumes of a record.
     fn check(&self) -> std::result::Result<(), String> {
         let (n, dim) = (self.tokens.len(), self.sentence.len());
+        // Every record is written with both vectors (16 zero bytes decoded as one without).
+        if dim == 0 || self.mu.is_empty() {
+            return Err("no sentence vector or no intent".into());
+        }
         if self.token_codes.len() != n * dim || self.token_scales.len() != n {
             return Err(format!(
                 "{} token codes and {} scales for {n} tokens of {dim} dimensions",
@@ -238,6 +242,18 @@ mod tests {
         let mut bad = doc;
         bad.tokens[1].end = 99;
         assert!(StoredDoc::from_bytes(&bad.to_bytes()).is_err());
+    }
+
+    /// Found by the fuzz target `record` (tests/it/fuzz.rs): 16 zero bytes decoded as a
+    /// record without vectors, and reading its token vectors panicked.
+    #[test]
+    fn a_record_without_vectors_is_refused() {
+        let e = StoredDoc::from_bytes(&[0u8; 16]).unwrap_err().to_string();
+        assert!(e.contains("no sentence vector"), "{e}");
+        let mut doc = record();
+        doc.mu.clear();
+        doc.sigma.clear();
+        assert!(StoredDoc::from_bytes(&doc.to_bytes()).is_err());
     }
 
     proptest! {

@@ -14,7 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["search"],
     &["engine"],
     &["ingest", "eval", "review", "train"],
-    &["server"],
+    &["server", "fuzzing"],
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -15,6 +15,7 @@ mod encoder;
 mod eval;
 mod faults;
 mod filter;
+mod fuzz;
 mod golden;
 mod hostile;
 mod ingest;
