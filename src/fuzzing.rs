@@ -16,8 +16,11 @@ use crate::ingest::source::{read_records, Fields, Format, Record};
 use crate::store::StoredDoc;
 use crate::text::{normalize, strip_markup};
 
+/// A fuzz target: takes any bytes, returns or panics (a finding).
+pub type Target = fn(&[u8]);
+
 /// Every target, by the name its corpus folder and cargo-fuzz binary carry.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("ingest", ingest),
     ("request_body", request_body),
     ("text", text),

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use kindred::fuzzing::{graph_seed, record_seed, TARGETS};
+use kindred::fuzzing::{graph_seed, record_seed, Target, TARGETS};
 
 /// Fragments that matter to the readers: separators, quotes, entities, markup, odd bytes.
 const TOKENS: &[&[u8]] = &[
@@ -123,7 +123,7 @@ fn mutate(rng: &mut Rng, pool: &[Vec<u8>]) -> Vec<u8> {
     b
 }
 
-fn run_one(target: &str, f: fn(&[u8]), input: &[u8]) {
+fn run_one(target: &str, f: Target, input: &[u8]) {
     let started = Instant::now();
     let outcome = std::panic::catch_unwind(|| f(input));
     let slow = started.elapsed() > Duration::from_secs(5);
