@@ -372,7 +372,9 @@ impl Database {
         }
         // Index files left by a collection of that name whose drop stopped midway (or that a
         // checkpoint saved as it was dropped) must not be taken for the new one's.
-        if self.store.settings(name).is_err() {
+        if let Err(crate::Error::User(UserError::UnknownCollection { .. })) =
+            self.store.settings(name)
+        {
             let leftover = self.index_dir.join(settings.physical(name));
             if leftover.exists() {
                 std::fs::remove_dir_all(&leftover).map_err(crate::error::io_err(format!(
