@@ -13,6 +13,12 @@
 //!
 //! Run: `scripts/ann-peers.sh && cargo bench --bench ann` (≈ 10 minutes on 2 cores, a third of
 //! it encoding on the first run).
+//!
+//! `ANN_PLAN=1 cargo bench --bench ann` measures instead where the search plan
+//! (`src/index/hnsw.rs`) should switch between an exact scan and the graph, on the same
+//! vectors: a whole collection of n points (exact scan of all against the graph at the
+//! default ef_search 128), and a filter admitting m of the 50,000 (exact scan of the m against
+//! the graph walk admitting only them), per query on one thread, k 10.
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -141,27 +147,9 @@ struct Row {
 }
 
 fn kindred_rows(metric: Metric, name: &str, base: &[Vec<f32>], queries: &[Vec<f32>]) -> Vec<Row> {
-    let dim = base[0].len();
-    let graph = Graph::new(
-        metric,
-        dim,
-        Params {
-            m: 16,
-            ef_construction: 200,
-        },
-    );
-    let refs: Vec<(u64, &[f32])> = base
-        .iter()
-        .zip(0..)
-        .map(|(v, i)| (i, v.as_slice()))
-        .collect();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(THREADS)
-        .build()
-        .expect("pool");
     let t = Instant::now();
-    pool.install(|| graph.insert_many(&refs)).expect("builds");
-    let build = base.len() as f64 / t.elapsed().as_secs_f64();
+    let graph = build(metric, base);
+    let rate = base.len() as f64 / t.elapsed().as_secs_f64();
     let truth = truth(metric, base, queries);
     EFS.iter()
         .map(|&ef| {
@@ -174,7 +162,7 @@ fn kindred_rows(metric: Metric, name: &str, base: &[Vec<f32>], queries: &[Vec<f3
             Row {
                 library: "kindred".into(),
                 metric: name.into(),
-                build,
+                build: rate,
                 ef,
                 qps,
                 recall: recall(&found, &truth),
@@ -227,6 +215,102 @@ fn hnswlib_rows(dir: &Path) -> Vec<Row> {
         .collect()
 }
 
+fn build(metric: Metric, base: &[Vec<f32>]) -> Graph {
+    let graph = Graph::new(
+        metric,
+        base[0].len(),
+        Params {
+            m: 16,
+            ef_construction: 200,
+        },
+    );
+    let refs: Vec<(u64, &[f32])> = base
+        .iter()
+        .zip(0..)
+        .map(|(v, i)| (i, v.as_slice()))
+        .collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(THREADS)
+        .build()
+        .expect("pool");
+    pool.install(|| graph.insert_many(&refs)).expect("builds");
+    graph
+}
+
+/// Mean microseconds per query of `f`.
+fn per_query(queries: &[Vec<f32>], f: impl Fn(&[f32]) -> usize) -> f64 {
+    let t = Instant::now();
+    let mut found = 0;
+    for q in queries {
+        found += f(q);
+    }
+    assert!(found > 0);
+    t.elapsed().as_secs_f64() * 1e6 / queries.len() as f64
+}
+
+/// The plan's two crossovers (see the module doc), as markdown tables.
+fn plan(name: &str, metric: Metric, base: &[Vec<f32>], queries: &[Vec<f32>]) {
+    let queries = &queries[..200];
+    const EF: usize = 128;
+    println!("\n{name}: a whole collection of n points, µs per query\n");
+    println!("| n | exact scan | graph (ef {EF}) | graph recall@10 |");
+    println!("|---:|---:|---:|---:|");
+    for n in [500, 1_000, 2_000, 3_000, 4_000, 8_000, 16_000] {
+        let g = build(metric, &base[..n]);
+        let exact = per_query(queries, |q| g.exact_all(q, K).len());
+        let graph = per_query(queries, |q| g.search(q, K, EF).len());
+        let truth = truth(metric, &base[..n], queries);
+        let found: Vec<Vec<u64>> = queries
+            .iter()
+            .map(|q| g.search(q, K, EF).into_iter().map(|h| h.0).collect())
+            .collect();
+        println!(
+            "| {n} | {exact:.0} | {graph:.0} | {:.4} |",
+            recall(&found, &truth)
+        );
+    }
+    let g = build(metric, base);
+    println!(
+        "\n{name}: a filter admitting m of {} points, µs per query\n",
+        base.len()
+    );
+    println!("| m | exact scan of the m | filtered graph walk (ef {EF}) | walk recall@10 |");
+    println!("|---:|---:|---:|---:|");
+    for m in [500, 1_000, 2_500, 5_000, 7_500, 10_000, 20_000, 40_000] {
+        let step = (base.len() / m) as u64;
+        let ids: Vec<u64> = (0..base.len() as u64)
+            .step_by(step as usize)
+            .take(m)
+            .collect();
+        let last = *ids.last().expect("ids");
+        let admit = |id: u64| id % step == 0 && id <= last;
+        let exact = per_query(queries, |q| g.exact(q, K, &ids).len());
+        let walk = per_query(queries, |q| g.search_filtered(q, K, EF, &admit).len());
+        let (mut same, mut total) = (0, 0);
+        for q in queries {
+            let t: Vec<u64> = g.exact(q, K, &ids).into_iter().map(|h| h.0).collect();
+            let f = g.search_filtered(q, K, EF, &admit);
+            same += f.iter().filter(|h| t.contains(&h.0)).count();
+            total += t.len();
+        }
+        println!(
+            "| {m} | {exact:.0} | {walk:.0} | {:.4} |",
+            same as f64 / total as f64
+        );
+    }
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list" || a == "--no-run") {
         return;
@@ -238,6 +322,12 @@ fn main() {
     let (cos_base, cos_q) = split(&cos);
     let (l2_base, l2_q) = split(&l2);
     drop((cos, l2));
+    if std::env::var_os("ANN_PLAN").is_some() {
+        println!("CPU: {}; graphs M 16, ef_construction 200", cpu_model());
+        plan("cosine (384-d)", Metric::Cosine, &cos_base, &cos_q);
+        plan("L2 (768-d [μ;σ])", Metric::L2, &l2_base, &l2_q);
+        return;
+    }
     let mut rows = kindred_rows(Metric::Cosine, "cosine (384-d)", &cos_base, &cos_q);
     rows.extend(kindred_rows(
         Metric::L2,
@@ -246,14 +336,7 @@ fn main() {
         &l2_q,
     ));
     rows.extend(hnswlib_rows(&dir));
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
+    let cpu = cpu_model();
     println!("{n} vectors, {QUERIES} queries, k {K}, M 16, ef_construction 200, build on {THREADS} threads, search on 1; CPU: {cpu}\n");
     println!("| metric | library | build vectors/s | ef | search QPS | recall@10 |");
     println!("|---|---|---:|---:|---:|---:|");
