@@ -283,7 +283,7 @@ fn plan(name: &str, metric: Metric, base: &[Vec<f32>], queries: &[Vec<f32>]) {
             .take(m)
             .collect();
         let last = *ids.last().expect("ids");
-        let admit = |id: u64| id % step == 0 && id <= last;
+        let admit = |id: u64| id.is_multiple_of(step) && id <= last;
         let exact = per_query(queries, |q| g.exact(q, K, &ids).len());
         let walk = per_query(queries, |q| g.search_filtered(q, K, EF, &admit).len());
         let (mut same, mut total) = (0, 0);
