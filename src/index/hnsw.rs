@@ -10,8 +10,10 @@
 //!
 //! Saved as `dir/BASENAME-SEQ.graph` (the graph's own checksummed format) plus a small
 //! `dir/BASENAME.meta.json`, replaced atomically last, recording the store checkpoint (`seq`)
-//! the graph reflects. A missing, stale or damaged file is reported and the index rebuilt from
-//! the store, and the next checkpoint overwrites it.
+//! the graph reflects. A missing, stale or damaged file is reported (and counted:
+//! [`refused_files`]) and the index rebuilt from the store, and the next checkpoint overwrites
+//! it. `indexes/STORE` names the store the files were saved from ([`claim_folder`]), so a store
+//! swapped or emptied under them is refused rather than taken for theirs.
 
 use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
