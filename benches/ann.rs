@@ -31,6 +31,9 @@ use kindred::model;
 use kindred::score::wasserstein::embed;
 use kindred::{Encoder, EncoderOptions};
 
+#[path = "support/mod.rs"]
+mod support;
+
 const N: usize = 50_000;
 const QUERIES: usize = 1_000;
 const K: usize = 10;
@@ -300,17 +303,6 @@ fn plan(name: &str, metric: Metric, base: &[Vec<f32>], queries: &[Vec<f32>]) {
     }
 }
 
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default()
-}
-
 fn main() {
     if std::env::args().any(|a| a == "--list" || a == "--no-run") {
         return;
@@ -323,7 +315,10 @@ fn main() {
     let (l2_base, l2_q) = split(&l2);
     drop((cos, l2));
     if std::env::var_os("ANN_PLAN").is_some() {
-        println!("CPU: {}; graphs M 16, ef_construction 200", cpu_model());
+        println!(
+            "CPU: {}; graphs M 16, ef_construction 200",
+            support::cpu_model()
+        );
         plan("cosine (384-d)", Metric::Cosine, &cos_base, &cos_q);
         plan("L2 (768-d [μ;σ])", Metric::L2, &l2_base, &l2_q);
         return;
@@ -336,7 +331,7 @@ fn main() {
         &l2_q,
     ));
     rows.extend(hnswlib_rows(&dir));
-    let cpu = cpu_model();
+    let cpu = support::cpu_model();
     println!("{n} vectors, {QUERIES} queries, k {K}, M 16, ef_construction 200, build on {THREADS} threads, search on 1; CPU: {cpu}\n");
     println!("| metric | library | build vectors/s | ef | search QPS | recall@10 |");
     println!("|---|---|---:|---:|---:|---:|");

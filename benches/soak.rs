@@ -124,18 +124,6 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
 fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` would pass nothing useful: only run
     // when asked for as a bench.
@@ -368,7 +356,7 @@ fn main() {
     let runtime = start.elapsed().as_secs_f64();
     server.stop();
 
-    let cpu = cpu_model();
+    let cpu = support::cpu_model();
     let mut ops = Vec::new();
     let mut errors = 0;
     println!("| operation | requests | errors | p50 ms | p99 ms |");

@@ -1,4 +1,4 @@
-//! What the server benches (`load`, `soak`) share: a `kindred serve` child on loopback, a
+//! What the benches share (`load`, `soak`; `ann` for the CPU model): a `kindred serve` child on loopback, a
 //! minimal keep-alive HTTP/1.1 client, and numbers from the environment. Included by each bench
 //! with `#[path = "support/mod.rs"] mod support;` (not a bench target itself).
 
@@ -179,4 +179,17 @@ impl Client {
         }
         Ok((status, out))
     }
+}
+
+/// The CPU model, as /proc/cpuinfo names it (empty where it does not).
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
 }

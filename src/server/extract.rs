@@ -115,8 +115,6 @@ mod fuzz {
     //! takes, then (for a search) through the filter and parameter checks, answer an error
     //! or a value; nothing panics.
 
-    use super::*;
-    use crate::index::Filter;
     use proptest::prelude::*;
     use serde_json::Value;
 
@@ -153,30 +151,9 @@ mod fuzz {
         })
     }
 
+    /// The fuzz target reads every request type from the bytes.
     fn read_all(bytes: &[u8]) {
-        let b = || Ok(Bytes::copy_from_slice(bytes));
-        if let Ok(r) = parse::<crate::server::search::SearchRequest>(b()) {
-            if let Some(f) = &r.filter {
-                if let Ok(filter) = Filter::parse(f) {
-                    let _ = filter.matches(&serde_json::Map::new());
-                }
-            }
-            let params = crate::search::SearchParams {
-                k: r.k.unwrap_or(10),
-                rerank_depth: r.rerank_depth.unwrap_or(100),
-                filter: r.filter.unwrap_or_default(),
-                ..Default::default()
-            };
-            let _ = crate::search::validate(&params);
-        }
-        let _ = parse::<crate::server::search::DuplicatesRequest>(b());
-        let _ = parse::<crate::server::search::ExplainRequest>(b());
-        let _ = parse::<Vec<crate::server::api::NewDocument>>(b());
-        let _ = parse::<Vec<crate::server::documents::DocumentUpsert>>(b());
-        let _ = parse::<crate::server::api::Verdict>(b());
-        let _ = parse::<crate::server::collections::CreateCollection>(b());
-        let _ = parse::<crate::server::reindex::ReindexRequest>(b());
-        let _ = parse::<crate::server::collections::SetSearchDefaults>(b());
+        crate::fuzzing::request_body(bytes);
     }
 
     proptest! {

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use crate::common::{encoder, model_dir, other_model, qqp_questions};
+use crate::common::{encoder, model_dir, other_model, qqp_questions, Rng};
 
 const COLLECTION: &str = "qqp";
 /// Ids `q0`..`q{POOL}`; each id's text is one of `VARIANTS` questions of its own.
@@ -50,30 +50,6 @@ const JSON_THREADS: usize = 3;
 const PRELOAD: usize = 240;
 /// The round number the preload's tags carry (no real round has it).
 const PRELOAD_ROUND: usize = 999_999;
-
-/// splitmix64: any seed is fine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: usize, hi: usize) -> usize {
-        lo + (self.next() % (hi - lo + 1) as u64) as usize
-    }
-
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            v.swap(i, self.range(0, i));
-        }
-    }
-}
 
 /// A document as sent (and as it must come back).
 #[derive(Debug, Clone, PartialEq)]

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kindred::fuzzing::{graph_seed, record_seed, Target, TARGETS};
 
+use crate::common::Rng;
+
 /// Fragments that matter to the readers: separators, quotes, entities, markup, odd bytes.
 const TOKENS: &[&[u8]] = &[
     b"\"",
@@ -48,22 +50,6 @@ const TOKENS: &[&[u8]] = &[
     b"\"context\":",
     b"\"k\":",
 ];
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 fn corpus_dir(target: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
