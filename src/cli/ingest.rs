@@ -120,10 +120,12 @@ pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
         max_text_chars: args.max_text_chars,
         cancel: None,
     };
+    // The CLI holds the store alone: no reindex can switch the model under it.
+    let encoder = std::sync::Arc::new(encoder);
     let summary = ingest::ingest(
         &db,
         &g.data_dir(),
-        &encoder,
+        &|| Ok(encoder.clone()),
         &args.collection,
         &opts,
         |r| {

@@ -8,6 +8,10 @@
 //! re-run of the same file skips what is committed; a batch that was written but not yet
 //! recorded when the process died is written again, which replaces each document by itself
 //! (ids are the dedup key), so nothing is ever duplicated.
+//!
+//! A reindex may switch the collection's model while a file loads (an upload job on the
+//! server): the store then refuses the batch encoded with the old model, and the ingest asks
+//! for the collection's current encoder, encodes that batch again with it, and goes on with it.
 
 pub mod delimited;
 pub mod lines;
@@ -15,6 +19,7 @@ pub mod source;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -22,6 +27,7 @@ use sha2::{Digest, Sha256};
 
 use crate::db::{Database, NewDocument};
 use crate::error::{io_err, Result, UserError};
+use crate::sync::MutexExt;
 use crate::text::tokenize::Tokenized;
 use crate::text::TextFormat;
 use crate::Encoder;
@@ -135,8 +141,14 @@ fn save_state(path: &Path, state: &SavedState) -> Result<()> {
     std::fs::rename(&tmp, path).map_err(io_err(format!("replacing {}", path.display())))
 }
 
+/// The encoder of a collection's current model: asked once at the start, and again when the
+/// store refuses a batch because a reindex switched the collection to another model.
+pub type CurrentEncoder<'a> = &'a (dyn Fn() -> Result<Arc<Encoder>> + Sync);
+
 /// A batch on its way from the reader to the writer.
 struct Batch {
+    /// The encoder whose tokenizer tokenized the batch and which encodes it.
+    encoder: Arc<Encoder>,
     docs: Vec<(u64, NewDocument, Tokenized)>,
     rejected: Vec<Rejected>,
     /// Every record up to this line is in this batch or an earlier one.
@@ -147,18 +159,20 @@ struct Batch {
 /// of its text and its context texts),
 /// validates documents (texts of at most `max_text_chars` characters, counted in the visible
 /// text, as the server counts them) and tokenizes them, and sends them in batches of at least
-/// `batch_size` documents, cut only at line boundaries (a QQP line yields two). Stops at the
-/// first read error (sent on) or when the receiver is gone.
+/// `batch_size` documents, cut only at line boundaries (a QQP line yields two), each with the
+/// encoder that is `latest` when it starts. Stops at the first read error (sent on) or when
+/// the receiver is gone.
 fn read_batches(
     records: impl Iterator<Item = Result<Record>>,
     skip: u64,
     batch_size: usize,
     max_text_chars: usize,
     text_format: TextFormat,
-    tokenizer: &crate::text::TextTokenizer,
+    latest: &Mutex<Arc<Encoder>>,
     to_encode: SyncSender<Result<Batch>>,
 ) {
     let empty = |last_line| Batch {
+        encoder: latest.locked().clone(),
         docs: Vec::new(),
         rejected: Vec::new(),
         last_line,
@@ -193,7 +207,7 @@ fn read_batches(
                     batch.rejected.push(Rejected { line, reason });
                     continue;
                 }
-                match check(&doc).and_then(|()| tokenizer.tokenize(&doc.text, 0)) {
+                match check(&doc).and_then(|()| batch.encoder.tokenizer().tokenize(&doc.text, 0)) {
                     Ok(t) => batch.docs.push((line, doc, t)),
                     Err(e) => batch.rejected.push(Rejected {
                         line,
@@ -206,21 +220,17 @@ fn read_batches(
     send(batch);
 }
 
-/// Stage 2: encodes each batch (on `threads` when given) and sends it on with its vectors;
-/// stops after the first failure (sent on) or when the receiver is gone.
+/// Stage 2: encodes each batch with its encoder (on `threads` when given) and sends it on with
+/// its vectors; stops after the first failure (sent on) or when the receiver is gone.
 fn encode_batches(
-    encoder: &Encoder,
-    threads: Option<std::sync::Arc<rayon::ThreadPool>>,
+    threads: Option<Arc<rayon::ThreadPool>>,
     batches: Receiver<Result<Batch>>,
     to_write: SyncSender<Result<(Batch, Vec<crate::Encoded>)>>,
 ) {
     for b in batches {
         let item = b.and_then(|b| {
             let tokens: Vec<&Tokenized> = b.docs.iter().map(|(_, _, t)| t).collect();
-            let enc = match &threads {
-                Some(pool) => pool.install(|| encoder.encode_tokenized(&tokens)),
-                None => encoder.encode_tokenized(&tokens),
-            }?;
+            let enc = encode_on(&threads, &b.encoder, &tokens)?;
             Ok((b, enc))
         });
         let failed = item.is_err();
@@ -230,19 +240,36 @@ fn encode_batches(
     }
 }
 
-/// Ingests a file into a collection (which must exist and belong to the encoder's model).
-/// `on_reject` sees every bad row (the CLI writes them to the reject file); `on_progress`
-/// is called after each committed batch.
+fn encode_on(
+    threads: &Option<Arc<rayon::ThreadPool>>,
+    encoder: &Encoder,
+    tokens: &[&Tokenized],
+) -> Result<Vec<crate::Encoded>> {
+    match threads {
+        Some(pool) => pool.install(|| encoder.encode_tokenized(tokens)),
+        None => encoder.encode_tokenized(tokens),
+    }
+}
+
+/// How many times one batch is encoded again after a reindex switched the collection's model
+/// under it (each time needs another switch, i.e. another whole reindex, meanwhile).
+const SWITCHES_PER_BATCH: usize = 3;
+
+/// Ingests a file into collection `collection` (which must exist), encoding with `current()`,
+/// which must give the encoder of the collection's model (and, after a reindex switched it,
+/// the new one's). `on_reject` sees every bad row (the CLI writes them to the reject file);
+/// `on_progress` is called after each committed batch.
 pub fn ingest(
     db: &Database,
     data_dir: &Path,
-    encoder: &Encoder,
+    current: CurrentEncoder<'_>,
     collection: &str,
     opts: &IngestOptions,
     mut on_reject: impl FnMut(&Rejected) -> Result<()>,
     mut on_progress: impl FnMut(Progress),
 ) -> Result<Summary> {
-    db.check_model(collection, encoder.identity())?;
+    let latest = Mutex::new(current()?);
+    db.check_model(collection, latest.locked().identity())?;
     if opts.batch == 0 {
         return Err(UserError::InvalidArgument {
             name: "batch",
@@ -280,13 +307,13 @@ pub fn ingest(
         seconds: 0.0,
         docs_per_sec: 0.0,
     };
-    let tokenizer = encoder.tokenizer();
     let (batch_size, strict, max_chars) = (opts.batch, opts.strict, opts.max_text_chars);
     let text_format = opts.text_format;
 
     std::thread::scope(|scope| -> Result<()> {
         // Stage 1: read, parse, validate, tokenize. Stage 2: encode. Stage 3 (here): write.
         let (to_encode, encode_rx) = sync_channel::<Result<Batch>>(2);
+        let latest = &latest;
         scope.spawn(move || {
             read_batches(
                 records,
@@ -294,13 +321,13 @@ pub fn ingest(
                 batch_size,
                 max_chars,
                 text_format,
-                tokenizer,
+                latest,
                 to_encode,
             )
         });
         let (to_write, write_rx) = sync_channel::<Result<(Batch, Vec<crate::Encoded>)>>(2);
         let threads = opts.threads.clone();
-        scope.spawn(move || encode_batches(encoder, threads, encode_rx, to_write));
+        scope.spawn(move || encode_batches(threads, encode_rx, to_write));
         // Stage 3: write, in order, and record progress.
         let mut committed = skip;
         for item in write_rx {
@@ -335,24 +362,26 @@ pub fn ingest(
                 batch.last_line = bad_line - 1;
                 batch.rejected.clear();
             }
+            if !batch.docs.is_empty() {
+                let written = write_batch(
+                    db,
+                    collection,
+                    &mut batch,
+                    encoded,
+                    current,
+                    latest,
+                    &opts.threads,
+                )?;
+                let replaced = written.iter().filter(|u| u.replaced.is_some()).count() as u64;
+                summary.updated += replaced;
+                summary.ingested += written.len() as u64 - replaced;
+            }
             for r in &batch.rejected {
                 on_reject(r)?;
                 summary.rejected += 1;
                 if summary.rejects.len() < LISTED_REJECTS {
                     summary.rejects.push(r.clone());
                 }
-            }
-            if !batch.docs.is_empty() {
-                let docs: Vec<(NewDocument, crate::Encoded)> = batch
-                    .docs
-                    .into_iter()
-                    .map(|(_, d, _)| d)
-                    .zip(encoded)
-                    .collect();
-                let written = db.upsert_encoded(collection, encoder.identity(), docs)?;
-                let replaced = written.iter().filter(|u| u.replaced.is_some()).count() as u64;
-                summary.updated += replaced;
-                summary.ingested += written.len() as u64 - replaced;
             }
             save_state(
                 &state_file,
@@ -387,6 +416,65 @@ pub fn ingest(
     summary.seconds = start.elapsed().as_secs_f64();
     summary.docs_per_sec = (summary.ingested + summary.updated) as f64 / summary.seconds.max(1e-9);
     Ok(summary)
+}
+
+/// Stage 3's write of `batch` (`encoded` by its encoder). When the store refuses it because a
+/// reindex switched the collection to another model meanwhile, the batch is tokenized and
+/// encoded again with `current()` (a text the new tokenizer refuses becomes a rejected row of
+/// the batch), written, and that encoder becomes the `latest` that later batches start with.
+fn write_batch(
+    db: &Database,
+    collection: &str,
+    batch: &mut Batch,
+    mut encoded: Vec<crate::Encoded>,
+    current: CurrentEncoder<'_>,
+    latest: &Mutex<Arc<Encoder>>,
+    threads: &Option<Arc<rayon::ThreadPool>>,
+) -> Result<Vec<crate::store::Upserted>> {
+    let mut encoder = batch.encoder.clone();
+    let mut switches = 0;
+    loop {
+        let docs = batch
+            .docs
+            .iter()
+            .map(|(_, d, _)| d.clone())
+            .zip(std::mem::take(&mut encoded))
+            .collect();
+        let refused = match db.upsert_encoded(collection, encoder.identity(), docs) {
+            Err(e @ crate::Error::User(UserError::ModelMismatch { .. })) => e,
+            other => return other,
+        };
+        let fresh = current()?;
+        if switches == SWITCHES_PER_BATCH
+            || fresh.identity().fingerprint == encoder.identity().fingerprint
+        {
+            return Err(refused);
+        }
+        switches += 1;
+        tracing::info!(
+            collection,
+            model = %fresh.identity().id,
+            "the collection was reindexed onto another model during the ingest; encoding with it from here"
+        );
+        *latest.locked() = fresh.clone();
+        encoder = fresh;
+        let mut kept = Vec::with_capacity(batch.docs.len());
+        for (line, doc, _) in std::mem::take(&mut batch.docs) {
+            match encoder.tokenizer().tokenize(&doc.text, 0) {
+                Ok(t) => kept.push((line, doc, t)),
+                Err(e) => batch.rejected.push(Rejected {
+                    line,
+                    reason: reason_of(&doc.id, &e),
+                }),
+            }
+        }
+        batch.docs = kept;
+        if batch.docs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tokens: Vec<&Tokenized> = batch.docs.iter().map(|(_, _, t)| t).collect();
+        encoded = encode_on(threads, &encoder, &tokens)?;
+    }
 }
 
 /// Checks what the store would refuse, so one bad row never fails its batch.

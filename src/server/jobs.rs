@@ -222,35 +222,33 @@ fn run(
         max_text_chars: state.config.limits.max_text_chars,
         cancel: Some(stopping),
     };
-    let result = state.engine.collection(&spec.collection).and_then(|col| {
-        let encoder = col.encoder().clone();
-        drop(col);
-        ingest::ingest(
-            state.db(),
-            state.db().dir(),
-            &encoder,
-            &spec.collection,
-            &opts,
-            |r| {
-                let mut j = job.locked();
-                if j.0.rejects.len() < SHOWN_REJECTS {
-                    j.0.rejects.push(r.clone().into());
-                }
-                Ok(())
-            },
-            |p| {
-                let mut j = job.locked();
-                let before = j.0.written;
-                j.0.line = p.line;
-                j.0.written = p.written;
-                j.0.rejected = p.rejected;
-                drop(j);
-                state
-                    .metrics
-                    .upserted(&spec.collection, (p.written - before) as usize);
-            },
-        )
-    });
+    // The collection's encoder, looked up again when a reindex switches its model mid-file.
+    let current = || Ok(state.engine.collection(&spec.collection)?.encoder().clone());
+    let result = ingest::ingest(
+        state.db(),
+        state.db().dir(),
+        &current,
+        &spec.collection,
+        &opts,
+        |r| {
+            let mut j = job.locked();
+            if j.0.rejects.len() < SHOWN_REJECTS {
+                j.0.rejects.push(r.clone().into());
+            }
+            Ok(())
+        },
+        |p| {
+            let mut j = job.locked();
+            let before = j.0.written;
+            j.0.line = p.line;
+            j.0.written = p.written;
+            j.0.rejected = p.rejected;
+            drop(j);
+            state
+                .metrics
+                .upserted(&spec.collection, (p.written - before) as usize);
+        },
+    );
     let mut j = job.locked();
     let seconds = j.1.elapsed().as_secs_f64();
     j.0.seconds = seconds;

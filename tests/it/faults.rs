@@ -700,12 +700,16 @@ fn acknowledged_writes_survive_sigkill_of_the_server() {
     let (mut acked_total, mut landed_unacked, mut swept) = (0, 0, 0);
     let (mut double_kills, mut interrupted_saves) = (0, 0);
     for round in 0..rounds {
-        // The round's lanes: one kind in turn, deletes always with JSON writes, sometimes
-        // another kind; disjoint ids.
+        // The round's lanes: one kind in turn, deletes always with JSON writes, reindexes
+        // with JSON writes or (every other time) an upload job, sometimes another kind;
+        // disjoint ids.
         let primary = kinds[round % kinds.len()];
         let mut lanes = vec![primary];
-        if matches!(primary, Kind::Delete | Kind::Reindex) {
-            lanes.push(Kind::Json);
+        match primary {
+            Kind::Delete => lanes.push(Kind::Json),
+            Kind::Reindex if (round / kinds.len()) % 2 == 1 => lanes.push(Kind::Upload),
+            Kind::Reindex => lanes.push(Kind::Json),
+            _ => {}
         }
         let mut present: Vec<usize> = (0..POOL).filter(|&n| known[n].is_some()).collect();
         // Deletes too when the pool fills up, so that writes keep inserting as well as replacing.
@@ -714,13 +718,7 @@ fn acknowledged_writes_survive_sigkill_of_the_server() {
         } else {
             (rng.range(0, 1) == 1).then(|| kinds[rng.range(0, kinds.len() - 1)])
         };
-        // An upload job keeps the encoder it started with, and fails once a reindex switches
-        // the collection's model under it (a known bug, noted on issue 20): never together.
-        let clash = |o: &Kind| {
-            let both = [Kind::Upload, Kind::Reindex];
-            both.contains(o) && lanes.iter().any(|l| both.contains(l) && l != o)
-        };
-        if let Some(other) = other.filter(|o| !lanes.contains(o) && !clash(o)) {
+        if let Some(other) = other.filter(|o| !lanes.contains(o)) {
             lanes.push(other);
         }
         for l in &lanes {

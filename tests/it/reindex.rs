@@ -304,3 +304,92 @@ fn reindex_cli_killed_midway_leaves_the_collection_whole_on_its_old_model() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A file loading while a reindex switches the collection's model (an upload job on the
+/// server) goes on with the new model: the batch the store refuses is encoded again with it,
+/// and every later one starts with it. Before, the ingest kept the encoder it started with and
+/// failed at the first batch after the switch.
+#[test]
+fn a_file_ingest_goes_on_through_a_reindex_with_the_new_model() {
+    use kindred::ingest::{self, Fields, Format, IngestOptions};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Arc::new(Database::open(dir.path(), Durability::Flush).expect("opens"));
+    db.create_collection(
+        "c",
+        &CollectionSettings::for_model(encoder().identity().clone()),
+    )
+    .expect("created");
+    let engine = Engine::new(
+        db.clone(),
+        Encoders::new(
+            Arc::new(Encoder::load(model_dir(), EncoderOptions::default()).expect("loads")),
+            EncoderOptions::default(),
+        ),
+    );
+    let other = Arc::new(Encoder::load(other_model(), EncoderOptions::default()).expect("loads"));
+    let questions = qqp_questions("qqp_bimpm/dev.tsv");
+    let questions = &questions[..240];
+    let file = dir.path().join("questions.jsonl");
+    let lines: Vec<String> = questions
+        .iter()
+        .enumerate()
+        .map(|(i, q)| serde_json::json!({ "id": format!("q{i}"), "text": q }).to_string())
+        .collect();
+    std::fs::write(&file, lines.join("\n")).expect("written");
+    let opts = IngestOptions {
+        path: file,
+        format: Format::Jsonl,
+        fields: Fields::default(),
+        text_format: Default::default(),
+        batch: 8,
+        strict: false,
+        restart: true,
+        threads: None,
+        max_text_chars: 2000,
+        cancel: None,
+    };
+    let current = || Ok(engine.collection("c")?.encoder().clone());
+    let mut switched_after = None;
+    let summary = ingest::ingest(
+        &db,
+        dir.path(),
+        &current,
+        "c",
+        &opts,
+        |r| panic!("no row is rejected: {r:?}"),
+        |p| {
+            // After the second batch, while the next ones are read and encoded already.
+            if switched_after.is_none() && p.written >= 16 {
+                engine
+                    .reindex("c", other.clone(), Some(&other_model().path), &|_, _| {})
+                    .expect("reindexed");
+                switched_after = Some(p.written);
+            }
+        },
+    )
+    .expect("the ingest goes on through the switch");
+    assert_eq!(switched_after, Some(16));
+    assert_eq!(summary.ingested, questions.len() as u64);
+    assert_eq!(summary.rejected, 0);
+    assert_eq!(
+        db.store().count("c").expect("count") as usize,
+        questions.len()
+    );
+    // Every document carries the new model's vectors, whether written before the switch
+    // (re-encoded by the reindex) or after it.
+    let texts: Vec<&str> = questions.iter().map(String::as_str).collect();
+    let fresh = other.encode(&texts).expect("encodes");
+    for (i, e) in fresh.iter().enumerate() {
+        let stored = db
+            .get("c", &format!("q{i}"))
+            .expect("reads")
+            .expect("present");
+        assert!(cosine(&stored.sentence, &e.sentence) > 0.9999, "q{i}");
+    }
+    let info = db.info("c").expect("info");
+    assert_eq!(
+        info.index.cosine_points - info.index.tombstones,
+        questions.len()
+    );
+}
