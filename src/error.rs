@@ -224,13 +224,34 @@ pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) 
     move |source| Error::Internal(InternalError::Io { context, source })
 }
 
-/// Set once sled has reported an I/O error: sled then fails every later write (and sometimes
-/// reads) until the process reopens it, so a server is no longer ready (`/readyz` says so).
-static ENGINE_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Set once sled has met damaged data in this process: a restore from backup is needed, so a
+/// server is no longer ready (`/readyz` says so).
+static ENGINE_DAMAGED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Set once sled has reported an I/O error (a full disk): sled then fails every later write
+/// (and sometimes reads) until the store is reopened ([`crate::store::Store::reopen`], which
+/// clears it through [`storage_engine_reopened`]).
+static ENGINE_IO_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// True once the storage engine has met an I/O error in this process: restart it.
+/// True once the storage engine has met damaged data, or an I/O error it has not been
+/// reopened after, in this process.
 pub fn storage_engine_failed() -> bool {
-    ENGINE_FAILED.load(std::sync::atomic::Ordering::Acquire)
+    ENGINE_DAMAGED.load(std::sync::atomic::Ordering::Acquire) || storage_engine_io_failed()
+}
+
+/// True when the storage engine met an I/O error and has not been reopened since.
+pub fn storage_engine_io_failed() -> bool {
+    ENGINE_IO_FAILED.load(std::sync::atomic::Ordering::Acquire)
+}
+
+/// Marks the storage engine failed because it did not finish a flush in time (as an I/O
+/// error: writes are refused until the store is reopened).
+pub(crate) fn storage_engine_stalled() {
+    ENGINE_IO_FAILED.store(true, std::sync::atomic::Ordering::Release);
+}
+
+/// Marks the storage engine as reopened after an I/O error.
+pub(crate) fn storage_engine_reopened() {
+    ENGINE_IO_FAILED.store(false, std::sync::atomic::Ordering::Release);
 }
 
 impl From<sled::Error> for Error {
@@ -241,19 +262,19 @@ impl From<sled::Error> for Error {
         match e {
             // A damaged page met after the store opened (a file cut or overwritten under it).
             sled::Error::Corruption { .. } => {
-                ENGINE_FAILED.store(true, std::sync::atomic::Ordering::Release);
+                ENGINE_DAMAGED.store(true, std::sync::atomic::Ordering::Release);
                 Error::Internal(InternalError::Corrupt(format!("{DAMAGED} ({e})")))
             }
             sled::Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-                ENGINE_FAILED.store(true, std::sync::atomic::Ordering::Release);
+                ENGINE_DAMAGED.store(true, std::sync::atomic::Ordering::Release);
                 Error::Internal(InternalError::Corrupt(format!(
                     "{DAMAGED} (a file is shorter than its records say: {io})"
                 )))
             }
             sled::Error::Io(io) => {
                 // sled keeps failing (reads too, at times) after an I/O error until it is
-                // reopened: the process is no longer ready.
-                ENGINE_FAILED.store(true, std::sync::atomic::Ordering::Release);
+                // reopened: the process is not ready until then.
+                ENGINE_IO_FAILED.store(true, std::sync::atomic::Ordering::Release);
                 Error::Internal(InternalError::Io {
                     context: "storage engine I/O".into(),
                     source: io,

@@ -622,6 +622,37 @@ impl Database {
         })
     }
 
+    /// Reopens the store after sled met an I/O error (a full disk: sled then fails every
+    /// write until reopened), once the disk has room again, so writes resume without a
+    /// restart. Returns whether it reopened. With flush durability the indexes stay: they only
+    /// ever took writes sled had flushed. With relaxed durability sled may have lost writes it
+    /// acknowledged from memory, so every open collection's indexes load again from the store.
+    pub fn recover_store(&self) -> Result<bool> {
+        if self.remote.is_some() || !crate::error::storage_engine_io_failed() {
+            return Ok(false);
+        }
+        if self.store.free_below(0).is_some() {
+            return Ok(false);
+        }
+        self.store.reopen(std::time::Duration::from_secs(5))?;
+        if self.store.durability() == Durability::Relaxed {
+            let slots: Vec<Slot> = self.open.reading().values().cloned().collect();
+            for slot in slots {
+                let Some(ix) = slot.locked().clone() else {
+                    continue;
+                };
+                // The writer lock before the slot's, as a reindex takes them.
+                let _writer = ix.writer.locked();
+                ix.retired.store(true, std::sync::atomic::Ordering::Release);
+                let mut current = slot.locked();
+                if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &ix)) {
+                    *current = None;
+                }
+            }
+        }
+        Ok(true)
+    }
+
     /// Saves the vector indexes of every open collection that changed since they were last
     /// saved, with the checkpoint (store seq) they reflect. Returns how many were saved.
     #[tracing::instrument(level = "debug", skip(self))]

@@ -27,6 +27,7 @@ pub struct Metrics {
     ingested: IntCounterVec,
     damaged_index_files: IntCounter,
     poisoned_locks: IntCounter,
+    store_reopens: IntCounter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -89,6 +90,11 @@ impl Metrics {
             "Index files found damaged and rebuilt from the store",
         )
         .expect("metric");
+        let store_reopens = IntCounter::new(
+            "kindred_store_reopens_total",
+            "Times the store was reopened after an I/O error (a full disk) without a restart",
+        )
+        .expect("metric");
         let poisoned_locks = IntCounter::new(
             "kindred_poisoned_locks_recovered_total",
             "Locks a panicking thread left poisoned, taken over (each a bug: see the log)",
@@ -102,6 +108,7 @@ impl Metrics {
             Box::new(ingested.clone()),
             Box::new(damaged_index_files.clone()),
             Box::new(poisoned_locks.clone()),
+            Box::new(store_reopens.clone()),
         ] {
             registry.register(c).expect("unique metric names");
         }
@@ -114,6 +121,7 @@ impl Metrics {
             ingested,
             damaged_index_files,
             poisoned_locks,
+            store_reopens,
         }
     }
 
@@ -162,6 +170,7 @@ impl Metrics {
                 crate::index::hnsw::refused_files(),
             ),
             (&self.poisoned_locks, crate::sync::recovered()),
+            (&self.store_reopens, crate::store::reopens()),
         ] {
             counter.inc_by(now.saturating_sub(counter.get()));
         }

@@ -341,6 +341,28 @@ pub async fn serve(
             }
         });
     }
+    // After sled met an I/O error (a full disk), the store is reopened once there is room
+    // again: writes resume without a restart.
+    {
+        let db = db.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                if !crate::error::storage_engine_io_failed() {
+                    continue;
+                }
+                let db = db.clone();
+                match tokio::task::spawn_blocking(move || db.recover_store()).await {
+                    Ok(Ok(true)) => tracing::info!("writes resume: the store was reopened"),
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "reopening the store failed; retrying")
+                    }
+                    _ => {}
+                }
+            }
+        });
+    }
     on_listening(&Running { addr });
     tracing::info!(%addr, "listening");
     let limits = listen::ConnectionLimits {

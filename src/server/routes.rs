@@ -30,8 +30,8 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         )
         .into_response();
     }
-    // The store answers reads (a storage engine that met an I/O error it cannot recover from
-    // fails them all until a restart: then this server is not ready, whatever else holds).
+    // The store answers reads, and has met no I/O error it was not reopened after, nor damaged
+    // data: otherwise this server is not ready, whatever else holds.
     let s = state.clone();
     match tokio::task::spawn_blocking(move || s.db().collections()).await {
         Ok(Ok(_)) if !crate::error::storage_engine_failed() => {
@@ -40,19 +40,30 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         Ok(Ok(_)) => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "store_failed",
-            "the store met an I/O error (a full disk?) and refuses writes until the server restarts; free space, then restart it (acknowledged writes are on disk)",
+            store_failure(),
         )
         .into_response(),
         Ok(Err(e)) => {
-            tracing::error!(error = %e, "the store fails reads; restart the server");
+            tracing::error!(error = %e, "the store fails reads");
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store_failed",
-                "the store fails reads after an I/O error; restart the server (acknowledged writes are on disk)",
+                store_failure(),
             )
             .into_response()
         }
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+/// What `/readyz` says of a failed store, and the way out.
+fn store_failure() -> &'static str {
+    if crate::error::storage_engine_io_failed() {
+        "the store met an I/O error (a full disk?); it refuses writes until it is reopened, which happens by itself within a second of space being freed (acknowledged writes are on disk)"
+    } else if crate::error::storage_engine_failed() {
+        "the store met damaged data; restore the data directory from a backup (see the log)"
+    } else {
+        "the store fails reads (see the log)"
     }
 }
 

@@ -25,10 +25,12 @@
 
 pub mod compat;
 mod defaults;
+mod flush;
 pub mod migrate;
 mod record;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
@@ -113,6 +115,8 @@ pub struct Generation {
     /// Its number.
     pub number: u64,
     trees: Trees,
+    /// The sled handles its trees belong to (a reopened store cannot switch to it).
+    handles: Arc<Handles>,
 }
 
 impl Generation {
@@ -152,15 +156,32 @@ pub struct Upserted {
 
 /// The sled store.
 pub struct Store {
-    db: sled::Db,
+    /// sled's handles; `None` while [`Store::reopen`] replaces them.
+    handles: RwLock<Option<Arc<Handles>>>,
     path: PathBuf,
     durability: Durability,
-    collections: sled::Tree,
-    /// Per collection name: its current generation's trees.
-    open_trees: std::sync::RwLock<std::collections::HashMap<String, Trees>>,
     /// Writes are refused while the disk has less free (see [`Store::ensure_room`]).
     min_free: std::sync::atomic::AtomicU64,
     id: String,
+}
+
+/// sled's handles on the store's files, replaced together when the store is reopened. Each
+/// store call takes them once ([`Store::handles`]) and holds them until it returns, so a reopen
+/// knows when the old ones are no longer in use (sled's lock on its files goes with the last).
+struct Handles {
+    db: sled::Db,
+    collections: sled::Tree,
+    /// Per collection name: its current generation's trees.
+    open_trees: RwLock<std::collections::HashMap<String, Trees>>,
+    flusher: flush::Flusher,
+}
+
+/// Times the store was reopened after an I/O error, in this process.
+static REOPENS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many times a store was reopened after an I/O error in this process (a metric).
+pub fn reopens() -> u64 {
+    REOPENS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Free disk space below which writes are refused by default: 64 MiB.
@@ -226,46 +247,110 @@ pub fn validate_id(id: &str) -> Result<()> {
     Ok(())
 }
 
+/// Opens sled on the store at `path` (refusing damaged files and a store another process
+/// holds, with the fix in the message).
+fn open_sled(path: &Path) -> Result<sled::Db> {
+    let damaged = |detail: &dyn std::fmt::Display| {
+        Error::User(UserError::IncompatibleStore {
+                path: path.to_path_buf(),
+                reason: format!("its files are damaged ({detail}); restore the data directory from a backup (index files are rebuilt from the store, but the store itself cannot be rebuilt)"),
+            })
+    };
+    // sled panics on some damaged files (a log cut in its second half): caught, that is
+    // the same refusal as sled's own corruption error, never a crash.
+    let opened =
+        std::panic::catch_unwind(|| sled::Config::new().path(path).open()).map_err(|panic| {
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("the storage engine panicked while reading it");
+            damaged(&what)
+        })?;
+    let db = opened.map_err(|e| match e {
+        // sled wraps the failed file lock as ErrorKind::Other with this message.
+        sled::Error::Io(io)
+            if io.kind() == std::io::ErrorKind::WouldBlock
+                || io.to_string().contains("could not acquire lock") =>
+        {
+            Error::User(UserError::IncompatibleStore {
+                path: path.to_path_buf(),
+                reason:
+                    "another kindred process has it open; stop it or use another --data directory"
+                        .into(),
+            })
+        }
+        // A file shorter than its own records say.
+        sled::Error::Io(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => damaged(&e),
+        sled::Error::Corruption { .. } => damaged(&e),
+        other => other.into(),
+    })?;
+    Ok(db)
+}
+
+impl Handles {
+    fn new(db: sled::Db) -> Result<Self> {
+        let collections = db.open_tree("collections")?;
+        Ok(Handles {
+            flusher: flush::Flusher::start(db.clone())?,
+            db,
+            collections,
+            open_trees: Default::default(),
+        })
+    }
+
+    /// Everything written so far, on disk (or an error after [`flush::FLUSH_TIMEOUT`]).
+    fn flush(&self) -> Result<()> {
+        self.flusher.flush(flush::FLUSH_TIMEOUT)
+    }
+
+    fn settings(&self, name: &str) -> Result<CollectionSettings> {
+        match self.collections.get(name)? {
+            Some(v) => decode_settings(&v),
+            None => Err(UserError::UnknownCollection { name: name.into() }.into()),
+        }
+    }
+
+    /// A collection's trees, opened once and cached (every search resolves its hits here).
+    fn trees(&self, name: &str) -> Result<Trees> {
+        if let Some(t) = self.open_trees.reading().get(name) {
+            return Ok(t.clone());
+        }
+        let mut cache = self.open_trees.writing();
+        // Unknown collections fail here. Read under the cache lock, so a generation switch cannot interleave.
+        let physical = self.settings(name)?.physical(name);
+        let trees = self.open_physical(&physical)?;
+        cache.insert(name.to_string(), trees.clone());
+        Ok(trees)
+    }
+
+    fn open_physical(&self, physical: &str) -> Result<Trees> {
+        Ok((
+            self.db.open_tree(tree_name("docs", physical))?,
+            self.db.open_tree(tree_name("ids", physical))?,
+            self.db.open_tree(tree_name("state", physical))?,
+        ))
+    }
+
+    fn drop_physical(&self, physical: &str) -> Result<()> {
+        for kind in ["docs", "ids", "state"] {
+            self.db.drop_tree(tree_name(kind, physical))?;
+        }
+        Ok(())
+    }
+
+    /// A collection-level tree (`meta`, `pairs`) of a collection that exists.
+    fn side_tree(&self, kind: &str, name: &str) -> Result<sled::Tree> {
+        self.trees(name)?;
+        Ok(self.db.open_tree(tree_name(kind, name))?)
+    }
+}
+
 impl Store {
     /// Opens (or creates) the store at `path`, checking and migrating its format.
     pub fn open(path: &Path, durability: Durability) -> Result<Self> {
         std::fs::create_dir_all(path).map_err(io_err(format!("creating {}", path.display())))?;
-        let damaged = |detail: &dyn std::fmt::Display| {
-            Error::User(UserError::IncompatibleStore {
-                path: path.to_path_buf(),
-                reason: format!("its files are damaged ({detail}); restore the data directory from a backup (index files are rebuilt from the store, but the store itself cannot be rebuilt)"),
-            })
-        };
-        // sled panics on some damaged files (a log cut in its second half): caught, that is
-        // the same refusal as sled's own corruption error, never a crash.
-        let opened = std::panic::catch_unwind(|| sled::Config::new().path(path).open()).map_err(
-            |panic| {
-                let what = panic
-                    .downcast_ref::<String>()
-                    .map(String::as_str)
-                    .or_else(|| panic.downcast_ref::<&str>().copied())
-                    .unwrap_or("the storage engine panicked while reading it");
-                damaged(&what)
-            },
-        )?;
-        let db = opened.map_err(|e| match e {
-            // sled wraps the failed file lock as ErrorKind::Other with this message.
-            sled::Error::Io(io)
-                if io.kind() == std::io::ErrorKind::WouldBlock
-                    || io.to_string().contains("could not acquire lock") =>
-            {
-                Error::User(UserError::IncompatibleStore {
-                    path: path.to_path_buf(),
-                    reason: "another kindred process has it open; stop it or use another --data directory".into(),
-                })
-            }
-            // A file shorter than its own records say.
-            sled::Error::Io(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-                damaged(&e)
-            }
-            sled::Error::Corruption { .. } => damaged(&e),
-            other => other.into(),
-        })?;
+        let db = open_sled(path)?;
         match db.get(VERSION_KEY)? {
             None if db.tree_names().len() <= 1 && db.is_empty() => {
                 db.insert(VERSION_KEY, &migrate::FORMAT_VERSION.to_be_bytes())?;
@@ -300,16 +385,73 @@ impl Store {
                 id
             }
         };
-        let collections = db.open_tree("collections")?;
         Ok(Store {
-            db,
+            handles: RwLock::new(Some(Arc::new(Handles::new(db)?))),
             path: path.to_path_buf(),
             durability,
-            collections,
-            open_trees: Default::default(),
             min_free: std::sync::atomic::AtomicU64::new(DEFAULT_MIN_FREE_BYTES),
             id,
         })
+    }
+
+    /// sled's handles, for the length of one store call.
+    fn handles(&self) -> Result<Arc<Handles>> {
+        self.handles.reading().clone().ok_or_else(|| {
+            UserError::BackendUnavailable {
+                backend: "embedded store".into(),
+                reason: "it is being reopened after an I/O error".into(),
+            }
+            .into()
+        })
+    }
+
+    /// Reopens sled on the same files. sled fails every write after its first I/O error (a
+    /// full disk) until it is reopened; this does that in place, without a restart. Calls
+    /// that still hold the old handles get up to `wait` to finish (new ones meanwhile fail
+    /// with "being reopened"); what was acknowledged is on disk and stays. Fails, keeping the
+    /// old handles, while sled is stuck in a flush (see `flush`); fails without handles when
+    /// the files cannot be opened (still locked by a call that outlived `wait`, or damaged):
+    /// the store then answers "being reopened" until a later reopen succeeds.
+    pub fn reopen(&self, wait: std::time::Duration) -> Result<()> {
+        let current = self.handles.reading().clone();
+        if let Some(current) = current {
+            // sled's files stay locked while its flush thread waits in sled: never open them
+            // twice. Until that flush ends, if it ever does, the old handles stay (reads go on;
+            // flushes, and so writes, fail at once).
+            if !current.flusher.close(wait) {
+                return Err(InternalError::Store(
+                    "the storage engine is stuck in a flush since an I/O error and cannot be reopened in place; restart the server (acknowledged writes are on disk)".into(),
+                )
+                .into());
+            }
+        }
+        let old = self.handles.writing().take();
+        if let Some(old) = old {
+            let deadline = std::time::Instant::now() + wait;
+            while Arc::strong_count(&old) > 1 && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            drop(old);
+        }
+        let db = open_sled(&self.path)?;
+        let id = db
+            .get(ID_KEY)?
+            .map(|v| String::from_utf8_lossy(&v).into_owned());
+        if id.as_deref() != Some(self.id.as_str()) {
+            return Err(UserError::IncompatibleStore {
+                path: self.path.clone(),
+                reason: format!(
+                    "it was replaced while the server ran (store {:?}, expected {}); restart the server",
+                    id, self.id
+                ),
+            }
+            .into());
+        }
+        *self.handles.writing() = Some(Arc::new(Handles::new(db)?));
+        crate::error::storage_engine_reopened();
+        REOPENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::warn!(path = %self.path.display(), "the store was reopened after an I/O error");
+        Ok(())
     }
 
     /// This store's identity, made the first time it is opened (by a kindred that records
@@ -326,31 +468,43 @@ impl Store {
     }
 
     /// Refuses a write of about `incoming` bytes (an I/O error of kind `StorageFull`, which
-    /// the API answers 507) when it would leave less than the configured free space. sled
-    /// cannot recover from a failed write without a restart (it then fails reads too), so
-    /// kindred never lets it reach a full disk: reads go on, and writes resume by themselves
-    /// once space is freed.
+    /// the API answers 507) when it would leave less than the configured free space, or while
+    /// sled is failed after an I/O error. sled fails every write after its first I/O error
+    /// until it is reopened ([`Store::reopen`]), so kindred keeps it off a full disk: reads go
+    /// on, and writes resume by themselves once space is freed.
     pub fn ensure_room(&self, incoming: u64) -> Result<()> {
-        let Some(free) = free_bytes(&self.path) else {
-            return Ok(());
+        let full = |reason: String| -> Result<()> {
+            Err(crate::InternalError::io(
+                format!("writing to the store in {}", self.path.display()),
+                std::io::Error::new(std::io::ErrorKind::StorageFull, reason),
+            )
+            .into())
         };
+        if crate::error::storage_engine_io_failed() {
+            return full("the store met an I/O error (a full disk?) and refuses writes until it is reopened, which the server does within a second of the disk having room again: free space and retry".into());
+        }
+        match self.free_below(incoming) {
+            None => Ok(()),
+            Some(free) => full(format!(
+                "{} MiB free on its disk; kindred refuses writes below {} MiB (min_free_disk_bytes) so that reads never stop: free space and retry",
+                free >> 20,
+                self.min_free.load(std::sync::atomic::Ordering::Relaxed) >> 20
+            )),
+        }
+    }
+
+    /// The bytes free on the store's disk when a write of about `incoming` bytes would leave
+    /// less than the configured free space (`None`: there is room, or the space is unknown).
+    pub fn free_below(&self, incoming: u64) -> Option<u64> {
+        let free = free_bytes(&self.path)?;
         let min = self.min_free.load(std::sync::atomic::Ordering::Relaxed);
         // sled writes a record to its log and later to its pages: count it twice.
-        if free >= min.saturating_add(incoming.saturating_mul(2)) {
-            return Ok(());
-        }
-        Err(crate::InternalError::io(
-            format!("writing to the store in {}", self.path.display()),
-            std::io::Error::new(
-                std::io::ErrorKind::StorageFull,
-                format!(
-                    "{} MiB free on its disk; kindred refuses writes below {} MiB (min_free_disk_bytes) so that reads never stop: free space and retry",
-                    free >> 20,
-                    min >> 20
-                ),
-            ),
-        )
-        .into())
+        (free < min.saturating_add(incoming.saturating_mul(2))).then_some(free)
+    }
+
+    /// When writes are acknowledged.
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// The store directory.
@@ -363,39 +517,16 @@ impl Store {
         migrate::FORMAT_VERSION
     }
 
-    fn durable(&self) -> Result<()> {
+    fn durable(&self, h: &Handles) -> Result<()> {
         if self.durability == Durability::Flush {
-            self.db.flush()?;
+            h.flush()?;
         }
         Ok(())
     }
 
-    /// A collection's trees, opened once and cached (every search resolves its hits here).
+    /// A collection's trees.
     fn trees(&self, name: &str) -> Result<Trees> {
-        if let Some(t) = self.open_trees.reading().get(name) {
-            return Ok(t.clone());
-        }
-        let mut cache = self.open_trees.writing();
-        // Unknown collections fail here. Read under the cache lock, so a generation switch cannot interleave.
-        let physical = self.settings(name)?.physical(name);
-        let trees = self.open_physical(&physical)?;
-        cache.insert(name.to_string(), trees.clone());
-        Ok(trees)
-    }
-
-    fn open_physical(&self, physical: &str) -> Result<Trees> {
-        Ok((
-            self.db.open_tree(tree_name("docs", physical))?,
-            self.db.open_tree(tree_name("ids", physical))?,
-            self.db.open_tree(tree_name("state", physical))?,
-        ))
-    }
-
-    fn drop_physical(&self, physical: &str) -> Result<()> {
-        for kind in ["docs", "ids", "state"] {
-            self.db.drop_tree(tree_name(kind, physical))?;
-        }
-        Ok(())
+        self.handles()?.trees(name)
     }
 
     /// The physical names of every collection's current generation.
@@ -412,8 +543,9 @@ impl Store {
     /// between switching and cleaning up. Call when no reindex runs. Returns how many went.
     pub fn drop_orphan_generations(&self) -> Result<usize> {
         let current = self.physical_names()?;
+        let h = self.handles()?;
         let mut orphans = std::collections::BTreeSet::new();
-        for raw in self.db.tree_names() {
+        for raw in h.db.tree_names() {
             let tree = String::from_utf8_lossy(&raw).into_owned();
             let Some((kind, physical)) = tree.split_once('/') else {
                 continue;
@@ -430,7 +562,7 @@ impl Store {
                 generation = physical,
                 "dropping an unfinished or replaced generation"
             );
-            self.drop_physical(physical)?;
+            h.drop_physical(physical)?;
         }
         Ok(orphans.len())
     }
@@ -439,13 +571,15 @@ impl Store {
     /// dropped first).
     pub fn new_generation(&self, name: &str) -> Result<Generation> {
         self.ensure_room(4096)?;
-        let number = self.settings(name)?.generation.unwrap_or(0) + 1;
+        let h = self.handles()?;
+        let number = h.settings(name)?.generation.unwrap_or(0) + 1;
         let physical = physical_name(name, Some(number));
-        self.drop_physical(&physical)?;
+        h.drop_physical(&physical)?;
         Ok(Generation {
             name: name.to_string(),
             number,
-            trees: self.open_physical(&physical)?,
+            trees: h.open_physical(&physical)?,
+            handles: h,
         })
     }
 
@@ -521,26 +655,36 @@ impl Store {
         mut settings: CollectionSettings,
     ) -> Result<u64> {
         let name = generation.name.clone();
-        let old = self.settings(&name)?;
-        let (_, _, old_state) = self.trees(&name)?;
+        let h = self.handles()?;
+        if !Arc::ptr_eq(&h, &generation.handles) {
+            return Err(UserError::BackendUnavailable {
+                backend: "embedded store".into(),
+                reason: format!(
+                    "it was reopened after an I/O error while collection {name:?} was reindexed; run the reindex again"
+                ),
+            }
+            .into());
+        }
+        let old = h.settings(&name)?;
+        let (_, _, old_state) = h.trees(&name)?;
         let next = read_u64(old_state.get(b"next")?);
         let seq = read_u64(old_state.get(b"seq")?) + 1;
         settings.generation = Some(generation.number);
         let bytes = serde_json::to_vec(&settings).expect("settings serialise");
-        let mut cache = self.open_trees.writing();
+        let mut cache = h.open_trees.writing();
         let (_, _, new_state) = &generation.trees;
-        let result = (&self.collections, new_state).transaction(|(ct, st)| {
+        let result = (&h.collections, new_state).transaction(|(ct, st)| {
             st.insert(b"next", &next.to_be_bytes())?;
             st.insert(b"seq", &seq.to_be_bytes())?;
             ct.insert(name.as_bytes(), bytes.as_slice())?;
             Ok(())
         });
         unwrap_tx::<()>(result)?;
-        self.db.flush()?;
+        h.flush()?;
         cache.insert(name.clone(), generation.trees.clone());
         drop(cache);
-        self.drop_physical(&old.physical(&name))?;
-        self.durable()?;
+        h.drop_physical(&old.physical(&name))?;
+        self.durable(&h)?;
         Ok(seq)
     }
 
@@ -550,18 +694,20 @@ impl Store {
         validate_name(name)?;
         settings.hnsw.validate()?;
         let bytes = serde_json::to_vec(settings).expect("settings serialise");
-        match self
+        let h = self.handles()?;
+        match h
             .collections
             .compare_and_swap(name, None as Option<&[u8]>, Some(bytes))?
         {
-            Ok(()) => self.durable(),
+            Ok(()) => self.durable(&h),
             Err(_) => Err(UserError::CollectionExists { name: name.into() }.into()),
         }
     }
 
     /// All collections with their settings, by name.
     pub fn collections(&self) -> Result<Vec<(String, CollectionSettings)>> {
-        self.collections
+        self.handles()?
+            .collections
             .iter()
             .map(|kv| {
                 let (k, v) = kv?;
@@ -575,25 +721,23 @@ impl Store {
 
     /// One collection's settings.
     pub fn settings(&self, name: &str) -> Result<CollectionSettings> {
-        match self.collections.get(name)? {
-            Some(v) => decode_settings(&v),
-            None => Err(UserError::UnknownCollection { name: name.into() }.into()),
-        }
+        self.handles()?.settings(name)
     }
 
     /// Drops a collection and all its documents.
     pub fn drop_collection(&self, name: &str) -> Result<()> {
-        let mut cache = self.open_trees.writing();
-        let Some(old) = self.collections.remove(name)? else {
+        let h = self.handles()?;
+        let mut cache = h.open_trees.writing();
+        let Some(old) = h.collections.remove(name)? else {
             return Err(UserError::UnknownCollection { name: name.into() }.into());
         };
         cache.remove(name);
         drop(cache);
-        self.drop_physical(&decode_settings(&old)?.physical(name))?;
+        h.drop_physical(&decode_settings(&old)?.physical(name))?;
         for kind in ["meta", "pairs"] {
-            self.db.drop_tree(tree_name(kind, name))?;
+            h.db.drop_tree(tree_name(kind, name))?;
         }
-        self.durable()
+        self.durable(&h)
     }
 
     /// Upserts documents atomically: all are stored, or none. `docs` carry no internal id yet
@@ -603,7 +747,8 @@ impl Store {
         for d in &docs {
             validate_id(&d.id)?;
         }
-        let (docs_t, ids_t, state_t) = self.trees(name)?;
+        let h = self.handles()?;
+        let (docs_t, ids_t, state_t) = h.trees(name)?;
         let result = (&docs_t, &ids_t, &state_t).transaction(|(dt, it, st)| {
             let mut next = read_u64(st.get(b"next")?);
             let mut out = Vec::with_capacity(docs.len());
@@ -633,14 +778,15 @@ impl Store {
             Ok(out)
         });
         let out = unwrap_tx(result)?;
-        self.durable()?;
+        self.durable(&h)?;
         Ok(out)
     }
 
     /// Deletes a document; returns its internal id, or `None` if it was not there.
     pub fn delete(&self, name: &str, id: &str) -> Result<Option<u64>> {
         self.ensure_room(4096)?;
-        let (docs_t, ids_t, state_t) = self.trees(name)?;
+        let h = self.handles()?;
+        let (docs_t, ids_t, state_t) = h.trees(name)?;
         let result = (&docs_t, &ids_t, &state_t).transaction(|(dt, it, st)| {
             let Some(old) = dt.remove(id.as_bytes())? else {
                 return Ok(None);
@@ -652,7 +798,7 @@ impl Store {
             Ok(Some(old.internal))
         });
         let out = unwrap_tx(result)?;
-        self.durable()?;
+        self.durable(&h)?;
         Ok(out)
     }
 
@@ -687,60 +833,53 @@ impl Store {
 
     /// A collection-level value (for example its calibration) stored under `key`.
     pub fn meta(&self, name: &str, key: &str) -> Result<Option<Vec<u8>>> {
-        self.trees(name)?;
-        let t = self.db.open_tree(tree_name("meta", name))?;
+        let t = self.handles()?.side_tree("meta", name)?;
         Ok(t.get(key)?.map(|v| v.to_vec()))
     }
 
     /// Stores a collection-level value durably.
     pub fn set_meta(&self, name: &str, key: &str, value: &[u8]) -> Result<()> {
         self.ensure_room(value.len() as u64 + 4096)?;
-        self.trees(name)?;
-        let t = self.db.open_tree(tree_name("meta", name))?;
-        t.insert(key, value)?;
-        self.durable()
+        let h = self.handles()?;
+        h.side_tree("meta", name)?.insert(key, value)?;
+        self.durable(&h)
     }
 
     /// Removes a collection-level value durably; true if it was there.
     pub fn remove_meta(&self, name: &str, key: &str) -> Result<bool> {
         self.ensure_room(4096)?;
-        self.trees(name)?;
-        let t = self.db.open_tree(tree_name("meta", name))?;
-        let had = t.remove(key)?.is_some();
-        self.durable()?;
+        let h = self.handles()?;
+        let had = h.side_tree("meta", name)?.remove(key)?.is_some();
+        self.durable(&h)?;
         Ok(had)
     }
 
     /// Stores a labelled pair under `key` durably (replacing one with the same key).
     pub fn put_pair(&self, name: &str, key: &[u8], value: &[u8]) -> Result<()> {
         self.ensure_room(value.len() as u64 + 4096)?;
-        self.trees(name)?;
-        let t = self.db.open_tree(tree_name("pairs", name))?;
-        t.insert(key, value)?;
-        self.durable()
+        let h = self.handles()?;
+        h.side_tree("pairs", name)?.insert(key, value)?;
+        self.durable(&h)
     }
 
     /// Removes a labelled pair; true if it was there.
     pub fn remove_pair(&self, name: &str, key: &[u8]) -> Result<bool> {
         self.ensure_room(4096)?;
-        self.trees(name)?;
-        let t = self.db.open_tree(tree_name("pairs", name))?;
-        let had = t.remove(key)?.is_some();
-        self.durable()?;
+        let h = self.handles()?;
+        let had = h.side_tree("pairs", name)?.remove(key)?.is_some();
+        self.durable(&h)?;
         Ok(had)
     }
 
     /// One labelled pair by key.
     pub fn pair(&self, name: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.trees(name)?;
-        let t = self.db.open_tree(tree_name("pairs", name))?;
+        let t = self.handles()?.side_tree("pairs", name)?;
         Ok(t.get(key)?.map(|v| v.to_vec()))
     }
 
     /// Every labelled pair, in key order.
     pub fn pairs(&self, name: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.trees(name)?;
-        let t = self.db.open_tree(tree_name("pairs", name))?;
+        let t = self.handles()?.side_tree("pairs", name)?;
         t.iter()
             .map(|kv| {
                 let (k, v) = kv?;
@@ -795,8 +934,11 @@ impl Store {
 
     /// Every document, in external-id order.
     pub fn iter(&self, name: &str) -> Result<impl Iterator<Item = Result<StoredDoc>>> {
-        let (docs_t, _, _) = self.trees(name)?;
-        Ok(docs_t.iter().map(|kv| {
+        let h = self.handles()?;
+        let (docs_t, _, _) = h.trees(name)?;
+        // The iterator holds the handles: a reopen waits for it like for any call.
+        Ok(docs_t.iter().map(move |kv| {
+            let _held = &h;
             let (_, v) = kv?;
             StoredDoc::from_bytes(&v)
         }))
@@ -828,8 +970,7 @@ impl Store {
 
     /// Flushes everything to disk.
     pub fn flush(&self) -> Result<()> {
-        self.db.flush()?;
-        Ok(())
+        self.handles()?.flush()
     }
 
     /// Test hook: stamps another format version (to test the refusal of newer stores).

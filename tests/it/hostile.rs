@@ -457,26 +457,23 @@ fn a_full_disk_answers_507_reads_go_on_and_nothing_acknowledged_is_lost() {
         .0,
         404
     );
-    // Space returns. Writes resume without a restart, unless sled itself met the full disk
-    // (its page consolidations write even while kindred refuses writes): then /readyz says
-    // so and a restart resumes them. Either way nothing acknowledged is lost.
+    // Space returns: writes resume without a restart (when sled itself met the full disk,
+    // its page consolidations write even while kindred refuses writes, after the store is
+    // reopened in place: see the next test). Nothing acknowledged is lost.
     std::fs::remove_file(&filler).unwrap();
-    let (st, e) = call("POST", &url, None, Some(&docs(200, 210)));
-    let expected = if st == 200 {
-        s.stop();
-        50
-    } else {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (st, e) = call("POST", &url, None, Some(&docs(200, 210)));
+        if st == 200 {
+            break;
+        }
         assert_eq!((st, code(&e)), (507, "insufficient_storage"), "{e}");
-        let (st, e) = call("GET", &s.url("/readyz"), None, None);
-        assert_eq!(
-            (st, code(&e)),
-            (503, "store_failed"),
-            "/readyz tells the truth: {e}"
-        );
-        eprintln!("sled met the full disk: writes resume after a restart");
-        drop(s); // SIGKILL: its shutdown checkpoint cannot write either
-        40
-    };
+        assert!(Instant::now() < deadline, "writes never resumed: {e}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(call("GET", &s.url("/readyz"), None, None).0, 200);
+    s.stop();
+    let expected = 50;
     let s = Server::start(&data, &["--config", config.to_str().unwrap()], &[]);
     let (st, out) = call("GET", &s.url("/v1/collections/c"), None, None);
     assert_eq!(
@@ -1117,4 +1114,123 @@ fn a_damaged_calibration_falls_back_to_the_default_and_searches_go_on() {
     let out = crate::common::search(&db, enc, "c", "forgot my password", &Default::default())
         .expect("searches despite the damaged calibration");
     assert_eq!(out.hits[0].id, "pw");
+}
+
+/// sled itself meets the full disk: kindred's free-space check is off (0 bytes) and the disk
+/// is held at 20 KiB free while documents are written one by one, until one of sled's log
+/// writes fails. That write answers 507, `/readyz` 503 `store_failed`, reads go on, and once
+/// space is freed the store is reopened in place and writes resume without a restart; nothing
+/// acknowledged is lost. Before, every write failed until the server was restarted.
+#[test]
+fn a_store_that_met_a_full_disk_is_reopened_in_place_once_space_returns() {
+    let Some((_dir, fs)) = Tmpfs::mount(40) else {
+        return;
+    };
+    let data = fs.0.join("data");
+    let config = fs.0.join("kindred.toml");
+    std::fs::write(&config, "[limits]\nmin_free_disk_bytes = 0\n").unwrap();
+    let s = Server::start(&data, &["--config", config.to_str().unwrap()], &[]);
+    let doc = |i: usize| json!([{ "id": format!("d{i}"), "text": format!("How do I fix laptop number {i}?") }]);
+    collection(&s, "c", &[]);
+    let url = s.url("/v1/collections/c/documents");
+    let mut acked = Vec::new();
+    for i in 0..40 {
+        assert_eq!(call("POST", &url, None, Some(&doc(i))).0, 200);
+        acked.push(i);
+    }
+    let filler = fs.0.join("filler");
+    let mut f = std::fs::File::create(&filler).unwrap();
+    let mut failed = None;
+    for i in 100..400 {
+        hold_free_at(&mut f, &fs.0, 20 << 10);
+        let (st, e) = call("POST", &url, None, Some(&doc(i)));
+        if st == 200 {
+            acked.push(i);
+            continue;
+        }
+        assert_eq!((st, code(&e)), (507, "insufficient_storage"), "{e}");
+        eprintln!("sled met the full disk at write {} at 20 KiB free", i - 99);
+        failed = Some(i);
+        break;
+    }
+    let failed = failed.expect("sled met the full disk within 300 writes");
+    let (st, e) = call("GET", &s.url("/readyz"), None, None);
+    assert_eq!((st, code(&e)), (503, "store_failed"), "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("reopened"),
+        "{e}"
+    );
+    // Reads go on; writes are refused (at once, without touching sled) until the reopen.
+    let (st, out) = call(
+        "POST",
+        &s.url("/v1/collections/c/search"),
+        None,
+        Some(&json!({ "text": "How do I fix laptop number 7?", "k": 1 })),
+    );
+    assert_eq!(
+        (st, out["hits"][0]["id"].as_str()),
+        (200, Some("d7")),
+        "{out}"
+    );
+    let (st, e) = call("POST", &url, None, Some(&doc(failed + 1)));
+    assert_eq!((st, code(&e)), (507, "insufficient_storage"), "{e}");
+    drop(f);
+    std::fs::remove_file(&filler).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while call("GET", &s.url("/readyz"), None, None).0 != 200 {
+        assert!(Instant::now() < deadline, "the store was never reopened");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        call("POST", &url, None, Some(&doc(1000))).0,
+        200,
+        "writes resume"
+    );
+    acked.push(1000);
+    let metrics = ureq::get(&s.url("/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(
+        metrics.contains("kindred_store_reopens_total 1"),
+        "{metrics}"
+    );
+    s.stop();
+    let s = Server::start(&data, &["--config", config.to_str().unwrap()], &[]);
+    for i in &acked {
+        let (st, d) = call(
+            "GET",
+            &s.url(&format!("/v1/collections/c/documents/d{i}")),
+            None,
+            None,
+        );
+        assert_eq!(st, 200, "acknowledged d{i} is there: {d}");
+    }
+    s.stop();
+}
+
+/// Grows or shrinks `filler` so that the disk holding `dir` has about `target` bytes free.
+fn hold_free_at(filler: &mut std::fs::File, dir: &std::path::Path, target: u64) {
+    use std::io::Seek;
+    let free = free_bytes(dir);
+    let len = filler.metadata().unwrap().len();
+    if free > target {
+        filler.seek(std::io::SeekFrom::End(0)).unwrap();
+        let _ = filler.write_all(&vec![0u8; (free - target) as usize]);
+    } else {
+        filler.set_len(len.saturating_sub(target - free)).unwrap();
+    }
+}
+
+/// Bytes free on the disk holding `dir`.
+fn free_bytes(dir: &std::path::Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a NUL-terminated path and statvfs fills `st` when it returns 0.
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) }, 0);
+    // SAFETY: statvfs returned 0.
+    let st = unsafe { st.assume_init() };
+    st.f_bavail * st.f_frsize
 }

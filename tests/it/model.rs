@@ -189,3 +189,42 @@ fn resolve_without_fetch_says_how_to_get_the_model() {
     let err = model::resolve(None, home.path(), false).expect_err("not cached");
     assert!(err.to_string().contains("kindred model fetch"), "{err}");
 }
+
+/// Every kind of damage to a model's heads file (cut anywhere, garbage, flipped header bytes)
+/// is a clear error naming the file, never a panic.
+#[test]
+fn a_damaged_heads_file_is_a_clear_error() {
+    use kindred::model::heads::HEADS_FILE;
+
+    let src = &crate::common::other_model().path;
+    let heads = fs::read(src.join(HEADS_FILE)).expect("the other model has heads");
+    let n = heads.len();
+    let mut cases: Vec<(String, Vec<u8>)> = [0, 1, 7, 8, 9, 40, n / 4, n / 2, n - 1]
+        .into_iter()
+        .map(|cut| (format!("cut at {cut} of {n} bytes"), heads[..cut].to_vec()))
+        .collect();
+    cases.push(("garbage".into(), b"not a safetensors file".to_vec()));
+    for at in [0, 3, 7, 8, 20] {
+        let mut bytes = heads.clone();
+        bytes[at] ^= 0xff;
+        cases.push((format!("byte {at} flipped"), bytes));
+    }
+    for (what, bytes) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for entry in fs::read_dir(src).expect("model dir") {
+            let path = entry.expect("entry").path();
+            let target = dir.path().join(path.file_name().expect("name"));
+            std::os::unix::fs::symlink(path.canonicalize().expect("canonical"), target)
+                .expect("symlink");
+        }
+        let heads_path = dir.path().join(HEADS_FILE);
+        fs::remove_file(&heads_path).expect("unlink");
+        fs::write(&heads_path, &bytes).expect("write");
+        let err = ModelDir::open(dir.path())
+            .and_then(|m| Encoder::load(&m, EncoderOptions::default()))
+            .map(|_| ())
+            .expect_err(&what)
+            .to_string();
+        assert!(err.contains(HEADS_FILE), "{what}: {err}");
+    }
+}
