@@ -286,11 +286,14 @@ impl Database {
             }
             .into()
         })?;
+        // Index folders no collection's current generation owns: an unfinished reindex's, the
+        // old generation's of one killed between its switch and its cleanup (its folder may
+        // be the plain name), a dropped collection's.
         let current = store.physical_names()?;
         if let Ok(entries) = std::fs::read_dir(&index_dir) {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if name.contains('@') && !current.contains(&name) {
+                if entry.path().is_dir() && !current.contains(&name) {
                     let _ = std::fs::remove_dir_all(entry.path());
                 }
             }
@@ -1590,6 +1593,40 @@ mod tests {
             .expect("upsert");
         db.warm_up().expect("loads");
         assert_eq!(db.count("c").expect("count"), 1);
+    }
+
+    /// A kill between a reindex's switch and the removal of the old generation's index folder
+    /// left that folder for good when it had the plain collection name (generation 0): only
+    /// `name@G` folders were swept at open. Found by the fault suite.
+    #[test]
+    fn an_old_generations_index_folder_left_by_a_kill_is_removed_at_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = filled(dir.path(), 3);
+        db.checkpoint().expect("checkpoint");
+        let old = dir.path().join("indexes").join("c");
+        let keep = tempfile::tempdir().expect("tempdir");
+        for e in std::fs::read_dir(&old).expect("read").flatten() {
+            std::fs::copy(e.path(), keep.path().join(e.file_name())).expect("copy");
+        }
+        let other = ModelIdentity {
+            fingerprint: "sha256:other".into(),
+            ..model()
+        };
+        let encode = |texts: &[&str]| Ok((0..texts.len()).map(|i| doc(i).1).collect());
+        db.reindex("c", &other, &encode, None, &|_, _| {})
+            .expect("reindex");
+        assert!(!old.exists());
+        // As if the kill had come between the switch and the folder's removal.
+        std::fs::create_dir_all(&old).expect("mkdir");
+        for e in std::fs::read_dir(keep.path()).expect("read").flatten() {
+            std::fs::copy(e.path(), old.join(e.file_name())).expect("copy");
+        }
+        drop(db);
+        let db = Database::open(dir.path(), Durability::Flush).expect("reopen");
+        assert!(!old.exists(), "the old generation's folder is removed");
+        assert!(dir.path().join("indexes").join("c@1").is_dir());
+        db.warm_up().expect("loads");
+        assert_eq!(db.count("c").expect("count"), 3);
     }
 
     fn walk_dirs(dir: &Path) -> Vec<PathBuf> {

@@ -270,30 +270,9 @@ pub fn ingest(
 ) -> Result<Summary> {
     let latest = Mutex::new(current()?);
     db.check_model(collection, latest.locked().identity())?;
-    if opts.batch == 0 {
-        return Err(UserError::InvalidArgument {
-            name: "batch",
-            reason: "0; use at least 1".into(),
-        }
-        .into());
-    }
-    if opts.max_text_chars == 0 {
-        return Err(UserError::InvalidArgument {
-            name: "max_text_chars",
-            reason: "0; use at least 1".into(),
-        }
-        .into());
-    }
+    check_options(opts)?;
     let (state_file, canonical, size) = state_path(data_dir, collection, &opts.path)?;
-    let saved: SavedState = match (opts.restart, std::fs::read(&state_file)) {
-        (false, Ok(bytes)) => serde_json::from_slice(&bytes).unwrap_or_default(),
-        _ => SavedState::default(),
-    };
-    let skip = if saved.file == canonical && saved.size == size {
-        saved.committed_line
-    } else {
-        0
-    };
+    let skip = committed_before(&state_file, &canonical, size, opts.restart);
     let records = source::records(&opts.path, opts.format, &opts.fields)?;
     let start = Instant::now();
     let mut summary = Summary {
@@ -307,8 +286,7 @@ pub fn ingest(
         seconds: 0.0,
         docs_per_sec: 0.0,
     };
-    let (batch_size, strict, max_chars) = (opts.batch, opts.strict, opts.max_text_chars);
-    let text_format = opts.text_format;
+    let (batch_size, max_chars, text_format) = (opts.batch, opts.max_text_chars, opts.text_format);
 
     std::thread::scope(|scope| -> Result<()> {
         // Stage 1: read, parse, validate, tokenize. Stage 2: encode. Stage 3 (here): write.
@@ -336,86 +314,140 @@ pub fn ingest(
                 .as_ref()
                 .is_some_and(|c| c.load(std::sync::atomic::Ordering::Acquire))
             {
-                return Err(UserError::InvalidArgument {
-                    name: "ingest",
-                    reason: format!(
-                        "stopped before line {} of {} (the server is shutting down); {} documents of this run are committed; load the file again to finish (committed documents are replaced by themselves)",
-                        committed + 1,
-                        opts.path.display(),
-                        summary.ingested + summary.updated
-                    ),
-                }
-                .into());
+                return Err(stopped(committed, &opts.path, summary.written()));
             }
             let (mut batch, mut encoded) = item?;
             // --strict: commit what precedes the first bad row, then stop there.
-            let first_bad = batch.rejected.iter().min_by_key(|r| r.line).cloned();
-            if let (true, Some(bad)) = (strict, &first_bad) {
-                let bad_line = bad.line;
-                let keep = batch
-                    .docs
-                    .iter()
-                    .take_while(|(l, _, _)| *l < bad_line)
-                    .count();
-                batch.docs.truncate(keep);
-                encoded.truncate(keep);
-                batch.last_line = bad_line - 1;
-                batch.rejected.clear();
-            }
+            let first_bad = opts
+                .strict
+                .then(|| cut_at_first_bad(&mut batch, &mut encoded))
+                .flatten();
             if !batch.docs.is_empty() {
+                let threads = &opts.threads;
                 let written = write_batch(
-                    db,
-                    collection,
-                    &mut batch,
-                    encoded,
-                    current,
-                    latest,
-                    &opts.threads,
+                    db, collection, &mut batch, encoded, current, latest, threads,
                 )?;
-                let replaced = written.iter().filter(|u| u.replaced.is_some()).count() as u64;
-                summary.updated += replaced;
-                summary.ingested += written.len() as u64 - replaced;
+                summary.count(&written);
             }
             for r in &batch.rejected {
                 on_reject(r)?;
-                summary.rejected += 1;
-                if summary.rejects.len() < LISTED_REJECTS {
-                    summary.rejects.push(r.clone());
-                }
+                summary.reject(r);
             }
-            save_state(
-                &state_file,
-                &SavedState {
-                    file: canonical.clone(),
-                    size,
-                    committed_line: batch.last_line,
-                },
-            )?;
+            let state = SavedState {
+                file: canonical.clone(),
+                size,
+                committed_line: batch.last_line,
+            };
+            save_state(&state_file, &state)?;
             committed = batch.last_line;
             on_progress(Progress {
                 line: batch.last_line,
-                written: summary.ingested + summary.updated,
+                written: summary.written(),
                 rejected: summary.rejected,
             });
-            if let (true, Some(bad)) = (strict, first_bad) {
-                return Err(UserError::InvalidArgument {
-                    name: "input row",
-                    reason: format!(
-                        "line {} of {}: {}. --strict stops at the first bad row; everything before it is committed ({} documents in this run); fix the row and re-run to resume",
-                        bad.line,
-                        opts.path.display(),
-                        bad.reason,
-                        summary.ingested + summary.updated
-                    ),
-                }
-                .into());
+            if let Some(bad) = first_bad {
+                return Err(stopped_at_bad_row(&bad, &opts.path, summary.written()));
             }
         }
         Ok(())
     })?;
     summary.seconds = start.elapsed().as_secs_f64();
-    summary.docs_per_sec = (summary.ingested + summary.updated) as f64 / summary.seconds.max(1e-9);
+    summary.docs_per_sec = summary.written() as f64 / summary.seconds.max(1e-9);
     Ok(summary)
+}
+
+impl Summary {
+    /// Documents written (new or replacing one).
+    fn written(&self) -> u64 {
+        self.ingested + self.updated
+    }
+
+    fn count(&mut self, written: &[crate::store::Upserted]) {
+        let replaced = written.iter().filter(|u| u.replaced.is_some()).count() as u64;
+        self.updated += replaced;
+        self.ingested += written.len() as u64 - replaced;
+    }
+
+    fn reject(&mut self, r: &Rejected) {
+        self.rejected += 1;
+        if self.rejects.len() < LISTED_REJECTS {
+            self.rejects.push(r.clone());
+        }
+    }
+}
+
+/// Refuses options no ingest can run with.
+fn check_options(opts: &IngestOptions) -> Result<()> {
+    for (name, value) in [
+        ("batch", opts.batch),
+        ("max_text_chars", opts.max_text_chars),
+    ] {
+        if value == 0 {
+            return Err(UserError::InvalidArgument {
+                name,
+                reason: "0; use at least 1".into(),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// The input line up to which an earlier run of the same file committed everything (0: none,
+/// another file, or `restart`).
+fn committed_before(state_file: &Path, canonical: &Path, size: u64, restart: bool) -> u64 {
+    let saved: SavedState = match (restart, std::fs::read(state_file)) {
+        (false, Ok(bytes)) => serde_json::from_slice(&bytes).unwrap_or_default(),
+        _ => SavedState::default(),
+    };
+    if saved.file == canonical && saved.size == size {
+        saved.committed_line
+    } else {
+        0
+    }
+}
+
+/// `--strict`: keeps the documents of `batch` (and their vectors) before its first bad row,
+/// ending the batch there; returns that row, if any.
+fn cut_at_first_bad(batch: &mut Batch, encoded: &mut Vec<crate::Encoded>) -> Option<Rejected> {
+    let bad = batch.rejected.iter().min_by_key(|r| r.line).cloned()?;
+    let keep = batch
+        .docs
+        .iter()
+        .take_while(|(l, _, _)| *l < bad.line)
+        .count();
+    batch.docs.truncate(keep);
+    encoded.truncate(keep);
+    batch.last_line = bad.line - 1;
+    batch.rejected.clear();
+    Some(bad)
+}
+
+/// The error of an ingest stopped (a server shutting down) after line `committed`.
+fn stopped(committed: u64, path: &Path, written: u64) -> crate::Error {
+    UserError::InvalidArgument {
+        name: "ingest",
+        reason: format!(
+            "stopped before line {} of {} (the server is shutting down); {written} documents of this run are committed; load the file again to finish (committed documents are replaced by themselves)",
+            committed + 1,
+            path.display(),
+        ),
+    }
+    .into()
+}
+
+/// The error of a `--strict` ingest stopped at its first bad row.
+fn stopped_at_bad_row(bad: &Rejected, path: &Path, written: u64) -> crate::Error {
+    UserError::InvalidArgument {
+        name: "input row",
+        reason: format!(
+            "line {} of {}: {}. --strict stops at the first bad row; everything before it is committed ({written} documents in this run); fix the row and re-run to resume",
+            bad.line,
+            path.display(),
+            bad.reason,
+        ),
+    }
+    .into()
 }
 
 /// Stage 3's write of `batch` (`encoded` by its encoder). When the store refuses it because a

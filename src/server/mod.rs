@@ -311,58 +311,7 @@ pub async fn serve(
         reindexes: reindex::Reindexes::default(),
         config,
     });
-    // Load every collection's indexes in the background; /readyz says when done.
-    {
-        let s = state.clone();
-        tokio::task::spawn_blocking(move || {
-            match s.db().warm_up() {
-                Ok(()) => tracing::info!("indexes loaded; ready"),
-                Err(e) => {
-                    tracing::error!(error = %e, "loading indexes failed; they load on first use")
-                }
-            }
-            s.ready.store(true, Ordering::Release);
-        });
-    }
-    let interval = state.config.checkpoint_interval_secs;
-    if interval > 0 {
-        let db = db.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(interval));
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let db = db.clone();
-                match tokio::task::spawn_blocking(move || db.checkpoint()).await {
-                    Ok(Ok(n)) if n > 0 => tracing::info!(collections = n, "indexes checkpointed"),
-                    Ok(Err(e)) => tracing::warn!(error = %e, "checkpoint failed"),
-                    _ => {}
-                }
-            }
-        });
-    }
-    // After sled met an I/O error (a full disk), the store is reopened once there is room
-    // again: writes resume without a restart.
-    {
-        let db = db.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                tick.tick().await;
-                if !crate::error::storage_engine_io_failed() {
-                    continue;
-                }
-                let db = db.clone();
-                match tokio::task::spawn_blocking(move || db.recover_store()).await {
-                    Ok(Ok(true)) => tracing::info!("writes resume: the store was reopened"),
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "reopening the store failed; retrying")
-                    }
-                    _ => {}
-                }
-            }
-        });
-    }
+    spawn_background(&state);
     on_listening(&Running { addr });
     tracing::info!(%addr, "listening");
     let limits = listen::ConnectionLimits {
@@ -387,6 +336,52 @@ pub async fn serve(
         .map_err(|e| crate::InternalError::Backend(format!("checkpoint task: {e}")))??;
     tracing::info!(collections = saved, "indexes saved");
     Ok(())
+}
+
+/// The server's background work: loading every collection's indexes (then `/readyz` turns
+/// 200), the periodic index checkpoint, and reopening the store once the disk has room again
+/// after sled met an I/O error (writes resume without a restart).
+fn spawn_background(state: &Arc<AppState>) {
+    let s = state.clone();
+    tokio::task::spawn_blocking(move || {
+        match s.db().warm_up() {
+            Ok(()) => tracing::info!("indexes loaded; ready"),
+            Err(e) => {
+                tracing::error!(error = %e, "loading indexes failed; they load on first use")
+            }
+        }
+        s.ready.store(true, Ordering::Release);
+    });
+    let db = state.db().clone();
+    let interval = state.config.checkpoint_interval_secs;
+    if interval > 0 {
+        every(Duration::from_secs(interval), db.clone(), |db| {
+            match db.checkpoint() {
+                Ok(n) if n > 0 => tracing::info!(collections = n, "indexes checkpointed"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "checkpoint failed"),
+            }
+        });
+    }
+    every(Duration::from_secs(1), db, |db| match db.recover_store() {
+        Ok(true) => tracing::info!("writes resume: the store was reopened"),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(error = %e, "reopening the store failed; retrying"),
+    });
+}
+
+/// Runs `f` on a blocking thread every `period` (the first time after one period), for as long
+/// as the runtime runs.
+fn every(period: Duration, db: Arc<Database>, f: fn(&Database)) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let db = db.clone();
+            let _ = tokio::task::spawn_blocking(move || f(&db)).await;
+        }
+    });
 }
 
 async fn shutdown_signal() {
