@@ -249,6 +249,9 @@ pub struct Database {
     store: Store,
     index_dir: PathBuf,
     open: RwLock<HashMap<String, Slot>>,
+    /// Collections whose indexes failed to load at their last try, with why (a later load that
+    /// succeeds clears its entry).
+    load_failures: Mutex<std::collections::BTreeMap<String, String>>,
     progress: Option<Progress>,
     /// The Milvus backend, when collections live there (`store` then holds only this node's
     /// review queue).
@@ -303,6 +306,7 @@ impl Database {
             store,
             index_dir,
             open: RwLock::new(HashMap::new()),
+            load_failures: Mutex::default(),
             progress: None,
             remote: None,
         })
@@ -397,6 +401,7 @@ impl Database {
         let physical = self.store.settings(name)?.physical(name);
         self.store.drop_collection(name)?;
         self.open.writing().remove(name);
+        self.load_failures.locked().remove(name);
         let dir = self.index_dir.join(physical);
         if dir.exists() {
             std::fs::remove_dir_all(&dir)
@@ -765,9 +770,28 @@ impl Database {
         if let Some(ix) = guard.as_ref() {
             return Ok(ix.clone());
         }
-        let ix = Arc::new(self.load_indexes(name)?);
+        let ix = match self.load_indexes(name) {
+            Ok(ix) => Arc::new(ix),
+            Err(e) => {
+                self.load_failures
+                    .locked()
+                    .insert(name.to_string(), e.to_string());
+                return Err(e);
+            }
+        };
+        self.load_failures.locked().remove(name);
         *guard = Some(ix.clone());
         Ok(ix)
+    }
+
+    /// The collections whose indexes failed to load at their last try, with why (`/readyz`
+    /// is not ready while there are any: requests on them fail).
+    pub fn load_failures(&self) -> Vec<(String, String)> {
+        self.load_failures
+            .locked()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     fn load_indexes(&self, name: &str) -> Result<Indexes> {

@@ -33,7 +33,22 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     // The store answers reads, and has met no I/O error it was not reopened after, nor damaged
     // data: otherwise this server is not ready, whatever else holds.
     let s = state.clone();
-    match tokio::task::spawn_blocking(move || s.db().collections()).await {
+    let checked =
+        tokio::task::spawn_blocking(move || s.db().collections().map(|_| s.db().load_failures()))
+            .await;
+    match checked {
+        Ok(Ok(failed)) if !failed.is_empty() && !crate::error::storage_engine_failed() => {
+            // The names only: the reasons name server paths (they are in the log).
+            let names: Vec<&str> = failed.iter().map(|(n, _)| n.as_str()).collect();
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "collection_failed",
+                format!(
+                    "the indexes of collection(s) {names:?} cannot be loaded, so requests on them fail (the others are served); the server log says why and how to fix it"
+                ),
+            )
+            .into_response()
+        }
         Ok(Ok(_)) if !crate::error::storage_engine_failed() => {
             Json(serde_json::json!({ "status": "ready" })).into_response()
         }

@@ -1116,6 +1116,80 @@ fn a_damaged_calibration_falls_back_to_the_default_and_searches_go_on() {
     assert_eq!(out.hits[0].id, "pw");
 }
 
+/// A collection whose indexes cannot load (its saved index is from a later write than the
+/// store holds, which is refused) makes `/readyz` answer 503 `collection_failed` naming it,
+/// while the other collections are served; once the fix the log names is applied (its index
+/// folder removed) it loads on the next request and the server is ready again. Before,
+/// `/readyz` said 200 throughout.
+#[test]
+fn readyz_names_a_collection_whose_indexes_cannot_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(dir.path(), &[], &[]);
+    for c in ["good", "bad"] {
+        collection(&s, c, &[]);
+        let docs = json!([{ "id": "pw", "text": "How do I reset my password?" }]);
+        let (st, out) = call(
+            "POST",
+            &s.url(&format!("/v1/collections/{c}/documents")),
+            None,
+            Some(&docs),
+        );
+        assert_eq!(st, 200, "{out}");
+    }
+    s.stop();
+    let meta = dir.path().join("indexes/bad/w2.meta.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&meta).unwrap()).unwrap();
+    v["seq"] = json!(1_000_000);
+    std::fs::write(&meta, v.to_string()).unwrap();
+
+    let s = Server::spawn(dir.path(), &[], &[]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (st, e) = loop {
+        let (st, e) = call("GET", &s.url("/readyz"), None, None);
+        if code(&e) != "not_ready" {
+            break (st, e);
+        }
+        assert!(Instant::now() < deadline, "never loaded: {e}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!((st, code(&e)), (503, "collection_failed"), "{e}");
+    let message = e["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"bad\"") && !message.contains("\"good\""),
+        "{e}"
+    );
+    assert!(
+        !message.contains(dir.path().to_str().unwrap()),
+        "no server paths: {e}"
+    );
+    let search = |c: &str| {
+        call(
+            "POST",
+            &s.url(&format!("/v1/collections/{c}/search")),
+            None,
+            Some(&json!({ "text": "forgot my password", "k": 1 })),
+        )
+    };
+    let (st, out) = search("good");
+    assert_eq!(
+        (st, out["hits"][0]["id"].as_str()),
+        (200, Some("pw")),
+        "{out}"
+    );
+    let (st, out) = search("bad");
+    assert_ne!(st, 200, "{out}");
+    // The fix the log names: remove the collection's index folder (rebuilt from the store).
+    std::fs::remove_dir_all(dir.path().join("indexes/bad")).unwrap();
+    let (st, out) = search("bad");
+    assert_eq!(
+        (st, out["hits"][0]["id"].as_str()),
+        (200, Some("pw")),
+        "{out}"
+    );
+    assert_eq!(call("GET", &s.url("/readyz"), None, None).0, 200);
+    s.stop();
+}
+
 /// sled itself meets the full disk: kindred's free-space check is off (0 bytes) and the disk
 /// is held at 20 KiB free while documents are written one by one, until one of sled's log
 /// writes fails. That write answers 507, `/readyz` 503 `store_failed`, reads go on, and once

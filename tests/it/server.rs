@@ -20,8 +20,16 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts the server on a free loopback port over `data`, with `extra` args and env.
+    /// Starts the server on a free loopback port over `data`, with `extra` args and env, and
+    /// waits until `/readyz` says it is ready.
     pub fn start(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let server = Server::spawn(data, extra, env);
+        server.wait_ready();
+        server
+    }
+
+    /// Starts the server and returns once it listens (it may not be ready yet).
+    pub fn spawn(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kindred"));
         cmd.env("KINDRED_MODEL", &model_dir().path)
             .env("RUST_LOG", "warn")
@@ -42,9 +50,7 @@ impl Server {
         }
         let mut child = cmd.spawn().expect("kindred serve starts");
         let base = listening_base(&mut child);
-        let server = Server { child, base };
-        server.wait_ready();
-        server
+        Server { child, base }
     }
 
     fn wait_ready(&self) {
