@@ -1600,17 +1600,10 @@ mod tests {
         db.checkpoint().expect("checkpoint");
         let saved = dir.path().join("indexes").join("c");
         let keep = tempfile::tempdir().expect("tempdir");
-        for e in std::fs::read_dir(&saved).expect("read") {
-            let e = e.expect("entry");
-            std::fs::copy(e.path(), keep.path().join(e.file_name())).expect("copy");
-        }
+        copy_files(&saved, keep.path());
         db.drop_collection("c").expect("drop");
         // As if the drop had stopped before removing the folder.
-        std::fs::create_dir_all(&saved).expect("mkdir");
-        for e in std::fs::read_dir(keep.path()).expect("read") {
-            let e = e.expect("entry");
-            std::fs::copy(e.path(), saved.join(e.file_name())).expect("copy");
-        }
+        copy_files(keep.path(), &saved);
         db.create_collection("c", &CollectionSettings::for_model(model()))
             .expect("create");
         db.upsert_encoded("c", &model(), vec![doc(7)])
@@ -1629,9 +1622,7 @@ mod tests {
         db.checkpoint().expect("checkpoint");
         let old = dir.path().join("indexes").join("c");
         let keep = tempfile::tempdir().expect("tempdir");
-        for e in std::fs::read_dir(&old).expect("read").flatten() {
-            std::fs::copy(e.path(), keep.path().join(e.file_name())).expect("copy");
-        }
+        copy_files(&old, keep.path());
         let other = ModelIdentity {
             fingerprint: "sha256:other".into(),
             ..model()
@@ -1641,16 +1632,21 @@ mod tests {
             .expect("reindex");
         assert!(!old.exists());
         // As if the kill had come between the switch and the folder's removal.
-        std::fs::create_dir_all(&old).expect("mkdir");
-        for e in std::fs::read_dir(keep.path()).expect("read").flatten() {
-            std::fs::copy(e.path(), old.join(e.file_name())).expect("copy");
-        }
+        copy_files(keep.path(), &old);
         drop(db);
         let db = Database::open(dir.path(), Durability::Flush).expect("reopen");
         assert!(!old.exists(), "the old generation's folder is removed");
         assert!(dir.path().join("indexes").join("c@1").is_dir());
         db.warm_up().expect("loads");
         assert_eq!(db.count("c").expect("count"), 3);
+    }
+
+    /// Copies the files of folder `from` into folder `to` (made if missing).
+    fn copy_files(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for e in std::fs::read_dir(from).expect("read").flatten() {
+            std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
+        }
     }
 
     fn walk_dirs(dir: &Path) -> Vec<PathBuf> {

@@ -383,6 +383,20 @@ impl Tmpfs {
     }
 }
 
+impl Tmpfs {
+    /// A data directory on this tmpfs and a config file beside it that sets
+    /// `limits.min_free_disk_bytes`.
+    fn kindred_dirs(&self, min_free_disk_bytes: u64) -> (std::path::PathBuf, std::path::PathBuf) {
+        let config = self.0.join("kindred.toml");
+        std::fs::write(
+            &config,
+            format!("[limits]\nmin_free_disk_bytes = {min_free_disk_bytes}\n"),
+        )
+        .unwrap();
+        (self.0.join("data"), config)
+    }
+}
+
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = std::process::Command::new("umount")
@@ -397,9 +411,7 @@ fn a_full_disk_answers_507_reads_go_on_and_nothing_acknowledged_is_lost() {
     let Some((_dir, fs)) = Tmpfs::mount(40) else {
         return;
     };
-    let data = fs.0.join("data");
-    let config = fs.0.join("kindred.toml");
-    std::fs::write(&config, "[limits]\nmin_free_disk_bytes = 8388608\n").unwrap();
+    let (data, config) = fs.kindred_dirs(8 << 20);
     let s = Server::start(
         &data,
         &[
@@ -1200,9 +1212,7 @@ fn a_store_that_met_a_full_disk_is_reopened_in_place_once_space_returns() {
     let Some((_dir, fs)) = Tmpfs::mount(40) else {
         return;
     };
-    let data = fs.0.join("data");
-    let config = fs.0.join("kindred.toml");
-    std::fs::write(&config, "[limits]\nmin_free_disk_bytes = 0\n").unwrap();
+    let (data, config) = fs.kindred_dirs(0);
     let s = Server::start(&data, &["--config", config.to_str().unwrap()], &[]);
     let doc = |i: usize| json!([{ "id": format!("d{i}"), "text": format!("How do I fix laptop number {i}?") }]);
     collection(&s, "c", &[]);

@@ -32,15 +32,33 @@ fn tree_names(dir: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn reindex_switches_models_while_searches_and_writes_go_on() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Arc::new(Database::open(dir.path(), Durability::Flush).expect("opens"));
+/// A database in `dir` with an empty collection `c` on the test model.
+fn collection_c(dir: &std::path::Path) -> Arc<Database> {
+    let db = Arc::new(Database::open(dir, Durability::Flush).expect("opens"));
     db.create_collection(
         "c",
         &CollectionSettings::for_model(encoder().identity().clone()),
     )
     .expect("created");
+    db
+}
+
+/// An engine over `db` as a server holds it: its own model the test model, others loaded from
+/// the directories their collections record.
+fn server_engine(db: &Arc<Database>) -> Engine {
+    Engine::new(
+        db.clone(),
+        Encoders::new(
+            Arc::new(Encoder::load(model_dir(), EncoderOptions::default()).expect("loads")),
+            EncoderOptions::default(),
+        ),
+    )
+}
+
+#[test]
+fn reindex_switches_models_while_searches_and_writes_go_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = collection_c(dir.path());
     let questions = qqp_questions("qqp_bimpm/dev.tsv");
     let docs: Vec<NewDocument> = questions[..600]
         .iter()
@@ -53,13 +71,7 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
 
     let other = Arc::new(Encoder::load(other_model(), EncoderOptions::default()).expect("loads"));
     // The engine the server would hold: it retries a request that a switch overtook.
-    let engine = Arc::new(Engine::new(
-        db.clone(),
-        Encoders::new(
-            Arc::new(Encoder::load(model_dir(), EncoderOptions::default()).expect("loads")),
-            EncoderOptions::default(),
-        ),
-    ));
+    let engine = Arc::new(server_engine(&db));
     let done = Arc::new(AtomicBool::new(false));
     let searches = Arc::new(AtomicUsize::new(0));
     let searcher = {
@@ -314,19 +326,8 @@ fn a_file_ingest_goes_on_through_a_reindex_with_the_new_model() {
     use kindred::ingest::{self, Fields, Format, IngestOptions};
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = Arc::new(Database::open(dir.path(), Durability::Flush).expect("opens"));
-    db.create_collection(
-        "c",
-        &CollectionSettings::for_model(encoder().identity().clone()),
-    )
-    .expect("created");
-    let engine = Engine::new(
-        db.clone(),
-        Encoders::new(
-            Arc::new(Encoder::load(model_dir(), EncoderOptions::default()).expect("loads")),
-            EncoderOptions::default(),
-        ),
-    );
+    let db = collection_c(dir.path());
+    let engine = server_engine(&db);
     let other = Arc::new(Encoder::load(other_model(), EncoderOptions::default()).expect("loads"));
     let questions = qqp_questions("qqp_bimpm/dev.tsv");
     let questions = &questions[..240];
