@@ -163,6 +163,10 @@ pub struct DuplicateVerdict {
     pub matches: Vec<DuplicateMatch>,
     /// Where the probabilities come from.
     pub calibration: String,
+    /// What the metadata filter admitted (absent without a filter; see
+    /// [`SearchOutcome::filtered`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filtered: Option<Filtered>,
     /// Matches left without the explanation asked for (see [`SearchOutcome::unexplained`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unexplained: usize,

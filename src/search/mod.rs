@@ -499,6 +499,7 @@ pub fn verdict(
         threshold,
         matches,
         calibration: out.calibration,
+        filtered: out.filtered,
         unexplained: out.unexplained,
         settings: out.settings,
         timings: out.timings,

@@ -129,6 +129,10 @@ pub struct DuplicatesRequest {
     /// reads uniform RCMD either way; the candidate pool is searched with the collection's
     /// search defaults' mode and fusion, else the server's.
     pub weights: Option<Weighting>,
+    /// Only documents whose metadata match, as for a search (the answer's `filtered` says how
+    /// many the filter admits).
+    #[schema(value_type = Option<Object>)]
+    pub filter: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// `POST /v1/collections/{c}/duplicates`: is this question already asked?
@@ -148,6 +152,7 @@ pub async fn duplicates(
         k: req.k,
         explain: Some(req.explain.unwrap_or(true)),
         weights: req.weights,
+        filter: req.filter,
         ..SearchRequest::default()
     };
     let (text, asked, fallback) = search.params(&state, 3)?;

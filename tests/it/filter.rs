@@ -90,6 +90,31 @@ fn a_filter_applies_before_every_stage_cuts_and_returns_the_k_best_matches() {
             assert_eq!(out["filtered"], json!({ "matching": 10, "exact": true }));
         }
     }
+    // Duplicates too: only matching documents, and the answer says what the filter admitted
+    // (before, a duplicates answer did not).
+    let (st, out) = call(
+        "POST",
+        &s.url("/v1/collections/f/duplicates"),
+        None,
+        Some(
+            &json!({ "text": "How long do I boil spaghetti?", "k": 3, "explain": false,
+                      "filter": { "g": "a" } }),
+        ),
+    );
+    assert_eq!(st, 200, "{out}");
+    assert_eq!(
+        out["filtered"],
+        json!({ "matching": 10, "exact": true }),
+        "{out}"
+    );
+    let matches = out["matches"].as_array().expect("matches");
+    assert_eq!(matches.len(), 3, "{out}");
+    assert!(
+        matches
+            .iter()
+            .all(|m| trains.contains(m["id"].as_str().unwrap())),
+        "{out}"
+    );
     // Lexical: 150 better-scoring pasta documents share the query's words, and the lexical
     // depth is 20; the filter still finds the 10 that match.
     let out = search(

@@ -243,6 +243,10 @@ mod tests {
                 },
             ],
             calibration: "siamese".into(),
+            filtered: Some(search::Filtered {
+                matching: 12,
+                exact: true,
+            }),
             unexplained: 1,
             settings: Some(settings(true)),
             timings: timings(),

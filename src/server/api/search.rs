@@ -516,6 +516,9 @@ pub struct DuplicateVerdict {
     pub matches: Vec<DuplicateMatch>,
     /// Where the probabilities come from.
     pub calibration: String,
+    /// What the metadata filter admitted (absent without a filter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filtered: Option<Filtered>,
     /// Matches left without the explanation asked for (see `SearchOutcome.unexplained`).
     #[serde(default, skip_serializing_if = "search::is_zero")]
     pub unexplained: usize,
@@ -534,6 +537,7 @@ impl From<search::DuplicateVerdict> for DuplicateVerdict {
             threshold: v.threshold,
             matches: v.matches.into_iter().map(DuplicateMatch::from).collect(),
             calibration: v.calibration,
+            filtered: v.filtered.map(Into::into),
             unexplained: v.unexplained,
             settings: v.settings.map(Into::into),
             timings: v.timings.into(),
