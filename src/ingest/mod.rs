@@ -207,17 +207,25 @@ fn read_batches(
                     batch.rejected.push(Rejected { line, reason });
                     continue;
                 }
-                match check(&doc).and_then(|()| batch.encoder.tokenizer().tokenize(&doc.text, 0)) {
-                    Ok(t) => batch.docs.push((line, doc, t)),
-                    Err(e) => batch.rejected.push(Rejected {
-                        line,
-                        reason: reason_of(&doc.id, &e),
-                    }),
-                }
+                batch.push(line, doc);
             }
         }
     }
     send(batch);
+}
+
+impl Batch {
+    /// Adds document `doc` of input line `line`, tokenized by the batch's encoder, or sets it
+    /// aside as a rejected row naming why.
+    fn push(&mut self, line: u64, doc: NewDocument) {
+        match check(&doc).and_then(|()| self.encoder.tokenizer().tokenize(&doc.text, 0)) {
+            Ok(t) => self.docs.push((line, doc, t)),
+            Err(e) => self.rejected.push(Rejected {
+                line,
+                reason: reason_of(&doc.id, &e),
+            }),
+        }
+    }
 }
 
 /// Stage 2: encodes each batch with its encoder (on `threads` when given) and sends it on with
@@ -463,7 +471,6 @@ fn write_batch(
     latest: &Mutex<Arc<Encoder>>,
     threads: &Option<Arc<rayon::ThreadPool>>,
 ) -> Result<Vec<crate::store::Upserted>> {
-    let mut encoder = batch.encoder.clone();
     let mut switches = 0;
     loop {
         let docs = batch
@@ -472,13 +479,13 @@ fn write_batch(
             .map(|(_, d, _)| d.clone())
             .zip(std::mem::take(&mut encoded))
             .collect();
-        let refused = match db.upsert_encoded(collection, encoder.identity(), docs) {
+        let refused = match db.upsert_encoded(collection, batch.encoder.identity(), docs) {
             Err(e @ crate::Error::User(UserError::ModelMismatch { .. })) => e,
             other => return other,
         };
         let fresh = current()?;
         if switches == SWITCHES_PER_BATCH
-            || fresh.identity().fingerprint == encoder.identity().fingerprint
+            || fresh.identity().fingerprint == batch.encoder.identity().fingerprint
         {
             return Err(refused);
         }
@@ -489,23 +496,15 @@ fn write_batch(
             "the collection was reindexed onto another model during the ingest; encoding with it from here"
         );
         *latest.locked() = fresh.clone();
-        encoder = fresh;
-        let mut kept = Vec::with_capacity(batch.docs.len());
+        batch.encoder = fresh;
         for (line, doc, _) in std::mem::take(&mut batch.docs) {
-            match encoder.tokenizer().tokenize(&doc.text, 0) {
-                Ok(t) => kept.push((line, doc, t)),
-                Err(e) => batch.rejected.push(Rejected {
-                    line,
-                    reason: reason_of(&doc.id, &e),
-                }),
-            }
+            batch.push(line, doc);
         }
-        batch.docs = kept;
         if batch.docs.is_empty() {
             return Ok(Vec::new());
         }
         let tokens: Vec<&Tokenized> = batch.docs.iter().map(|(_, _, t)| t).collect();
-        encoded = encode_on(threads, &encoder, &tokens)?;
+        encoded = encode_on(threads, &batch.encoder, &tokens)?;
     }
 }
 

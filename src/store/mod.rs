@@ -946,7 +946,7 @@ impl Store {
 
     /// Size statistics.
     pub fn stats(&self, name: &str) -> Result<CollectionStats> {
-        let (docs_t, _, _) = self.trees(name)?;
+        let (docs_t, _, state_t) = self.trees(name)?;
         let (mut documents, mut token_vectors, mut record_bytes, mut tv_bytes) =
             (0u64, 0u64, 0u64, 0u64);
         for kv in docs_t.iter() {
@@ -964,7 +964,7 @@ impl Store {
             token_vector_bytes: tv_bytes,
             bytes_per_document: record_bytes as f64 / documents.max(1) as f64,
             bytes_per_token_vector: tv_bytes as f64 / token_vectors.max(1) as f64,
-            seq: self.seq(name)?,
+            seq: read_u64(state_t.get(b"seq")?),
         })
     }
 

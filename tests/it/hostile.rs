@@ -246,17 +246,8 @@ fn hostile_requests_get_clear_errors_and_the_server_stays_up() {
     let _ = trickle.read_to_end(&mut rest);
 
     // Still serving.
-    let (st, out) = call(
-        "POST",
-        &search,
-        None,
-        Some(&json!({ "text": "reset password", "k": 2 })),
-    );
-    assert_eq!(
-        (st, out["hits"][0]["id"].as_str()),
-        (200, Some("pw")),
-        "{out}"
-    );
+    let (st, top, out) = top_hit(&search, &json!({ "text": "reset password", "k": 2 }));
+    assert_eq!((st, top.as_deref()), (200, Some("pw")), "{out}");
     s.stop();
 }
 
@@ -311,17 +302,11 @@ fn damaged_index_files_are_rebuilt_and_empty_collections_do_not_stop_checkpoints
     std::fs::write(big[1], &bytes).unwrap();
     let s = Server::start(dir.path(), &[], &[]);
     for mode in ["cosine", "w2"] {
-        let (st, out) = call(
-            "POST",
+        let (st, top, out) = top_hit(
             &s.url("/v1/collections/f/search"),
-            None,
-            Some(&json!({ "text": "forgot my password", "mode": mode, "rerank": "none", "k": 1 })),
+            &json!({ "text": "forgot my password", "mode": mode, "rerank": "none", "k": 1 }),
         );
-        assert_eq!(
-            (st, out["hits"][0]["id"].as_str()),
-            (200, Some("pw")),
-            "{mode}: {out}"
-        );
+        assert_eq!((st, top.as_deref()), (200, Some("pw")), "{mode}: {out}");
     }
     let (st, _) = call("GET", &s.url("/readyz"), None, None);
     assert_eq!(st, 200);
@@ -381,6 +366,13 @@ impl Tmpfs {
             }
         }
     }
+}
+
+/// A search at `url`: its status, its first hit's id and the whole answer.
+fn top_hit(url: &str, body: &Value) -> (u16, Option<String>, Value) {
+    let (st, out) = call("POST", url, None, Some(body));
+    let top = out["hits"][0]["id"].as_str().map(String::from);
+    (st, top, out)
 }
 
 impl Tmpfs {
@@ -450,9 +442,9 @@ fn a_full_disk_answers_507_reads_go_on_and_nothing_acknowledged_is_lost() {
             Some(&docs(100 + round * 10, 110 + round * 10)),
         );
         assert_eq!((st, code(&e)), (507, "insufficient_storage"), "{e}");
-        let (st, out) = call("POST", &search, None, Some(&q));
+        let (st, top, out) = top_hit(&search, &q);
         assert_eq!(
-            (st, out["hits"][0]["id"].as_str()),
+            (st, top.as_deref()),
             (200, Some("d7")),
             "reads go on: {out}"
         );
@@ -1175,29 +1167,19 @@ fn readyz_names_a_collection_whose_indexes_cannot_load() {
         "no server paths: {e}"
     );
     let search = |c: &str| {
-        call(
-            "POST",
+        top_hit(
             &s.url(&format!("/v1/collections/{c}/search")),
-            None,
-            Some(&json!({ "text": "forgot my password", "k": 1 })),
+            &json!({ "text": "forgot my password", "k": 1 }),
         )
     };
-    let (st, out) = search("good");
-    assert_eq!(
-        (st, out["hits"][0]["id"].as_str()),
-        (200, Some("pw")),
-        "{out}"
-    );
-    let (st, out) = search("bad");
+    let (st, top, out) = search("good");
+    assert_eq!((st, top.as_deref()), (200, Some("pw")), "{out}");
+    let (st, _, out) = search("bad");
     assert_ne!(st, 200, "{out}");
     // The fix the log names: remove the collection's index folder (rebuilt from the store).
     std::fs::remove_dir_all(dir.path().join("indexes/bad")).unwrap();
-    let (st, out) = search("bad");
-    assert_eq!(
-        (st, out["hits"][0]["id"].as_str()),
-        (200, Some("pw")),
-        "{out}"
-    );
+    let (st, top, out) = search("bad");
+    assert_eq!((st, top.as_deref()), (200, Some("pw")), "{out}");
     assert_eq!(call("GET", &s.url("/readyz"), None, None).0, 200);
     s.stop();
 }
@@ -1245,17 +1227,11 @@ fn a_store_that_met_a_full_disk_is_reopened_in_place_once_space_returns() {
         "{e}"
     );
     // Reads go on; writes are refused (at once, without touching sled) until the reopen.
-    let (st, out) = call(
-        "POST",
+    let (st, top, out) = top_hit(
         &s.url("/v1/collections/c/search"),
-        None,
-        Some(&json!({ "text": "How do I fix laptop number 7?", "k": 1 })),
+        &json!({ "text": "How do I fix laptop number 7?", "k": 1 }),
     );
-    assert_eq!(
-        (st, out["hits"][0]["id"].as_str()),
-        (200, Some("d7")),
-        "{out}"
-    );
+    assert_eq!((st, top.as_deref()), (200, Some("d7")), "{out}");
     let (st, e) = call("POST", &url, None, Some(&doc(failed + 1)));
     assert_eq!((st, code(&e)), (507, "insufficient_storage"), "{e}");
     drop(f);
