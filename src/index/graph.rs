@@ -31,12 +31,18 @@
 //! list, the list is re-selected by the heuristic; at level 0 every node's in-degree is counted,
 //! and a node whose last in-link would be pruned is kept (displacing a node that has other
 //! in-links), so pruning cannot orphan a node. That is what keeps near-duplicates reachable.
+//! Each node also has an *anchor*: the nearest node linked so far (its nearest neighbour when it
+//! is linked, replaced by any later node nearer to it), which always keeps a level-0 link to it.
+//! A search for a point reaches its nearest neighbours; the anchor link takes it the last step.
+//! That is what keeps outliers linked early (when their true neighbours were not yet in the
+//! graph) findable at the default ef.
 //!
 //! # File format (little-endian)
 //! `b"KNDHNSW\0"`, version `u32`, metric `u8`, dim `u32`, M `u32`, ef_construction `u32`, n `u64`,
 //! entry slot `u32` (`u32::MAX` = none), n×dim `f32` vectors, n `u64` ids, n `u8` levels,
 //! n `u8` flags (1 = tombstone), per node `count u32 + count u32` level-0 links, per node and
-//! level `1..=level` the same for upper links, then FNV-1a 64 of all preceding bytes.
+//! level `1..=level` the same for upper links, (version 2) per node the anchor slot `u32`
+//! (`u32::MAX` = none) and its distance `f32`, then FNV-1a 64 of all preceding bytes.
 //! `read_from` checks the checksum first and then validates every count, id, level and link.
 
 use crate::sync::{MutexExt, RwLockExt};
@@ -108,8 +114,11 @@ const MAX_LEVEL: usize = 16;
 const READY: u8 = 1;
 const DELETED: u8 = 2;
 const NO_ENTRY: u64 = u64::MAX;
+/// No slot.
+const NONE: u32 = u32::MAX;
 const MAGIC: &[u8; 8] = b"KNDHNSW\0";
-const VERSION: u32 = 1;
+/// 2 added the anchors; version 1 files load with none (the next inserts adopt them again).
+const VERSION: u32 = 2;
 const INITIAL_CAP: usize = 1024;
 
 // ---------------------------------------------------------------- distance kernels
@@ -334,6 +343,11 @@ struct Store {
     links0: Vec<AtomicU32>,
     upper: Vec<OnceLock<Box<[AtomicU32]>>>,
     indeg: Vec<AtomicU32>,
+    /// Level 0: the node that must keep a link to this one, `NONE` if not known: its nearest
+    /// neighbour when it was linked, or a nearer node linked after it (see `Graph::adopt`).
+    anchor: Vec<AtomicU32>,
+    /// The (internal) distance to the anchor, as `f32` bits; infinity when there is none.
+    anchor_d: Vec<AtomicU32>,
 }
 
 impl Store {
@@ -348,6 +362,9 @@ impl Store {
         self.links0.resize_with(cap * self.s0, Default::default);
         self.upper.resize_with(cap, OnceLock::new);
         self.indeg.resize_with(cap, Default::default);
+        self.anchor.resize_with(cap, || AtomicU32::new(NONE));
+        self.anchor_d
+            .resize_with(cap, || AtomicU32::new(f32::INFINITY.to_bits()));
         self.cap = cap;
     }
 
@@ -438,6 +455,8 @@ struct Scratch {
     tag: u16,
     cand: BinaryHeap<Reverse<Near>>,
     res: BinaryHeap<Near>,
+    /// The unvisited neighbours of the node being expanded.
+    fresh: Vec<u32>,
 }
 
 impl Scratch {
@@ -544,6 +563,8 @@ impl Graph {
             links0: Vec::new(),
             upper: Vec::new(),
             indeg: Vec::new(),
+            anchor: Vec::new(),
+            anchor_d: Vec::new(),
         };
         Graph {
             metric,
@@ -737,8 +758,14 @@ impl Graph {
                 w.retain(|c| c.s != s);
                 let Some(&first) = w.first() else { continue };
                 cur = first;
-                let nbrs = self.select(st, &w, self.params.m, true);
+                let mut nbrs = self.select(st, &w, self.params.m, true);
                 let maxm = if l == 0 { self.m0 } else { self.params.m };
+                if l == 0 {
+                    // `w` is nearest first and `select` keeps the nearest: nbrs[0] is it.
+                    st.anchor[s as usize].store(nbrs[0], Relaxed);
+                    st.anchor_d[s as usize].store(w[0].d.to_bits(), Relaxed);
+                    self.adopt(st, s, &w, &mut nbrs, maxm / 2);
+                }
                 self.set_own(st, s, l, &nbrs, maxm);
                 for &n in &nbrs {
                     self.add_link(st, n, s, l, maxm);
@@ -747,6 +774,29 @@ impl Graph {
         });
         if top_guard.is_some() {
             self.entry.store(((level as u64) << 32) | s as u64, Release);
+        }
+    }
+
+    /// Makes the new node `s` the anchor of up to `max` candidates `w` (nearest first) to which
+    /// it is nearer than their current anchor, adding them to `nbrs` (its own list to be).
+    /// Without this, a point linked early keeps only the neighbours it had then: its true nearest
+    /// neighbours, linked later, prune it from their lists (some other neighbour is nearer to
+    /// it), and a search for it reaches them and stops there.
+    fn adopt(&self, st: &Store, s: u32, w: &[Near], nbrs: &mut Vec<u32>, max: usize) {
+        let mut adopted = 0;
+        for c in w {
+            if adopted >= max {
+                break;
+            }
+            let cur = &st.anchor_d[c.s as usize];
+            if c.d < f32::from_bits(cur.load(Relaxed)) {
+                cur.store(c.d.to_bits(), Relaxed);
+                st.anchor[c.s as usize].store(s, Relaxed);
+                if !nbrs.contains(&c.s) {
+                    nbrs.push(c.s);
+                }
+                adopted += 1;
+            }
         }
     }
 
@@ -796,20 +846,19 @@ impl Graph {
             if c.d > bound && sc.res.len() >= ef {
                 break;
             }
-            let list = entries(st.links(c.s, l));
-            #[cfg(target_arch = "x86_64")]
-            if let Some(a) = list.first() {
-                prefetch(st.vec(a.load(Relaxed)).as_ptr());
-            }
-            for (j, a) in list.iter().enumerate() {
+            // Unvisited neighbours first, their vectors prefetched, then the distances: the
+            // memory loads of a whole neighbour list overlap instead of queueing one by one.
+            let mut fresh = std::mem::take(&mut sc.fresh);
+            fresh.clear();
+            for a in entries(st.links(c.s, l)) {
                 let nb = a.load(Acquire);
-                #[cfg(target_arch = "x86_64")]
-                if let Some(next) = list.get(j + 1) {
-                    prefetch(st.vec(next.load(Relaxed)).as_ptr());
+                if sc.visit(nb) {
+                    #[cfg(target_arch = "x86_64")]
+                    prefetch_vec(st.vec(nb));
+                    fresh.push(nb);
                 }
-                if !sc.visit(nb) {
-                    continue;
-                }
+            }
+            for &nb in &fresh {
                 let d = self.d(q, st.vec(nb));
                 if sc.res.len() < ef || d < bound {
                     sc.cand.push(Reverse(Near { d, s: nb }));
@@ -822,6 +871,7 @@ impl Graph {
                     }
                 }
             }
+            sc.fresh = fresh;
         }
         let mut out: Vec<Near> = sc.res.drain().collect();
         out.sort_unstable();
@@ -891,7 +941,8 @@ impl Graph {
         }
         if l == 0 {
             let fresh: Vec<u32> = nbrs.iter().copied().filter(|t| !old.contains(t)).collect();
-            protect(st, &old, &fresh, &mut keep, maxm);
+            anchored(st, s, old.iter().chain(&fresh), &mut keep, maxm);
+            protect(st, s, &old, &fresh, &mut keep, maxm);
         }
         set_list(list, &keep);
     }
@@ -924,7 +975,8 @@ impl Graph {
         c.sort_unstable();
         let mut keep = self.select(st, &c, maxm, false);
         if l == 0 {
-            protect(st, &old, &[x], &mut keep, maxm);
+            anchored(st, n, old.iter().chain([&x]), &mut keep, maxm);
+            protect(st, n, &old, &[x], &mut keep, maxm);
         }
         set_list(list, &keep);
     }
@@ -1142,6 +1194,10 @@ impl Graph {
                 }
             }
         }
+        for s in 0..n {
+            o.put(&st.anchor[s].load(Relaxed).to_le_bytes())?;
+            o.put(&st.anchor_d[s].load(Relaxed).to_le_bytes())?;
+        }
         o.finish()
     }
 
@@ -1161,7 +1217,8 @@ impl Graph {
         if rd.take(8)? != MAGIC {
             return Err(bad("bad magic"));
         }
-        if rd.u32()? != VERSION {
+        let version = rd.u32()?;
+        if !(1..=VERSION).contains(&version) {
             return Err(bad("unsupported version"));
         }
         let metric = match rd.u8()? {
@@ -1260,6 +1317,16 @@ impl Graph {
                 set_list(st.links(s as u32, l), &list);
             }
         }
+        if version >= 2 {
+            for s in 0..n {
+                let (a, d) = (rd.u32()?, f32::from_bits(rd.u32()?));
+                if (a as usize >= n && a != NONE) || a as usize == s || d.is_nan() || d < 0.0 {
+                    return Err(bad("bad anchor"));
+                }
+                st.anchor[s].store(a, Relaxed);
+                st.anchor_d[s].store(d.to_bits(), Relaxed);
+            }
+        }
         if rd.left() != 0 {
             return Err(bad("trailing bytes"));
         }
@@ -1273,10 +1340,38 @@ impl Graph {
     }
 }
 
+/// Keeps in `n`'s re-selected level-0 list every candidate anchored to `n` (see
+/// [`Store::anchor`]), filling free room first, then displacing from the end entries that are not.
+/// An outlier's nearest neighbour is the node a search for it reaches: without this rule the
+/// heuristic prunes the outlier from that node's list (some other neighbour is nearer to it),
+/// and only a wide beam finds it.
+fn anchored<'a>(
+    st: &Store,
+    n: u32,
+    cands: impl Iterator<Item = &'a u32>,
+    keep: &mut Vec<u32>,
+    maxm: usize,
+) {
+    let is_anchored = |s: u32| st.anchor[s as usize].load(Relaxed) == n;
+    for &c in cands {
+        if !is_anchored(c) || keep.contains(&c) {
+            continue;
+        }
+        if keep.len() < maxm {
+            keep.push(c);
+            continue;
+        }
+        match keep.iter().rposition(|&v| !is_anchored(v)) {
+            Some(i) => keep[i] = c,
+            None => return,
+        }
+    }
+}
+
 /// Level-0 orphan protection when a node's list changes from `old` (+ candidates `fresh`) to
 /// `keep`: a dropped node whose in-degree would reach zero is kept, displacing (from the far end)
-/// a kept node that has other in-links. In-degree counters are updated for the final list.
-fn protect(st: &Store, old: &[u32], fresh: &[u32], keep: &mut Vec<u32>, maxm: usize) {
+/// a kept node `n` may drop (it has other in-links and is not anchored to `n`). In-degree counters are updated for the final list.
+fn protect(st: &Store, n: u32, old: &[u32], fresh: &[u32], keep: &mut Vec<u32>, maxm: usize) {
     let deg = |s: u32| &st.indeg[s as usize];
     let mut need = Vec::new();
     for &o in old {
@@ -1297,7 +1392,10 @@ fn protect(st: &Store, old: &[u32], fresh: &[u32], keep: &mut Vec<u32>, maxm: us
             let mut placed = false;
             for i in (0..keep.len()).rev() {
                 let v = keep[i];
-                if !old.contains(&v) || fresh.contains(&v) {
+                if !old.contains(&v)
+                    || fresh.contains(&v)
+                    || st.anchor[v as usize].load(Relaxed) == n
+                {
                     continue;
                 }
                 if deg(v).fetch_sub(1, AcqRel) >= 2 {
@@ -1327,6 +1425,19 @@ fn prefetch(p: *const f32) {
     // SAFETY: prefetching is a hint and never faults; SSE is part of the x86_64 baseline.
     unsafe { _mm_prefetch::<_MM_HINT_T0>(p as *const i8) };
 }
+
+/// Prefetches the first cache lines of a vector (the hardware prefetcher streams the rest).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_vec(v: &[f32]) {
+    for i in (0..v.len().min(PREFETCH_FLOATS)).step_by(16) {
+        prefetch(v[i..].as_ptr());
+    }
+}
+
+/// Floats of a vector prefetched ahead of its distance (4 cache lines).
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_FLOATS: usize = 64;
 
 /// Buffered, checksumming writer.
 struct Out<'a> {
@@ -1834,5 +1945,68 @@ mod tests {
         assert!(g.remove(1) && g.search(&[0.0; 4], 5, 10).is_empty() && g.vector(1).is_none());
         fn send_sync<T: Send + Sync>() {}
         send_sync::<Graph>();
+    }
+
+    /// Every node's anchor keeps a level-0 link to it through re-selected lists (small M, so
+    /// lists overflow constantly). Inserted one by one, so the graph is the same every run.
+    #[test]
+    fn anchors_keep_their_links() {
+        let mut r = Rng(21);
+        let g = Graph::new(
+            Metric::L2,
+            16,
+            Params {
+                m: 4,
+                ef_construction: 32,
+            },
+        );
+        for id in 0..3000 {
+            g.insert(id, &r.unit(16)).expect("inserts");
+        }
+        let st = g.store.reading();
+        let (mut anchored, mut broken) = (0, 0);
+        for x in 0..g.len() as u32 {
+            let a = st.anchor[x as usize].load(Relaxed);
+            if a == NONE {
+                continue;
+            }
+            anchored += 1;
+            let d = f32::from_bits(st.anchor_d[x as usize].load(Relaxed));
+            assert_eq!(d, g.d(st.vec(x), st.vec(a)), "anchor distance of {x}");
+            if !entries(st.links(a, 0)).iter().any(|l| l.load(Relaxed) == x) {
+                broken += 1;
+            }
+        }
+        // Every point but perhaps the first has one (the first gets one once a later point is
+        // nearer to it than anything).
+        assert!(anchored >= g.len() - 1, "{anchored} anchored");
+        assert_eq!(broken, 0, "anchors that lost their link");
+    }
+
+    /// Version 1 files (no anchors) still load and answer the same; later inserts work.
+    #[test]
+    fn version_1_files_load_without_anchors() {
+        let mut r = Rng(5);
+        let data: Vec<Vec<f32>> = (0..500).map(|_| r.unit(12)).collect();
+        let g = build(Metric::Cosine, &data, Params::default());
+        let mut b = Vec::new();
+        g.write_to(&mut b).expect("write");
+        // Drop the anchor section (8 bytes a point) and say version 1.
+        let end = b.len() - 8 - 8 * g.len();
+        let mut v1 = b[..end].to_vec();
+        v1.extend_from_slice(&[0; 8]);
+        v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let h = Graph::read_from(&mut reseal(v1).as_slice()).expect("version 1 loads");
+        for _ in 0..50 {
+            let q = r.unit(12);
+            assert_eq!(g.search(&q, 10, 64), h.search(&q, 10, 64));
+        }
+        assert_eq!(h.store.reading().anchor[7].load(Relaxed), NONE);
+        let v = r.unit(12);
+        h.insert(10_000, &v).expect("inserts");
+        assert_eq!(h.search(&v, 1, 64)[0].0, 10_000);
+        let mut future = b.clone();
+        future[8..12].copy_from_slice(&3u32.to_le_bytes());
+        assert!(Graph::read_from(&mut reseal(future).as_slice()).is_err());
     }
 }
