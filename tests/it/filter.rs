@@ -279,3 +279,134 @@ fn each_of_5000_near_duplicates_is_found_by_its_own_text() {
     assert!(lost.is_empty(), "not found by their own text: {lost:?}");
     s.stop();
 }
+
+/// A filter broad enough that the vector stages walk the graph admitting only its documents
+/// (more than `EXACT_SCAN_MAX` match) instead of scanning them: over the API, with 10,000 real
+/// encoded documents. The walk returns the k best matches (checked against the unfiltered
+/// ranking filtered by hand), goes through a region of non-matching nearer documents to reach
+/// matching ones far from the query, and stays complete while a reindex onto another model runs.
+#[test]
+fn a_broad_filter_walks_the_graph_returns_the_k_best_matches_and_stays_complete_through_a_reindex()
+{
+    use kindred::index::hnsw::EXACT_SCAN_MAX;
+    const TRAINS: usize = 9_000;
+    const PASTA: usize = 1_000;
+    const {
+        assert!(
+            TRAINS - 500 > EXACT_SCAN_MAX,
+            "the filters below must be broad"
+        )
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(dir.path(), &[], &[]);
+    create(&s, "broad");
+    let docs: Vec<Value> = (0..TRAINS)
+        .map(|i| {
+            json!({ "id": format!("train-{i}"), "metadata": { "g": "a", "n": i },
+                    "text": format!("Which train goes from station {i} to the airport in city {}?", i % 37) })
+        })
+        .chain((0..PASTA).map(|i| {
+            json!({ "id": format!("pasta-{i}"), "metadata": { "g": "b", "n": 100_000 + i },
+                    "text": format!("How long should I boil pasta number {i} for dinner?") })
+        }))
+        .collect();
+    for chunk in docs.chunks(1_000) {
+        put(&s, "broad", chunk);
+    }
+
+    // The k best matches: the filtered walk's cosines are the first 10 of the unfiltered
+    // ranking (deep enough to hold them) once the non-matching documents are dropped.
+    let query = "Which train goes from station 17 to the airport in city 17?";
+    let range = json!({ "g": "a", "n": { "gte": 500 } });
+    let walked = search(
+        &s,
+        "broad",
+        json!({ "text": query, "k": 10, "mode": "cosine", "rerank": "none", "filter": range }),
+    );
+    assert_eq!(
+        walked["filtered"],
+        json!({ "matching": TRAINS - 500, "exact": false }),
+        "{walked}"
+    );
+    let cosines = |out: &Value| -> Vec<(String, f64)> {
+        out["hits"]
+            .as_array()
+            .expect("hits")
+            .iter()
+            .map(|h| {
+                let id = h["id"].as_str().expect("id").to_string();
+                (id, h["stages"]["cosine"]["score"].as_f64().expect("cosine"))
+            })
+            .collect()
+    };
+    let unfiltered = search(
+        &s,
+        "broad",
+        json!({ "text": query, "k": 100, "mode": "cosine", "rerank": "none",
+                "depths": { "cosine": 100 } }),
+    );
+    let by_hand: Vec<(String, f64)> = cosines(&unfiltered)
+        .into_iter()
+        .filter(|(id, _)| {
+            id.strip_prefix("train-")
+                .and_then(|n| n.parse::<usize>().ok())
+                .is_some_and(|n| n >= 500)
+        })
+        .take(10)
+        .collect();
+    let got = cosines(&walked);
+    assert_eq!(got.len(), 10, "{walked}");
+    for ((id, c), (want_id, want)) in got.iter().zip(&by_hand) {
+        // Ties between near-duplicates may order ids differently; the scores may not differ.
+        assert!((c - want).abs() < 1e-5, "{id} {c} vs {want_id} {want}");
+    }
+    assert!(
+        !got.iter().any(|(id, _)| id == "train-17"),
+        "the best document is filtered out"
+    );
+
+    // Far matches behind a region of nearer non-matching documents, in every mode.
+    let far = |s: &Server| {
+        for mode in ["hybrid", "cosine", "w2"] {
+            let out = search(
+                s,
+                "broad",
+                json!({ "text": "How long do I boil spaghetti?", "k": 10, "mode": mode,
+                        "filter": { "g": "a" } }),
+            );
+            let ids = hit_ids(&out);
+            assert_eq!(ids.len(), 10, "{mode}: {out}");
+            assert!(
+                ids.iter().all(|id| id.starts_with("train-")),
+                "{mode}: {out}"
+            );
+            assert_eq!(out["filtered"]["matching"], TRAINS, "{mode}");
+        }
+    };
+    far(&s);
+
+    // Through a reindex onto another model (the metadata index and both graphs are rebuilt
+    // beside the serving ones, then swapped).
+    let url = s.url("/v1/collections/broad/reindex");
+    let (st, out) = call(
+        "POST",
+        &url,
+        None,
+        Some(&json!({ "model": crate::common::other_model().path })),
+    );
+    assert_eq!(st, 202, "{out}");
+    let mut during = 0;
+    let status = loop {
+        let (st, status) = call("GET", &url, None, None);
+        assert_eq!(st, 200, "{status}");
+        if status["state"] != "running" {
+            break status;
+        }
+        far(&s);
+        during += 1;
+    };
+    assert_eq!(status["state"], "done", "{status}");
+    eprintln!("{during} rounds of filtered searches ran during the reindex");
+    assert!(during > 0, "no search ran during the reindex");
+    far(&s);
+}
