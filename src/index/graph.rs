@@ -1292,40 +1292,9 @@ impl Graph {
             }
             st.flags[s].store(READY | if flags[s] == 1 { DELETED } else { 0 }, Release);
         }
-        let mut list = Vec::with_capacity(2 * m);
-        for l in 0..=MAX_LEVEL {
-            let maxm = if l == 0 { 2 * m } else { m };
-            for s in 0..n {
-                if l > levels[s] as usize {
-                    continue;
-                }
-                let c = rd.u32()? as usize;
-                if c > maxm {
-                    return Err(bad("link count too large"));
-                }
-                list.clear();
-                for _ in 0..c {
-                    let t = rd.u32()? as usize;
-                    if t >= n || t == s || levels[t] < l as u8 {
-                        return Err(bad("link target out of range"));
-                    }
-                    if l == 0 {
-                        st.indeg[t].fetch_add(1, Relaxed);
-                    }
-                    list.push(t as u32);
-                }
-                set_list(st.links(s as u32, l), &list);
-            }
-        }
+        read_links(&mut rd, &st, m, &levels)?;
         if version >= 2 {
-            for s in 0..n {
-                let (a, d) = (rd.u32()?, f32::from_bits(rd.u32()?));
-                if (a as usize >= n && a != NONE) || a as usize == s || d.is_nan() || d < 0.0 {
-                    return Err(bad("bad anchor"));
-                }
-                st.anchor[s].store(a, Relaxed);
-                st.anchor_d[s].store(d.to_bits(), Relaxed);
-            }
+            read_anchors(&mut rd, &st, n)?;
         }
         if rd.left() != 0 {
             return Err(bad("trailing bytes"));
@@ -1338,6 +1307,52 @@ impl Graph {
             .store(flags.iter().filter(|&&f| f == 1).count(), Relaxed);
         Ok(g)
     }
+}
+
+/// Reads every node's link lists (level 0, then each upper level) into `st`, validating each
+/// count and target, and counts level-0 in-degrees.
+fn read_links(rd: &mut Rd, st: &Store, m: usize, levels: &[u8]) -> Result<(), GraphError> {
+    let bad = |m: &str| GraphError::Corrupt(m.to_string());
+    let n = levels.len();
+    let mut list = Vec::with_capacity(2 * m);
+    for l in 0..=MAX_LEVEL {
+        let maxm = if l == 0 { 2 * m } else { m };
+        for s in 0..n {
+            if l > levels[s] as usize {
+                continue;
+            }
+            let c = rd.u32()? as usize;
+            if c > maxm {
+                return Err(bad("link count too large"));
+            }
+            list.clear();
+            for _ in 0..c {
+                let t = rd.u32()? as usize;
+                if t >= n || t == s || levels[t] < l as u8 {
+                    return Err(bad("link target out of range"));
+                }
+                if l == 0 {
+                    st.indeg[t].fetch_add(1, Relaxed);
+                }
+                list.push(t as u32);
+            }
+            set_list(st.links(s as u32, l), &list);
+        }
+    }
+    Ok(())
+}
+
+/// Reads the `n` anchors (version 2) into `st`.
+fn read_anchors(rd: &mut Rd, st: &Store, n: usize) -> Result<(), GraphError> {
+    for s in 0..n {
+        let (a, d) = (rd.u32()?, f32::from_bits(rd.u32()?));
+        if (a as usize >= n && a != NONE) || a as usize == s || d.is_nan() || d < 0.0 {
+            return Err(GraphError::Corrupt("bad anchor".into()));
+        }
+        st.anchor[s].store(a, Relaxed);
+        st.anchor_d[s].store(d.to_bits(), Relaxed);
+    }
+    Ok(())
 }
 
 /// Keeps in `n`'s re-selected level-0 list every candidate anchored to `n` (see
