@@ -1346,7 +1346,8 @@ fn read_links(rd: &mut Rd, st: &Store, m: usize, levels: &[u8]) -> Result<(), Gr
 fn read_anchors(rd: &mut Rd, st: &Store, n: usize) -> Result<(), GraphError> {
     for s in 0..n {
         let (a, d) = (rd.u32()?, f32::from_bits(rd.u32()?));
-        if (a as usize >= n && a != NONE) || a as usize == s || d.is_nan() || d < 0.0 {
+        // A cosine distance may be a hair below 0 (1 − dot of near-identical unit vectors).
+        if (a as usize >= n && a != NONE) || a as usize == s || d.is_nan() {
             return Err(GraphError::Corrupt("bad anchor".into()));
         }
         st.anchor[s].store(a, Relaxed);
@@ -1356,7 +1357,8 @@ fn read_anchors(rd: &mut Rd, st: &Store, n: usize) -> Result<(), GraphError> {
 }
 
 /// Keeps in `n`'s re-selected level-0 list every candidate anchored to `n` (see
-/// [`Store::anchor`]), filling free room first, then displacing from the end entries that are not.
+/// [`Store::anchor`]), filling free room first, then displacing from the end entries that are
+/// not.
 /// An outlier's nearest neighbour is the node a search for it reaches: without this rule the
 /// heuristic prunes the outlier from that node's list (some other neighbour is nearer to it),
 /// and only a wide beam finds it.
@@ -1385,7 +1387,8 @@ fn anchored<'a>(
 
 /// Level-0 orphan protection when a node's list changes from `old` (+ candidates `fresh`) to
 /// `keep`: a dropped node whose in-degree would reach zero is kept, displacing (from the far end)
-/// a kept node `n` may drop (it has other in-links and is not anchored to `n`). In-degree counters are updated for the final list.
+/// a kept node `n` may drop (it has other in-links and is not anchored to `n`). In-degree
+/// counters are updated for the final list.
 fn protect(st: &Store, n: u32, old: &[u32], fresh: &[u32], keep: &mut Vec<u32>, maxm: usize) {
     let deg = |s: u32| &st.indeg[s as usize];
     let mut need = Vec::new();
@@ -2023,5 +2026,33 @@ mod tests {
         let mut future = b.clone();
         future[8..12].copy_from_slice(&3u32.to_le_bytes());
         assert!(Graph::read_from(&mut reseal(future).as_slice()).is_err());
+    }
+
+    /// Exact duplicates in a cosine graph anchor each other at a distance of 1 − dot, which
+    /// rounding can put a hair below 0: such a graph must still load.
+    #[test]
+    fn a_cosine_graph_of_duplicates_round_trips() {
+        let mut r = Rng(8);
+        let g = Graph::new(Metric::Cosine, 48, Params::default());
+        for i in 0..300 {
+            // Unit vectors up to rounding: a norm a hair above 1 makes 1 − dot(v, v) negative.
+            let v: Vec<f32> = normalise(r.unit(48)).iter().map(|x| x * 1.000_01).collect();
+            g.insert(i, &v).expect("inserts");
+            g.insert(1000 + i, &v).expect("inserts");
+        }
+        let below = {
+            let st = g.store.reading();
+            (0..g.len())
+                .filter(|&s| f32::from_bits(st.anchor_d[s].load(Relaxed)) < 0.0)
+                .count()
+        };
+        assert!(
+            below > 0,
+            "no anchor distance below 0: the test shows nothing"
+        );
+        let mut b = Vec::new();
+        g.write_to(&mut b).expect("write");
+        let h = Graph::read_from(&mut b.as_slice()).expect("loads");
+        assert_eq!(h.len(), 600);
     }
 }
