@@ -100,6 +100,18 @@ pub fn qqp_questions(rel: &str) -> Vec<String> {
     out
 }
 
+/// The distinct questions of qqp_bimpm dev + test (36,737), in file order.
+pub fn qqp_bimpm_dev_test_questions() -> Vec<String> {
+    let mut questions = qqp_questions("qqp_bimpm/dev.tsv");
+    let mut seen: std::collections::HashSet<String> = questions.iter().cloned().collect();
+    questions.extend(
+        qqp_questions("qqp_bimpm/test.tsv")
+            .into_iter()
+            .filter(|q| seen.insert(q.clone())),
+    );
+    questions
+}
+
 /// A second model for reindex tests: the test model plus a transition head that reverses
 /// the sentence vector's dimensions (an orthogonal map: cosines between texts are kept, the
 /// vectors and the fingerprint are not). Written once per test binary into a kept temp dir.

@@ -55,6 +55,19 @@ pub fn hit_ids(out: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Each hit's id and cosine stage score, in order.
+fn cosine_scores(out: &Value) -> Vec<(String, f64)> {
+    out["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| {
+            let id = h["id"].as_str().expect("id").to_string();
+            (id, h["stages"]["cosine"]["score"].as_f64().expect("cosine"))
+        })
+        .collect()
+}
+
 /// The repro: 150 pasta questions (g = b) and 10 train questions (g = a).
 fn pasta_and_trains() -> Vec<Value> {
     let mut docs: Vec<Value> = (0..150)
@@ -134,15 +147,7 @@ fn a_filter_applies_before_every_stage_cuts_and_returns_the_k_best_matches() {
         json!({ "text": "How long do I boil spaghetti?", "k": 10, "mode": "cosine",
                 "rerank": "none", "filter": { "g": "a" } }),
     );
-    let mut by_cosine: Vec<(String, f64)> = all["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| {
-            let id = h["id"].as_str().unwrap().to_string();
-            (id, h["stages"]["cosine"]["score"].as_f64().unwrap())
-        })
-        .collect();
+    let mut by_cosine = cosine_scores(&all);
     by_cosine.sort_by(|a, b| b.1.total_cmp(&a.1));
     let best4: Vec<String> = by_cosine[..4].iter().map(|(id, _)| id.clone()).collect();
     let top = search(
@@ -288,13 +293,7 @@ fn each_of_5000_near_duplicates_is_found_by_its_own_text() {
 /// default ef (`tests/it/recall.rs` checks the same at the index level, with ef 1000 too).
 #[test]
 fn every_one_of_36737_real_questions_is_found_by_its_own_text() {
-    let mut questions = crate::common::qqp_questions("qqp_bimpm/dev.tsv");
-    let mut seen: HashSet<String> = questions.iter().cloned().collect();
-    questions.extend(
-        crate::common::qqp_questions("qqp_bimpm/test.tsv")
-            .into_iter()
-            .filter(|q| seen.insert(q.clone())),
-    );
+    let questions = crate::common::qqp_bimpm_dev_test_questions();
     assert!(questions.len() > 36_000, "{} questions", questions.len());
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(dir.path(), &[], &[]);
@@ -411,24 +410,13 @@ fn a_broad_filter_walks_the_graph_returns_the_k_best_matches_and_stays_complete_
         json!({ "matching": TRAINS - 500, "exact": false }),
         "{walked}"
     );
-    let cosines = |out: &Value| -> Vec<(String, f64)> {
-        out["hits"]
-            .as_array()
-            .expect("hits")
-            .iter()
-            .map(|h| {
-                let id = h["id"].as_str().expect("id").to_string();
-                (id, h["stages"]["cosine"]["score"].as_f64().expect("cosine"))
-            })
-            .collect()
-    };
     let unfiltered = search(
         &s,
         "broad",
         json!({ "text": query, "k": 100, "mode": "cosine", "rerank": "none",
                 "depths": { "cosine": 100 } }),
     );
-    let by_hand: Vec<(String, f64)> = cosines(&unfiltered)
+    let by_hand: Vec<(String, f64)> = cosine_scores(&unfiltered)
         .into_iter()
         .filter(|(id, _)| {
             id.strip_prefix("train-")
@@ -437,7 +425,7 @@ fn a_broad_filter_walks_the_graph_returns_the_k_best_matches_and_stays_complete_
         })
         .take(10)
         .collect();
-    let got = cosines(&walked);
+    let got = cosine_scores(&walked);
     assert_eq!(got.len(), 10, "{walked}");
     for ((id, c), (want_id, want)) in got.iter().zip(&by_hand) {
         // Ties between near-duplicates may order ids differently; the scores may not differ.

@@ -9,7 +9,7 @@ use kindred::index::hnsw::{Metric, VectorIndex};
 use kindred::score::wasserstein::embed;
 use kindred::store::HnswParams;
 
-use crate::common::{encoder, qqp_questions};
+use crate::common::{encoder, qqp_bimpm_dev_test_questions};
 
 const QUERIES: usize = 300;
 
@@ -80,13 +80,7 @@ fn recall(points: &[(u64, Vec<f32>)], metric: Metric) -> (f64, usize, usize) {
 
 #[test]
 fn hnsw_recall_at_10_on_real_questions() {
-    let mut questions = qqp_questions("qqp_bimpm/dev.tsv");
-    let mut seen: std::collections::HashSet<String> = questions.iter().cloned().collect();
-    questions.extend(
-        qqp_questions("qqp_bimpm/test.tsv")
-            .into_iter()
-            .filter(|q| seen.insert(q.clone())),
-    );
+    let questions = qqp_bimpm_dev_test_questions();
     assert!(questions.len() > 36_000, "{} questions", questions.len());
     let t = Instant::now();
     let encoded = encoder().encode(&questions).expect("encodes");
