@@ -34,14 +34,14 @@ pub struct Gaussian {
 /// Everything the encoder produces for one text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Encoded {
-    /// The content wordpieces (no [CLS]/[SEP]/[PAD]) with char offsets, in text order.
+    /// The content wordpieces (no `[CLS]`/`[SEP]`/`[PAD]`) with char offsets, in text order.
     pub tokens: Vec<Token>,
     /// True when the text was cut at the model's maximum length.
     pub truncated: bool,
     /// One L2-normalised vector per entry of `tokens`, row-major: `tokens.len() × dim`.
     pub token_vectors: Vec<f32>,
     /// The sentence vector as sentence-transformers computes it: mean over all non-pad tokens
-    /// (including [CLS] and [SEP]) of the last hidden states, then L2-normalised.
+    /// (including `[CLS]` and `[SEP]`) of the last hidden states, then L2-normalised.
     pub sentence: Vec<f32>,
     /// The default (moment-matched) intent of the content token vectors.
     pub intent: Gaussian,

@@ -602,28 +602,9 @@ fn chunker(g: &Global, args: &ChunkerArgs) -> Result<()> {
         false => s.held_out(),
     };
     let trains = |s: &chunk::IstsSentence| !s.held_out() && !scored(s);
-    let spec = if args.contextual {
-        let encoder = g.encoder()?;
-        let texts: Vec<String> = data.iter().map(|s| s.text()).collect();
-        let b = super::eval::bar(texts.len() as u64, "hidden states")?;
-        for (batch, sentences) in texts.chunks(64).zip(data.chunks_mut(64)) {
-            let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
-            let spans: Vec<_> = refs.iter().map(|t| chunk::units(t)).collect();
-            let states = encoder.unit_states(&refs, &spans, args.layer)?;
-            for (s, rows) in sentences.iter_mut().zip(states) {
-                s.states = rows;
-            }
-            b.inc(refs.len() as u64);
-        }
-        b.finish_and_clear();
-        Some(ContextualSpec {
-            layer: args.layer,
-            dim: encoder.identity().dim,
-            model: encoder.weights_fingerprint().to_string(),
-            scale: args.scale,
-        })
-    } else {
-        None
+    let spec = match args.contextual {
+        true => Some(add_unit_states(g, args, &mut data)?),
+        false => None,
     };
     let train: Vec<_> = data
         .iter()
@@ -674,41 +655,97 @@ fn chunker(g: &Global, args: &ChunkerArgs) -> Result<()> {
             )
         })
         .collect();
-    if args.json {
-        let held: serde_json::Map<String, serde_json::Value> = scores
-            .iter()
-            .map(|(name, per_genre)| {
-                let genres: serde_json::Map<String, serde_json::Value> = per_genre
-                    .iter()
-                    .map(|(g, c)| (g.clone(), counts_json(c)))
-                    .collect();
-                (name.to_string(), genres.into())
-            })
-            .collect();
-        let summary = json!({
-            "train_sentences": train.len(),
-            "held_out_sentences": held_out,
-            "epochs": args.epochs,
-            "features": model.len(),
-            "model_bytes": text.len(),
-            "train_seconds": seconds,
-            "out": args.out,
-            "held_out": held,
-        });
-        println!("{}", serde_json::to_string_pretty(&summary)?);
-        return Ok(());
+    let summary = ChunkerSummary {
+        train_sentences: train.len(),
+        held_out_sentences: held_out,
+        features: model.len(),
+        model_bytes: text.len(),
+        seconds,
+    };
+    match args.json {
+        true => print_chunker_json(args, &summary, &scores),
+        false => print_chunker_table(args, &summary, &scores),
     }
+}
+
+/// Computes each sentence's unit states (`--contextual`) with the model's first `--layer`
+/// layers, and says which states the contextual chunker reads.
+fn add_unit_states(
+    g: &Global,
+    args: &ChunkerArgs,
+    data: &mut [chunk::IstsSentence],
+) -> Result<ContextualSpec> {
+    let encoder = g.encoder()?;
+    let texts: Vec<String> = data.iter().map(|s| s.text()).collect();
+    let b = super::eval::bar(texts.len() as u64, "hidden states")?;
+    for (batch, sentences) in texts.chunks(64).zip(data.chunks_mut(64)) {
+        let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+        let spans: Vec<_> = refs.iter().map(|t| chunk::units(t)).collect();
+        let states = encoder.unit_states(&refs, &spans, args.layer)?;
+        for (s, rows) in sentences.iter_mut().zip(states) {
+            s.states = rows;
+        }
+        b.inc(refs.len() as u64);
+    }
+    b.finish_and_clear();
+    Ok(ContextualSpec {
+        layer: args.layer,
+        dim: encoder.identity().dim,
+        model: encoder.weights_fingerprint().to_string(),
+        scale: args.scale,
+    })
+}
+
+/// What `train chunker` reports beside the scores.
+struct ChunkerSummary {
+    train_sentences: usize,
+    held_out_sentences: usize,
+    features: usize,
+    model_bytes: usize,
+    seconds: f64,
+}
+
+/// Each chunker's exact-chunk counts per genre.
+type ChunkScores<'a> = [(&'a str, Vec<(String, ChunkCounts)>)];
+
+fn print_chunker_json(args: &ChunkerArgs, s: &ChunkerSummary, scores: &ChunkScores) -> Result<()> {
+    let held: serde_json::Map<String, serde_json::Value> = scores
+        .iter()
+        .map(|(name, per_genre)| {
+            let genres: serde_json::Map<String, serde_json::Value> = per_genre
+                .iter()
+                .map(|(g, c)| (g.clone(), counts_json(c)))
+                .collect();
+            (name.to_string(), genres.into())
+        })
+        .collect();
+    let summary = json!({
+        "train_sentences": s.train_sentences,
+        "held_out_sentences": s.held_out_sentences,
+        "epochs": args.epochs,
+        "features": s.features,
+        "model_bytes": s.model_bytes,
+        "train_seconds": s.seconds,
+        "out": args.out,
+        "held_out": held,
+    });
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    Ok(())
+}
+
+fn print_chunker_table(args: &ChunkerArgs, s: &ChunkerSummary, scores: &ChunkScores) -> Result<()> {
     println!(
-        "{} exact-chunk scores ({} features, {} bytes, {seconds:.1} s of training):",
+        "{} exact-chunk scores ({} features, {} bytes, {:.1} s of training):",
         if args.dev { "development" } else { "held-out" },
-        model.len(),
-        text.len()
+        s.features,
+        s.model_bytes,
+        s.seconds
     );
     println!(
         "{:<18} {:<11} {:>9} {:>9} {:>9}",
         "genre", "chunker", "precision", "recall", "F1"
     );
-    for (name, per_genre) in &scores {
+    for (name, per_genre) in scores {
         for (genre, c) in per_genre {
             println!(
                 "{genre:<18} {name:<11} {:>9.4} {:>9.4} {:>9.4}",

@@ -16,7 +16,7 @@
 mod backend;
 mod bert;
 mod chunks;
-pub mod fast;
+pub(crate) mod fast;
 pub mod pooling;
 mod registry;
 pub(crate) mod weights;

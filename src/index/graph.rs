@@ -8,7 +8,7 @@
 //! * Points live in *slots* `0..len`, assigned in insertion order. Vectors sit in one flat `f32`
 //!   buffer (`slot * dim`); level-0 links in one flat `u32` buffer (`slot * (2M + 1)`, count
 //!   first); upper-level links in a per-node boxed block (`level * (M + 1)`, count first).
-//! * All per-slot storage lives in a [`Store`] behind an `RwLock`: inserts and searches take it
+//! * All per-slot storage lives in a `Store` behind an `RwLock`: inserts and searches take it
 //!   shared for their whole duration; only capacity growth (doubling) takes it exclusively.
 //!
 //! # Concurrency

@@ -3,8 +3,8 @@
 
 pub mod graph;
 pub mod hnsw;
-pub mod lexical;
-pub mod metadata;
+pub(crate) mod lexical;
+pub(crate) mod metadata;
 
 pub use hnsw::{Metric, VectorIndex};
 pub use lexical::LexicalIndex;

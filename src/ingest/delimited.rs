@@ -61,11 +61,6 @@ impl RawRecord {
         self.fields.len()
     }
 
-    /// Whether it has no fields (never true of a record a splitter yields).
-    pub fn is_empty(&self) -> bool {
-        self.fields.is_empty()
-    }
-
     /// Field `i`'s content.
     pub fn get(&self, i: usize) -> Option<&[u8]> {
         let end = self.fields.get(i)?.end as usize;
@@ -93,6 +88,7 @@ impl RawRecord {
     }
 
     /// Every field's content.
+    #[cfg(test)]
     pub fn fields(&self) -> impl Iterator<Item = &[u8]> {
         (0..self.len()).map(|i| self.get(i).expect("in range"))
     }

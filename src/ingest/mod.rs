@@ -13,9 +13,9 @@
 //! server): the store then refuses the batch encoded with the old model, and the ingest asks
 //! for the collection's current encoder, encodes that batch again with it, and goes on with it.
 
-pub mod delimited;
-pub mod lines;
-pub mod source;
+pub(crate) mod delimited;
+pub(crate) mod lines;
+pub(crate) mod source;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};

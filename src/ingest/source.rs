@@ -371,110 +371,131 @@ fn delimited(
     path: &Path,
 ) -> Result<impl Iterator<Item = Result<Record>> + Send> {
     let mut rows = super::lines::read_split(reader, RecordSplitter::new(dialect, max));
-    let header_error = |reason: String| UserError::InvalidArgument {
+    let header = header_names(rows.next(), path)?;
+    let columns = Columns::find(&header, fields, path)?;
+    Ok(rows.map(move |row| match row.map_err(read_error)? {
+        Row::Record(r) => Ok(columns.record(&r)),
+        bad_row => Ok(bad(
+            bad_row.line(),
+            bad_row.problem().expect("not a record"),
+        )),
+    }))
+}
+
+/// An error about a delimited file's header.
+fn header_error(path: &Path, reason: String) -> crate::Error {
+    UserError::InvalidArgument {
         name: "input file",
         reason: format!("{}: {reason}", path.display()),
-    };
-    let header_names: Vec<String> = match rows.next() {
-        None => Vec::new(),
-        Some(Err(e)) => return Err(read_error(e)),
-        Some(Ok(Row::Record(header))) => {
-            let mut names = Vec::with_capacity(header.len());
-            for i in 0..header.len() {
-                match header.text(i).expect("in range") {
-                    Ok(name) => names.push(name.to_string()),
-                    Err(offset) => {
-                        return Err(header_error(format!(
-                            "the header row (line {}): {}",
-                            header.line,
-                            not_utf8("", offset)
-                        ))
-                        .into())
-                    }
-                }
-            }
-            names
-        }
-        Some(Ok(bad_row)) => {
-            return Err(header_error(format!(
+    }
+    .into()
+}
+
+/// The column names of the header row (none in an empty file).
+fn header_names(first: Option<std::io::Result<Row>>, path: &Path) -> Result<Vec<String>> {
+    match first {
+        None => Ok(Vec::new()),
+        Some(Err(e)) => Err(read_error(e)),
+        Some(Ok(Row::Record(header))) => (0..header.len())
+            .map(|i| match header.text(i).expect("in range") {
+                Ok(name) => Ok(name.to_string()),
+                Err(offset) => Err(header_error(
+                    path,
+                    format!(
+                        "the header row (line {}): {}",
+                        header.line,
+                        not_utf8("", offset)
+                    ),
+                )),
+            })
+            .collect(),
+        Some(Ok(bad_row)) => Err(header_error(
+            path,
+            format!(
                 "cannot read the header row (line {}): {}",
                 bad_row.line(),
                 bad_row.problem().expect("not a record")
-            ))
-            .into())
-        }
-    };
-    let col = |name: &str| header_names.iter().position(|h| h.trim() == name);
-    let missing = |what: &str, name: &str, option: &str| {
-        header_error(format!(
-            "the header has no {what} column {name:?} (columns: {}); pass {option}",
-            header_names.join(", ")
-        ))
-    };
-    let id_col = col(&fields.id).ok_or_else(|| missing("id", &fields.id, "--id-field"))?;
-    let text_col =
-        col(&fields.text).ok_or_else(|| missing("text", &fields.text, "--text-field"))?;
-    let mut meta_cols = Vec::new();
-    for m in &fields.meta {
-        meta_cols.push((
-            m.clone(),
-            col(m).ok_or_else(|| missing("meta", m, "--meta-fields"))?,
-        ));
+            ),
+        )),
     }
-    let mut context_cols = Vec::new();
-    for c in &fields.context {
-        let i = col(c).ok_or_else(|| missing("context", c, "--context-fields"))?;
-        context_cols.push((c.clone(), i));
-    }
-    let (id_name, text_name) = (fields.id.clone(), fields.text.clone());
-    Ok(rows.map(move |row| {
-        let r = match row.map_err(read_error)? {
-            Row::Record(r) => r,
-            bad_row => {
-                return Ok(bad(
-                    bad_row.line(),
-                    bad_row.problem().expect("not a record"),
-                ))
-            }
+}
+
+/// Where the fields of a document are in a delimited file's records: (name, column index).
+struct Columns {
+    id: (String, usize),
+    text: (String, usize),
+    meta: Vec<(String, usize)>,
+    context: Vec<(String, usize)>,
+}
+
+impl Columns {
+    /// Finds every named field in the header; a missing one is an error naming the option.
+    fn find(header: &[String], fields: &Fields, path: &Path) -> Result<Self> {
+        let col = |what: &str, name: &str, option: &str| match header
+            .iter()
+            .position(|h| h.trim() == name)
+        {
+            Some(i) => Ok((name.to_string(), i)),
+            None => Err(header_error(
+                path,
+                format!(
+                    "the header has no {what} column {name:?} (columns: {}); pass {option}",
+                    header.join(", ")
+                ),
+            )),
         };
+        Ok(Columns {
+            id: col("id", &fields.id, "--id-field")?,
+            text: col("text", &fields.text, "--text-field")?,
+            meta: (fields.meta.iter())
+                .map(|m| col("meta", m, "--meta-fields"))
+                .collect::<Result<_>>()?,
+            context: (fields.context.iter())
+                .map(|c| col("context", c, "--context-fields"))
+                .collect::<Result<_>>()?,
+        })
+    }
+
+    /// One record as a document, or as a rejected row saying why.
+    fn record(&self, r: &delimited::RawRecord) -> Record {
         let line = r.line;
         // A column's text, `None` if this row is too short for it, `Err`: not UTF-8.
-        let text = |i: usize, name: &str| {
-            r.text(i)
+        let text = |(name, i): &(String, usize)| {
+            r.text(*i)
                 .map(|t| t.map_err(|offset| not_utf8(&format!("column {name:?}"), offset)))
         };
-        let (Some(id), Some(body)) = (text(id_col, &id_name), text(text_col, &text_name)) else {
-            return Ok(bad(
+        let (Some(id), Some(body)) = (text(&self.id), text(&self.text)) else {
+            return bad(
                 line,
                 format!(
                     "{} fields; the id and text columns are missing on this row",
                     r.len()
                 ),
-            ));
+            );
         };
         let (id, body) = match (id, body) {
             (Ok(id), Ok(body)) => (id, body),
-            (Err(why), _) | (_, Err(why)) => return Ok(bad(line, why)),
+            (Err(why), _) | (_, Err(why)) => return bad(line, why),
         };
         let mut metadata = serde_json::Map::new();
-        for (k, i) in &meta_cols {
-            match text(*i, k) {
+        for column in &self.meta {
+            match text(column) {
                 Some(Ok(v)) => {
-                    metadata.insert(k.clone(), serde_json::Value::String(v.to_string()));
+                    metadata.insert(column.0.clone(), serde_json::Value::String(v.to_string()));
                 }
-                Some(Err(why)) => return Ok(bad(line, why)),
+                Some(Err(why)) => return bad(line, why),
                 None => {}
             }
         }
         let mut context = Vec::new();
-        for (k, i) in &context_cols {
-            match text(*i, k) {
+        for column in &self.context {
+            match text(column) {
                 Some(Ok(v)) if !v.trim().is_empty() => context.push(v.to_string()),
-                Some(Err(why)) => return Ok(bad(line, why)),
+                Some(Err(why)) => return bad(line, why),
                 _ => {}
             }
         }
-        Ok(Record::Doc(
+        Record::Doc(
             line,
             NewDocument {
                 id: id.trim().to_string(),
@@ -482,8 +503,8 @@ fn delimited(
                 metadata: serde_json::Value::Object(metadata),
                 context,
             },
-        ))
-    }))
+        )
+    }
 }
 
 #[cfg(test)]

@@ -163,7 +163,7 @@ pub struct ModelDir {
     pub id: String,
     /// The architecture.
     pub config: BertConfig,
-    /// Maximum sequence length in wordpieces, [CLS] and [SEP] included.
+    /// Maximum sequence length in wordpieces, `[CLS]` and `[SEP]` included.
     pub max_len: usize,
 }
 

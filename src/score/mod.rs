@@ -2,14 +2,14 @@
 //! sled, no async — everything here is a function of its arguments, which is what lets the
 //! property tests pin it down.
 //!
-//! - [`cosine`]: cosine similarity and dot products of token rows;
+//! - [`mod@cosine`]: cosine similarity and dot products of token rows;
 //! - [`wasserstein`]: the 2-Wasserstein distance between diagonal Gaussian intents;
-//! - [`rcmd`]: relaxed optimal transport (RCMD) between two sentences' token vectors, sparse,
+//! - [`mod@rcmd`]: relaxed optimal transport (RCMD) between two sentences' token vectors, sparse,
 //!   with optional IDF weights, its transport plans and token-pair contributions;
 //! - [`words`]: wordpieces merged into words and word-level contributions;
 //! - [`weights`]: per-token IDF weights for weighted RCMD (a wordpiece weighs what its word does);
 //! - [`align`]: phrase alignment — chunk pairs with a relation type and a 0–5 score;
-//! - [`explain`]: the serialisable [`Explanation`] a UI renders;
+//! - [`mod@explain`]: the serialisable [`Explanation`] a UI renders;
 //! - [`rerank`]: the scores-only fast path over many candidates, on f32 or int8 token vectors;
 //! - [`features`], [`calibration`]: a pair's scores and the logistic model that turns them
 //!   into a calibrated P(duplicate);

@@ -5,9 +5,6 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
-/// The default k0 (the constant of the original paper).
-pub use crate::types::DEFAULT_K0;
-
 /// One stage's ranked list and its weight.
 #[derive(Debug, Clone, Copy)]
 pub struct Ranked<'a, K> {

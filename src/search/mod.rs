@@ -10,16 +10,16 @@
 //! ```
 //!
 //! Each step is a function here; [`crate::engine`] encodes the query and calls them. The math
-//! lives in [`crate::score`] and [`fusion`]; where P(duplicate) comes from is the [`Judge`];
+//! lives in [`crate::score`] and `fusion`; where P(duplicate) comes from is the [`Judge`];
 //! which mode, rerank, weights and fusion a request runs with (its own, its collection's
 //! search defaults, the server's) is decided in one place, [`resolve()`].
 //! This module never encodes, never looks a collection up by name and never decodes JSON
 //! settings: the view carries all of that.
 
-pub mod fusion;
-pub mod hits;
-pub mod judge;
-pub mod params;
+pub(crate) mod fusion;
+pub(crate) mod hits;
+pub(crate) mod judge;
+pub(crate) mod params;
 pub mod resolve;
 
 use std::collections::HashMap;
@@ -42,7 +42,6 @@ use crate::text::terms;
 use crate::types::{Encoded, Gaussian, Token};
 
 pub use crate::score::calibration::Calibrator;
-pub use crate::score::features;
 pub use hits::{
     is_zero, DuplicateMatch, DuplicateVerdict, Explained, Filtered, Hit, PairExplanation,
     RcmdStage, SearchOutcome, Stage, Stages, Timings, Vectors,

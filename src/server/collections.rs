@@ -39,7 +39,7 @@ pub struct CollectionList {
 }
 
 /// `GET /v1/collections`: every collection with its document count.
-#[utoipa::path(get, path = "/v1/collections", responses((status = 200, body = CollectionList)))]
+#[utoipa::path(get, tag = "collections", path = "/v1/collections", responses((status = 200, body = CollectionList)))]
 pub async fn list_collections(
     State(state): State<Arc<AppState>>,
 ) -> ApiResult<Json<CollectionList>> {
@@ -74,7 +74,7 @@ pub struct CreateCollection {
 }
 
 /// `POST /v1/collections`: creates a collection for the server's model.
-#[utoipa::path(post, path = "/v1/collections", request_body = CreateCollection, responses(
+#[utoipa::path(post, tag = "collections", path = "/v1/collections", request_body = CreateCollection, responses(
     (status = 201, body = CollectionInfo),
     (status = 409, description = "Exists", body = ErrorBody),
     (status = 422, description = "Bad name", body = ErrorBody),
@@ -108,7 +108,7 @@ pub async fn create_collection(
 }
 
 /// `GET /v1/collections/{c}`: settings, stats and index health.
-#[utoipa::path(get, path = "/v1/collections/{collection}", params(("collection" = String, Path)), responses(
+#[utoipa::path(get, tag = "collections", path = "/v1/collections/{collection}", params(("collection" = String, Path)), responses(
     (status = 200, body = CollectionInfo),
     (status = 404, body = ErrorBody),
 ))]
@@ -121,7 +121,7 @@ pub async fn get_collection(
 }
 
 /// `DELETE /v1/collections/{c}`: drops a collection and everything in it.
-#[utoipa::path(delete, path = "/v1/collections/{collection}", params(("collection" = String, Path)), responses(
+#[utoipa::path(delete, tag = "collections", path = "/v1/collections/{collection}", params(("collection" = String, Path)), responses(
     (status = 200, description = "Dropped"),
     (status = 404, body = ErrorBody),
 ))]
@@ -185,7 +185,7 @@ impl SetSearchDefaults {
 /// `PUT /v1/collections/{c}/search-defaults`: sets the collection's search defaults by hand
 /// (source `set`, for its current model), replacing any; searches use them from now on where
 /// a request does not say.
-#[utoipa::path(put, path = "/v1/collections/{collection}/search-defaults", params(("collection" = String, Path)),
+#[utoipa::path(put, tag = "collections", path = "/v1/collections/{collection}/search-defaults", params(("collection" = String, Path)),
     request_body = SetSearchDefaults,
     responses(
         (status = 200, description = "Stored", body = SearchDefaultsInfo),
@@ -227,7 +227,7 @@ pub struct DefaultsCleared {
 
 /// `DELETE /v1/collections/{c}/search-defaults`: clears the collection's search defaults;
 /// its searches take the server's again.
-#[utoipa::path(delete, path = "/v1/collections/{collection}/search-defaults", params(("collection" = String, Path)), responses(
+#[utoipa::path(delete, tag = "collections", path = "/v1/collections/{collection}/search-defaults", params(("collection" = String, Path)), responses(
     (status = 200, body = DefaultsCleared),
     (status = 404, body = ErrorBody),
 ))]

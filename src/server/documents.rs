@@ -117,7 +117,7 @@ pub struct UpsertResult {
 /// committed before it; nothing after the bad line is written. A document with
 /// `"format": "html"` is stored as its visible text (its context too). A document's `context`
 /// is stored with it and never encoded.
-#[utoipa::path(post, path = "/v1/collections/{collection}/documents", params(("collection" = String, Path)),
+#[utoipa::path(post, tag = "documents", path = "/v1/collections/{collection}/documents", params(("collection" = String, Path)),
     request_body(content = Vec<DocumentUpsert>, description = "JSON array, or NDJSON with Content-Type application/x-ndjson"),
     responses(
         (status = 200, body = UpsertResult),
@@ -333,7 +333,7 @@ pub struct DocumentView {
 }
 
 /// `GET /v1/collections/{c}/documents/{id}`: the document as stored, with its context.
-#[utoipa::path(get, path = "/v1/collections/{collection}/documents/{id}",
+#[utoipa::path(get, tag = "documents", path = "/v1/collections/{collection}/documents/{id}",
     params(("collection" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = DocumentView), (status = 404, body = ErrorBody)))]
 pub async fn get_document(
@@ -360,7 +360,7 @@ pub async fn get_document(
 }
 
 /// `DELETE /v1/collections/{c}/documents/{id}`.
-#[utoipa::path(delete, path = "/v1/collections/{collection}/documents/{id}",
+#[utoipa::path(delete, tag = "documents", path = "/v1/collections/{collection}/documents/{id}",
     params(("collection" = String, Path), ("id" = String, Path)),
     responses((status = 200, description = "Deleted"), (status = 404, body = ErrorBody)))]
 pub async fn delete_document(

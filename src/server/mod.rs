@@ -5,24 +5,24 @@
 //! is a thin call into [`crate::engine`] (or [`crate::db`] for plain reads) on tokio's
 //! blocking pool, so encoding and reranking never stall the async threads.
 
-pub mod api;
-pub mod auth;
-pub mod collections;
+pub(crate) mod api;
+pub(crate) mod auth;
+pub(crate) mod collections;
 pub mod config;
-pub mod documents;
-pub mod error;
-pub mod extract;
-pub mod guard;
-pub mod jobs;
-pub mod listen;
-pub mod metrics;
-pub mod openapi;
-pub mod reindex;
-pub mod review;
-pub mod routes;
-pub mod search;
-pub mod ui;
-pub mod uploads;
+pub(crate) mod documents;
+pub(crate) mod error;
+pub(crate) mod extract;
+pub(crate) mod guard;
+pub(crate) mod jobs;
+pub(crate) mod listen;
+pub(crate) mod metrics;
+pub(crate) mod openapi;
+pub(crate) mod reindex;
+pub(crate) mod review;
+pub(crate) mod routes;
+pub(crate) mod search;
+pub(crate) mod ui;
+pub(crate) mod uploads;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

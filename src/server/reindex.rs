@@ -80,7 +80,7 @@ impl Reindexes {
 
 /// `POST /v1/collections/{c}/reindex`: starts re-encoding the collection onto another model;
 /// searches and writes go on against the current model until the new generation is complete.
-#[utoipa::path(post, path = "/v1/collections/{collection}/reindex",
+#[utoipa::path(post, tag = "reindex", path = "/v1/collections/{collection}/reindex",
     params(("collection" = String, Path)), request_body = ReindexRequest,
     responses((status = 202, body = ReindexStatus), (status = 404, body = ErrorBody),
         (status = 409, description = "A reindex of it is running", body = ErrorBody),
@@ -198,7 +198,7 @@ fn run(state: &AppState, collection: &str, model: &str, encoder: Arc<Encoder>, j
 }
 
 /// `GET /v1/collections/{c}/reindex`: the progress of the collection's latest reindex.
-#[utoipa::path(get, path = "/v1/collections/{collection}/reindex",
+#[utoipa::path(get, tag = "reindex", path = "/v1/collections/{collection}/reindex",
     params(("collection" = String, Path)),
     responses((status = 200, body = ReindexStatus), (status = 404, body = ErrorBody)))]
 pub async fn status(

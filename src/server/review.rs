@@ -35,7 +35,7 @@ pub struct ReviewParams {
 
 /// `GET /v1/collections/{c}/review`: recently written questions whose best other match
 /// reaches the threshold and has no verdict yet, newest first.
-#[utoipa::path(get, path = "/v1/collections/{collection}/review",
+#[utoipa::path(get, tag = "review", path = "/v1/collections/{collection}/review",
     params(("collection" = String, Path), ReviewParams),
     responses((status = 200, body = ReviewPage), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn review_queue(
@@ -73,7 +73,7 @@ pub struct VerdictsParams {
 }
 
 /// `GET /v1/collections/{c}/verdicts`: every stored verdict, oldest first, as JSON or TSV.
-#[utoipa::path(get, path = "/v1/collections/{collection}/verdicts",
+#[utoipa::path(get, tag = "review", path = "/v1/collections/{collection}/verdicts",
     params(("collection" = String, Path), VerdictsParams),
     responses((status = 200, body = Vec<StoredVerdict>), (status = 404, body = ErrorBody)))]
 pub async fn list_verdicts(
@@ -116,7 +116,7 @@ pub async fn list_verdicts(
 
 /// `POST /v1/collections/{c}/verdicts`: stores an admin's verdict on a pair (a new verdict on
 /// the same pair replaces the old one).
-#[utoipa::path(post, path = "/v1/collections/{collection}/verdicts",
+#[utoipa::path(post, tag = "review", path = "/v1/collections/{collection}/verdicts",
     params(("collection" = String, Path)), request_body = Verdict,
     responses((status = 201, body = StoredVerdict), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn put_verdict(
@@ -134,7 +134,7 @@ pub async fn put_verdict(
 }
 
 /// `DELETE /v1/collections/{c}/verdicts/{key}`: withdraws a verdict.
-#[utoipa::path(delete, path = "/v1/collections/{collection}/verdicts/{key}",
+#[utoipa::path(delete, tag = "review", path = "/v1/collections/{collection}/verdicts/{key}",
     params(("collection" = String, Path), ("key" = String, Path)),
     responses((status = 200, description = "Removed"), (status = 404, body = ErrorBody)))]
 pub async fn delete_verdict(

@@ -11,13 +11,13 @@ use super::error::{ApiError, ErrorBody};
 use super::AppState;
 
 /// `GET /healthz`: the process is up.
-#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "Alive")))]
+#[utoipa::path(get, tag = "health", path = "/healthz", responses((status = 200, description = "Alive")))]
 pub async fn healthz() -> Json<serde_json::Value> {
     Json(serde_json::json!({ "status": "ok" }))
 }
 
 /// `GET /readyz`: every collection's indexes are loaded.
-#[utoipa::path(get, path = "/readyz", responses(
+#[utoipa::path(get, tag = "health", path = "/readyz", responses(
     (status = 200, description = "Ready to serve"),
     (status = 503, description = "Still loading indexes", body = ErrorBody),
 ))]
@@ -83,7 +83,7 @@ fn store_failure() -> &'static str {
 }
 
 /// `GET /metrics`: Prometheus exposition.
-#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text format")))]
+#[utoipa::path(get, tag = "health", path = "/metrics", responses((status = 200, description = "Prometheus text format")))]
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let s = state.clone();
     match tokio::task::spawn_blocking(move || s.metrics.render(s.db())).await {

@@ -92,7 +92,7 @@ impl SearchRequest {
 }
 
 /// `POST /v1/collections/{c}/search`: hybrid retrieval, RCMD rerank, every stage's score.
-#[utoipa::path(post, path = "/v1/collections/{collection}/search", params(("collection" = String, Path)),
+#[utoipa::path(post, tag = "search", path = "/v1/collections/{collection}/search", params(("collection" = String, Path)),
     request_body = SearchRequest,
     responses((status = 200, body = SearchOutcome), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn search_collection(
@@ -136,7 +136,7 @@ pub struct DuplicatesRequest {
 }
 
 /// `POST /v1/collections/{c}/duplicates`: is this question already asked?
-#[utoipa::path(post, path = "/v1/collections/{collection}/duplicates", params(("collection" = String, Path)),
+#[utoipa::path(post, tag = "search", path = "/v1/collections/{collection}/duplicates", params(("collection" = String, Path)),
     request_body = DuplicatesRequest,
     responses((status = 200, body = DuplicateVerdict), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn duplicates(
@@ -185,7 +185,7 @@ pub struct ExplainRequest {
 
 /// `POST /v1/explain`: why two texts match (RCMD alignments and contributions), with their
 /// cosine, W2, lexical similarity and P(duplicate).
-#[utoipa::path(post, path = "/v1/explain", request_body = ExplainRequest,
+#[utoipa::path(post, tag = "search", path = "/v1/explain", request_body = ExplainRequest,
     responses((status = 200, body = PairExplanation), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn explain(
     State(state): State<Arc<AppState>>,

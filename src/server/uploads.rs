@@ -49,7 +49,7 @@ pub struct IngestParams {
 /// `POST /v1/collections/{c}/ingest`: uploads a TSV, CSV, JSON Lines or QQP file (the raw file
 /// as the body) and loads it in the background with the same pipeline as `kindred ingest`;
 /// answers 202 with the job to poll at `GET /v1/jobs/{id}`.
-#[utoipa::path(post, path = "/v1/collections/{collection}/ingest",
+#[utoipa::path(post, tag = "ingest", path = "/v1/collections/{collection}/ingest",
     params(("collection" = String, Path), IngestParams),
     request_body(content = String, description = "The file's bytes"),
     responses((status = 202, body = JobStatus), (status = 404, body = ErrorBody),
@@ -181,13 +181,13 @@ async fn save(
 }
 
 /// `GET /v1/jobs`: this server's ingest jobs, newest first.
-#[utoipa::path(get, path = "/v1/jobs", responses((status = 200, body = Vec<JobStatus>)))]
+#[utoipa::path(get, tag = "ingest", path = "/v1/jobs", responses((status = 200, body = Vec<JobStatus>)))]
 pub async fn list_jobs(State(state): State<Arc<AppState>>) -> Json<Vec<JobStatus>> {
     Json(state.jobs.list())
 }
 
 /// `GET /v1/jobs/{id}`: one ingest job's progress.
-#[utoipa::path(get, path = "/v1/jobs/{id}", params(("id" = u64, Path)),
+#[utoipa::path(get, tag = "ingest", path = "/v1/jobs/{id}", params(("id" = u64, Path)),
     responses((status = 200, body = JobStatus), (status = 404, body = ErrorBody)))]
 pub async fn get_job(
     State(state): State<Arc<AppState>>,

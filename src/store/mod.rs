@@ -26,7 +26,7 @@
 pub mod compat;
 mod defaults;
 mod flush;
-pub mod migrate;
+pub(crate) mod migrate;
 mod record;
 
 use std::path::{Path, PathBuf};

@@ -135,7 +135,7 @@ impl StoredDoc {
     }
 
     /// Decodes from disk. Damaged bytes are an error, never a panic or a huge allocation:
-    /// lengths are bounded by [`MAX_RECORD_BYTES`] before anything is allocated, and a record
+    /// lengths are bounded by `MAX_RECORD_BYTES` before anything is allocated, and a record
     /// that decodes is checked to be consistent (what readers index into) before it is used.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let config = bincode::config::standard().with_limit::<MAX_RECORD_BYTES>();

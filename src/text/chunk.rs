@@ -1,5 +1,6 @@
-//! Phrase chunks: splitting a text into the short phrases people align ("[ the black dog ]
-//! [ runs ] [ on the beach ]"), learned from the gold chunks of SemEval-2016 iSTS.
+//! Phrase chunks: splitting a text into the short phrases people align
+//! (`[ the black dog ] [ runs ] [ on the beach ]`), learned from the gold chunks of
+//! SemEval-2016 iSTS.
 //!
 //! A text is first cut into word *units* ([`units`]) as the BERT basic tokenizer cuts it: on
 //! whitespace, every punctuation character on its own, every CJK ideograph on its own. The

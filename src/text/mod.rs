@@ -5,13 +5,13 @@
 
 pub mod chunk;
 pub mod normalize;
-pub mod tokenize;
+pub(crate) mod tokenize;
 
 pub use normalize::{normalize, strip_markup, Normalized, TextFormat};
 pub use tokenize::{TextTokenizer, Tokenized};
 
 /// Lower-cased word unigrams and bigrams ("how", "how do", …) of a text, normalized first
-/// ([`normalize`]: `What&#39;s` is the words `what` and `s`, never `39`).
+/// ([`normalize()`]: `What&#39;s` is the words `what` and `s`, never `39`).
 pub fn terms(text: &str) -> Vec<String> {
     let words: Vec<String> = normalize::normalize_text(text)
         .split(|c: char| !c.is_alphanumeric())

@@ -16,9 +16,9 @@ use crate::types::Token;
 /// One tokenized text: the full model input and the content tokens users see.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tokenized {
-    /// Input ids, [CLS] … [SEP] included, no padding.
+    /// Input ids, `[CLS]` … `[SEP]` included, no padding.
     pub ids: Vec<u32>,
-    /// Per input id: true for special tokens ([CLS], [SEP], …).
+    /// Per input id: true for special tokens (`[CLS]`, `[SEP]`, …).
     pub special: Vec<bool>,
     /// The content tokens (special ones removed), in order, with char offsets.
     pub tokens: Vec<Token>,
@@ -46,7 +46,7 @@ impl std::fmt::Debug for TextTokenizer {
 
 impl TextTokenizer {
     /// Loads `tokenizer.json`, overriding its padding (the file of all-MiniLM pads to 128) and
-    /// truncating at `max_len` wordpieces including [CLS] and [SEP].
+    /// truncating at `max_len` wordpieces including `[CLS]` and `[SEP]`.
     pub fn from_file(path: &Path, max_len: usize) -> Result<Self> {
         let mut inner = Tokenizer::from_file(path).map_err(|e| UserError::InvalidModelDir {
             path: path.parent().unwrap_or(path).to_path_buf(),

@@ -4,14 +4,14 @@
 //!
 //! One step: tokenize the batch's distinct texts, run BERT on burn's autodiff device, L2-normalise
 //! the hidden states, copy the content token vectors to the host, compute the loss and its
-//! gradient there with the sparse [`rcmd_infonce`](super::loss::rcmd_infonce), and push the
+//! gradient there with the sparse [`super::loss::rcmd_infonce`], and push the
 //! gradient back through BERT as the surrogate Σ x ⊙ ∂L/∂x. Checkpoints (weights with their
 //! parameter ids + optimizer state + step) make runs resumable; dev AUC of s_RCMD is measured
 //! every `eval_every` steps and the best weights are what `out` holds.
 //!
 //! With graded pairs (STS-B/SICK train), each step also runs a batch of them and adds
 //! `graded_weight` × the CoSENT loss over their sentence-vector cosines
-//! ([`cosent`](super::loss::cosent)) and/or their s_RCMD ([`rcmd_cosent`]), pushed back through
+//! ([`super::loss::cosent`]) and/or their s_RCMD ([`rcmd_cosent`]), pushed back through
 //! BERT the same way (Σ cos ⊙ ∂L/∂cos, Σ x ⊙ ∂L/∂x).
 
 use std::collections::HashMap;

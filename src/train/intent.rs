@@ -27,7 +27,7 @@ use crate::error::{Result, UserError};
 use crate::eval::LabelledPair;
 use crate::model::heads::{Classifier, Dense, IntentHead};
 use crate::score::stats as metrics;
-use crate::Encoder;
+use crate::{Encoded, Encoder};
 
 /// Intent-head and classifier settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -218,68 +218,40 @@ pub fn train_intent(
 
     let device = encoder.options().device.device()?.autodiff();
     // Start from the moment-matched intents of the training texts (dev texts left out).
-    let start = |table: &[Vec<f32>]| {
-        let mut seen = std::collections::HashSet::new();
-        let rows: Vec<&[f32]> = train
-            .iter()
-            .flat_map(|p| [texts.id(&p.a), texts.id(&p.b)])
-            .filter(|&i| seen.insert(i))
-            .map(|i| table[i].as_slice())
-            .collect();
-        linear_of(&initial_projection(&rows, k), &device)
-    };
+    let mut seen = std::collections::HashSet::new();
+    let train_mu: Vec<&[f32]> = train
+        .iter()
+        .flat_map(|p| [texts.id(&p.a), texts.id(&p.b)])
+        .filter(|&i| seen.insert(i))
+        .map(|i| mu0[i].as_slice())
+        .collect();
     let mut net = Siamese {
-        mu: start(&mu0),
+        mu: linear_of(&initial_projection(&train_mu, k), &device),
         logvar: linear_of(&initial_averaging(d, k), &device),
         hidden: LinearConfig::new(2 * k, options.hidden).init(&device),
         out: LinearConfig::new(options.hidden, 1).init(&device),
         floor,
     };
-
     let tables = Tables {
         texts: &texts,
         mu: &mu0,
         logvar: &logvar0,
         dim: d,
     };
-    let dev_refs: Vec<&LabelledPair> = dev.iter().collect();
-    let dev_labels: Vec<bool> = dev.iter().map(|p| p.duplicate).collect();
-    // Dev metrics with the heads as plain functions (what the encoder will run).
-    let evaluate = |intent: &IntentHead, classifier: &Classifier| -> (f64, f64, f64) {
-        let learned: Vec<crate::Gaussian> = encoded
+    let dev = DevSet {
+        pairs: dev
             .iter()
-            .map(|e| intent.intent(&e.intent, floor))
-            .collect();
-        let (mut p, mut w2) = (Vec::new(), Vec::new());
-        for pair in &dev_refs {
-            let (a, b) = (&learned[texts.id(&pair.a)], &learned[texts.id(&pair.b)]);
-            p.push(f64::from(classifier.probability(a, b)));
-            w2.push(-f64::from(crate::score::w2(a, b)));
-        }
-        (
-            metrics::auc(&p, &dev_labels).unwrap_or(0.5),
-            metrics::accuracy(&p, &dev_labels, 0.5),
-            metrics::auc(&w2, &dev_labels).unwrap_or(0.5),
-        )
+            .map(|p| (texts.id(&p.a), texts.id(&p.b)))
+            .collect(),
+        labels: dev.iter().map(|p| p.duplicate).collect(),
     };
-    let w2_before = {
-        let w2: Vec<f64> = dev_refs
-            .iter()
-            .map(|p| {
-                let (a, b) = (&encoded[texts.id(&p.a)], &encoded[texts.id(&p.b)]);
-                -f64::from(crate::score::w2(&a.intent, &b.intent))
-            })
-            .collect();
-        metrics::auc(&w2, &dev_labels).unwrap_or(0.5)
-    };
+    let w2_before = dev.w2_auc(&encoded.iter().map(|e| e.intent.clone()).collect::<Vec<_>>());
 
     let started = std::time::Instant::now();
     let mut optim = AdamConfig::new().init();
     let mut rng = SplitMix64(options.seed);
     let mut losses = Vec::new();
-    // (intent head, classifier, (dev AUC, dev accuracy, dev −W2 AUC), epoch)
-    type Best = (IntentHead, Classifier, (f64, f64, f64), usize);
-    let mut best: Option<Best> = None;
+    let mut best: Option<(Heads, DevMetrics, usize)> = None;
     for epoch in 1..=options.epochs {
         let order = rng.permutation(train.len());
         let mut total = 0.0;
@@ -294,32 +266,91 @@ pub fn train_intent(
             net = optim.step(options.learning_rate, net, grads);
         }
         losses.push(total / batches.max(1) as f64);
-        let intent = IntentHead {
-            mu: dense_of(&net.mu)?,
-            logvar: dense_of(&net.logvar)?,
-        };
-        let classifier = Classifier {
-            hidden: dense_of(&net.hidden)?,
-            out: dense_of(&net.out)?,
-        };
-        let metrics = evaluate(&intent, &classifier);
-        if best.as_ref().is_none_or(|b| metrics.0 > b.2 .0) {
-            best = Some((intent, classifier, metrics, epoch));
+        let heads = net.heads()?;
+        let metrics = dev.evaluate(&encoded, &heads, floor);
+        if best.as_ref().is_none_or(|b| metrics.auc > b.1.auc) {
+            best = Some((heads, metrics, epoch));
         }
     }
-    let (intent, classifier, (auc, accuracy, w2_after), best_epoch) =
-        best.expect("at least one epoch");
+    let ((intent, classifier), metrics, best_epoch) = best.expect("at least one epoch");
     Ok(IntentReport {
         intent,
         classifier,
         dev_w2_auc_before: w2_before,
-        dev_w2_auc_after: w2_after,
-        dev_auc: auc,
-        dev_accuracy: accuracy,
+        dev_w2_auc_after: metrics.w2_auc,
+        dev_auc: metrics.auc,
+        dev_accuracy: metrics.accuracy,
         best_epoch,
         losses,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The two heads as plain functions (what the encoder will run).
+type Heads = (IntentHead, Classifier);
+
+impl Siamese {
+    /// The heads as they stand, as plain functions.
+    fn heads(&self) -> Result<Heads> {
+        let intent = IntentHead {
+            mu: dense_of(&self.mu)?,
+            logvar: dense_of(&self.logvar)?,
+        };
+        let classifier = Classifier {
+            hidden: dense_of(&self.hidden)?,
+            out: dense_of(&self.out)?,
+        };
+        Ok((intent, classifier))
+    }
+}
+
+/// The dev pairs, as indexes into the encoded text table, and their labels.
+struct DevSet {
+    pairs: Vec<(usize, usize)>,
+    labels: Vec<bool>,
+}
+
+/// What selects an epoch: the classifier's dev AUC and accuracy, and the −W2 AUC of the
+/// learned intents.
+struct DevMetrics {
+    auc: f64,
+    accuracy: f64,
+    w2_auc: f64,
+}
+
+impl DevSet {
+    /// The AUC of −W2 between the pairs' intents (`intents` indexed like the text table).
+    fn w2_auc(&self, intents: &[crate::Gaussian]) -> f64 {
+        let w2: Vec<f64> = self
+            .pairs
+            .iter()
+            .map(|&(a, b)| -f64::from(crate::score::w2(&intents[a], &intents[b])))
+            .collect();
+        metrics::auc(&w2, &self.labels).unwrap_or(0.5)
+    }
+
+    /// The heads' dev metrics, run as plain functions on the encoded texts.
+    fn evaluate(
+        &self,
+        encoded: &[Encoded],
+        (intent, classifier): &Heads,
+        floor: f32,
+    ) -> DevMetrics {
+        let learned: Vec<crate::Gaussian> = encoded
+            .iter()
+            .map(|e| intent.intent(&e.intent, floor))
+            .collect();
+        let p: Vec<f64> = self
+            .pairs
+            .iter()
+            .map(|&(a, b)| f64::from(classifier.probability(&learned[a], &learned[b])))
+            .collect();
+        DevMetrics {
+            auc: metrics::auc(&p, &self.labels).unwrap_or(0.5),
+            accuracy: metrics::accuracy(&p, &self.labels, 0.5),
+            w2_auc: self.w2_auc(&learned),
+        }
+    }
 }
 
 /// A burn linear layer computing `dense` (burn keeps the weight as `[inputs, outputs]`).

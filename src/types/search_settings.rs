@@ -19,7 +19,7 @@ pub const DEFAULT_K0: f32 = 60.0;
 pub enum Mode {
     /// Cosine of sentence vectors (HNSW).
     Cosine,
-    /// 2-Wasserstein distance of intents (HNSW on [μ;σ]).
+    /// 2-Wasserstein distance of intents (HNSW on `[μ;σ]`).
     W2,
     /// BM25 over word uni- and bigrams (the lexical index).
     Lexical,

@@ -126,6 +126,61 @@ fn crate_paths(code: &str) -> Vec<String> {
     out
 }
 
+/// Every public module path (`a::b`) declared with `pub mod` under `src/`, following only
+/// public modules (a `pub mod` inside a private module is not reachable).
+fn public_modules(file: &Path, prefix: &str, out: &mut Vec<String>) {
+    let text = std::fs::read_to_string(file).expect("reads");
+    let dir = match file.file_name().and_then(|n| n.to_str()) {
+        Some("lib.rs" | "mod.rs") => file.parent().expect("a parent").to_path_buf(),
+        _ => file.with_extension(""),
+    };
+    for line in text.lines() {
+        let Some(name) = line
+            .trim()
+            .strip_prefix("pub mod ")
+            .and_then(|r| r.strip_suffix(';'))
+        else {
+            continue;
+        };
+        let path = format!("{prefix}{name}");
+        out.push(path.clone());
+        for child in [
+            dir.join(name).join("mod.rs"),
+            dir.join(format!("{name}.rs")),
+        ] {
+            if child.exists() {
+                public_modules(&child, &format!("{path}::"), out);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_public_modules_are_the_ones_architecture_md_lists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    public_modules(&root.join("src/lib.rs"), "", &mut found);
+    found.sort();
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let section = doc
+        .split("## Public API")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a Public API section");
+    let block = section
+        .split("```text")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("the section lists the modules in a text block");
+    let mut listed: Vec<String> = block.split_whitespace().map(str::to_string).collect();
+    listed.sort();
+    assert!(found.len() > 10, "found only {found:?}");
+    assert_eq!(
+        found, listed,
+        "the public modules (left) differ from ARCHITECTURE.md's list (right): make the module \
+         pub(crate), or list it there and say why it is public"
+    );
+}
+
 #[test]
 fn crate_paths_are_read_from_plain_and_grouped_imports() {
     assert_eq!(crate_paths("use crate::db::View;"), ["db"]);

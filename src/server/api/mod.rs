@@ -12,15 +12,13 @@ pub mod review;
 pub mod search;
 
 pub use collections::{
-    CollectionInfo, CollectionSettings, CollectionStats, DefaultsSource, HnswParams, IndexInfo,
-    ModelIdentity, NewDocument, Precision, ReindexReport, SearchDefaults, SearchDefaultsInfo,
+    CollectionInfo, HnswParams, NewDocument, Precision, ReindexReport, SearchDefaultsInfo,
 };
 pub use jobs::{format_name, IngestSummary, Rejected};
-pub use review::{PairSide, ReviewItem, ReviewPage, StoredVerdict, Verdict};
+pub use review::{ReviewPage, StoredVerdict, Verdict};
 pub use search::{
-    Depths, DuplicateMatch, DuplicateVerdict, Explained, FusionWeights, Hit, Mode, PairExplanation,
-    RcmdStage, Rerank, SearchOutcome, SearchSettings, SettingSource, SettingSources, Stage, Stages,
-    Timings, Vectors, Weighting,
+    Depths, DuplicateVerdict, FusionWeights, Mode, PairExplanation, Rerank, SearchOutcome,
+    Weighting,
 };
 
 #[cfg(test)]
@@ -188,8 +186,8 @@ mod tests {
 
     #[test]
     fn search_answers_are_unchanged() {
-        same_json::<_, super::Hit>(hit("q1", true));
-        same_json::<_, super::Hit>(hit("q2", false));
+        same_json::<_, super::search::Hit>(hit("q1", true));
+        same_json::<_, super::search::Hit>(hit("q2", false));
         same_json::<_, super::SearchOutcome>(search::SearchOutcome {
             hits: vec![hit("q1", true), hit("q2", false)],
             candidates: 42,
