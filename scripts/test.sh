@@ -42,6 +42,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --all-targets -- -D warnings
+echo "== the library as users build it (without the tests' test-support feature): cargo clippy --lib"
+cargo clippy --lib -- -D warnings
 echo "== the library alone (no server, no training): cargo clippy --no-default-features --lib"
 cargo clippy --no-default-features --lib -- -D warnings
 echo "== cargo test"

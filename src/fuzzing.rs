@@ -88,7 +88,7 @@ pub fn request_body(data: &[u8]) {
     }
     let _ = parse::<crate::server::search::DuplicatesRequest>(b());
     let _ = parse::<crate::server::search::ExplainRequest>(b());
-    let _ = parse::<Vec<crate::server::api::NewDocument>>(b());
+    let _ = parse::<Vec<crate::server::api::collections::NewDocument>>(b());
     let _ = parse::<Vec<crate::server::documents::DocumentUpsert>>(b());
     let _ = parse::<crate::server::api::Verdict>(b());
     let _ = parse::<crate::server::collections::CreateCollection>(b());

@@ -248,6 +248,7 @@ fn encode_batches(
     }
 }
 
+#[tracing::instrument(level = "debug", skip_all, fields(docs = tokens.len()))]
 fn encode_on(
     threads: &Option<Arc<rayon::ThreadPool>>,
     encoder: &Encoder,
@@ -462,6 +463,7 @@ fn stopped_at_bad_row(bad: &Rejected, path: &Path, written: u64) -> crate::Error
 /// reindex switched the collection to another model meanwhile, the batch is tokenized and
 /// encoded again with `current()` (a text the new tokenizer refuses becomes a rejected row of
 /// the batch), written, and that encoder becomes the `latest` that later batches start with.
+#[tracing::instrument(level = "debug", skip_all, fields(collection, docs = batch.docs.len()))]
 fn write_batch(
     db: &Database,
     collection: &str,

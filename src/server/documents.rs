@@ -387,7 +387,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::server::api::NewDocument;
+    use crate::server::api::collections::NewDocument;
 
     fn read(body: serde_json::Value) -> ApiResult<Vec<db::NewDocument>> {
         let docs: Vec<DocumentUpsert> = parse(Ok(Bytes::from(body.to_string())))?;

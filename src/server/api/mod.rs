@@ -11,9 +11,7 @@ pub mod jobs;
 pub mod review;
 pub mod search;
 
-pub use collections::{
-    CollectionInfo, HnswParams, NewDocument, Precision, ReindexReport, SearchDefaultsInfo,
-};
+pub use collections::{CollectionInfo, HnswParams, Precision, ReindexReport, SearchDefaultsInfo};
 pub use jobs::{format_name, IngestSummary, Rejected};
 pub use review::{ReviewPage, StoredVerdict, Verdict};
 pub use search::{
@@ -409,7 +407,7 @@ mod tests {
             json!({ "id": "a", "text": "t", "context": null }),
             json!({ "id": "a", "text": "t", "context": 3 }),
         ] {
-            same_read::<super::NewDocument, db::NewDocument>(body);
+            same_read::<super::collections::NewDocument, db::NewDocument>(body);
         }
         for body in [
             json!({}),
