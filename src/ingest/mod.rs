@@ -463,7 +463,7 @@ fn stopped_at_bad_row(bad: &Rejected, path: &Path, written: u64) -> crate::Error
 /// reindex switched the collection to another model meanwhile, the batch is tokenized and
 /// encoded again with `current()` (a text the new tokenizer refuses becomes a rejected row of
 /// the batch), written, and that encoder becomes the `latest` that later batches start with.
-#[tracing::instrument(level = "debug", skip_all, fields(collection, docs = batch.docs.len()))]
+#[tracing::instrument(level = "debug", skip_all, fields(collection = collection, docs = batch.docs.len()))]
 fn write_batch(
     db: &Database,
     collection: &str,
