@@ -928,6 +928,10 @@ enum Source {
     Remote(Box<RemoteView>),
 }
 
+/// How many BM25 candidates [`View::lexical_filtered`] looks at, at most, for one search on a
+/// backend that applies filters itself.
+pub const LEXICAL_FILTER_DEPTH: usize = 65_536;
+
 /// Which documents a vector stage searches among: given ids (None: all), or those a filter
 /// admits.
 #[derive(Clone, Copy)]
@@ -1112,6 +1116,48 @@ impl View<'_> {
         match among {
             Some(ids) => lexical.search_where(text, k, &|id| ids.binary_search(&id).is_ok()),
             None => lexical.search(text, k),
+        }
+    }
+
+    /// [`View::lexical`] among the documents `filter` admits, on a backend that
+    /// [pushes filters](View::pushes_filters) down: this node's BM25 candidates are taken
+    /// deeper and deeper (from 4k, ×4 a round) and the backend says which of them the filter
+    /// admits, until k are found, the index has no more documents sharing a term with `text`,
+    /// or [`LEXICAL_FILTER_DEPTH`] candidates were looked at. (The embedded backend filters
+    /// before it cuts, with its metadata index.)
+    pub fn lexical_filtered(
+        &self,
+        text: &str,
+        k: usize,
+        filter: &Filter,
+    ) -> Result<Vec<(u64, f32)>> {
+        let r = match &self.source {
+            Source::Local(_) => return Ok(self.lexical(text, k, Some(&self.admitted(filter)))),
+            Source::Remote(r) => r,
+        };
+        let lexical = self.lexical_index();
+        let mut depth = (4 * k).max(64);
+        // Ids already asked about (by id, not position: writes may land between rounds).
+        let mut seen = std::collections::HashSet::new();
+        let mut admitted = std::collections::HashSet::new();
+        loop {
+            let hits = lexical.search(text, depth);
+            let fresh: Vec<u64> = hits
+                .iter()
+                .map(|&(id, _)| id)
+                .filter(|&id| seen.insert(id))
+                .collect();
+            admitted.extend(r.remote.admitted_among(&self.name, filter, &fresh)?);
+            let mut kept: Vec<(u64, f32)> = hits
+                .iter()
+                .filter(|(id, _)| admitted.contains(id))
+                .copied()
+                .collect();
+            if kept.len() >= k || hits.len() < depth || depth >= LEXICAL_FILTER_DEPTH {
+                kept.truncate(k);
+                return Ok(kept);
+            }
+            depth = (depth * 4).min(LEXICAL_FILTER_DEPTH);
         }
     }
 

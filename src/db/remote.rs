@@ -56,6 +56,8 @@ const BATCH_ROWS: usize = 256;
 const BATCH_BYTES: usize = 16 << 20;
 /// Most rows one query returns (Milvus's limit is 16,384).
 const QUERY_ROWS: usize = 16_384;
+/// Ids per `id in [..]` query when asking which candidates a filter admits.
+const ADMITTED_PER_QUERY: usize = 4_096;
 /// Records per read: a gRPC answer must stay under the client's 4 MiB, and a record may be
 /// up to [`CHUNKS`] × 64 KiB of base64.
 const RECORDS_PER_READ: usize = 12;
@@ -749,6 +751,31 @@ impl Remote {
             .and_then(|r| r.get("count(*)"))
             .and_then(|v| v.as_u64())
             .unwrap_or(0))
+    }
+
+    /// Which of `ids` (internal ids of collection `name`) `filter` admits.
+    pub fn admitted_among(
+        &self,
+        name: &str,
+        filter: &Filter,
+        ids: &[u64],
+    ) -> Result<std::collections::HashSet<u64>> {
+        let expr = expression(filter, "meta");
+        let collection = format!("{}_docs", physical(name));
+        let mut admitted = std::collections::HashSet::new();
+        for group in ids.chunks(ADMITTED_PER_QUERY) {
+            let e = match &expr {
+                Some(x) => format!("({x}) and {}", ids_expr(group)),
+                None => ids_expr(group),
+            };
+            let rows = self.query(&collection, &e, &["id"], Some(group.len()))?;
+            admitted.extend(
+                rows.iter()
+                    .filter_map(|r| r.get("id")?.as_i64())
+                    .map(|i| i as u64),
+            );
+        }
+        Ok(admitted)
     }
 
     // --- documents ----------------------------------------------------------------------

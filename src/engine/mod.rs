@@ -192,7 +192,7 @@ impl Collection<'_> {
         let start = Instant::now();
         let scope = search::scope(&self.view, params)?;
         let (query, encode_ms, lexical) = self.encode_beside_lexical(text, params, &scope, start);
-        let query = query?;
+        let (query, lexical) = (query?, lexical?);
         let stages_start = Instant::now();
         let scored = self.scored(
             &judge,
@@ -304,7 +304,7 @@ impl Collection<'_> {
         let start = Instant::now();
         let scope = search::scope(&self.view, &pool)?;
         let (query, encode_ms, lexical) = self.encode_beside_lexical(text, &pool, &scope, start);
-        let query = query?;
+        let (query, lexical) = (query?, lexical?);
         let stages_start = Instant::now();
         let scored = self.scored(&judge, text, &query, (&pool, &scope), lexical, stages_start)?;
         let mut out = search::verdict(
@@ -387,7 +387,7 @@ impl Collection<'_> {
         params: &SearchParams,
         scope: &Scope,
         start: Instant,
-    ) -> (Result<Encoded>, f64, Vec<u64>) {
+    ) -> (Result<Encoded>, f64, Result<Vec<u64>>) {
         std::thread::scope(|s| {
             let lexical = s.spawn(|| search::lexical_stage(&self.view, text, params, scope));
             let query = self.encoder.encode_one(text);

@@ -128,12 +128,15 @@ pub fn lexical_stage(
     text: &str,
     params: &SearchParams,
     scope: &Scope,
-) -> Vec<u64> {
-    if matches!(params.mode, Mode::Lexical | Mode::Hybrid) {
-        ids(view.lexical(text, params.depths.lexical, scope.admitted()))
-    } else {
-        Vec::new()
+) -> Result<Vec<u64>> {
+    if !matches!(params.mode, Mode::Lexical | Mode::Hybrid) {
+        return Ok(Vec::new());
     }
+    let depth = params.depths.lexical;
+    Ok(ids(match scope.pushed() {
+        Some(f) => view.lexical_filtered(text, depth, f)?,
+        None => view.lexical(text, depth, scope.admitted()),
+    }))
 }
 
 /// The cosine and W2 first stages, side by side, within `scope`.
@@ -565,6 +568,7 @@ pub fn search_encoded(
         (lexical.join().expect("lexical stage"), vectors)
     });
     let (cosine, w2) = vectors?;
+    let lexical = lexical?;
     let stages = FirstStages {
         cosine,
         w2,

@@ -183,6 +183,35 @@ fn milvus_backend_answers_like_the_embedded_one() {
         );
     }
 
+    // The lexical stage under a filter: this node's BM25 candidates are checked against the
+    // filter in Milvus, deeper until k match, so a lexical search at a shallow depth still
+    // finds the k best matching documents, as the embedded backend (which filters before the
+    // cut) does. Before, the node cut its 10 best of all 600 and the filter then kept about 2.
+    for filter in [
+        json!({"bucket": 3}),
+        json!({"lang": "xx", "bucket": {"lt": 2}}),
+    ] {
+        for q in &queries[..5] {
+            let body = json!({"text": q, "k": 10, "mode": "lexical", "rerank": "none",
+                              "depths": {"lexical": 10}, "filter": filter});
+            let (a, b) = (search(&local, &body), search(&remote, &body));
+            let (want, got): (HashSet<String>, HashSet<String>) = (
+                hit_ids(&a).into_iter().collect(),
+                hit_ids(&b).into_iter().collect(),
+            );
+            assert_eq!(got.len(), want.len(), "{filter} {q:?}: {want:?} vs {got:?}");
+            assert!(
+                want.len() >= 5,
+                "{filter} {q:?}: only {} embedded hits",
+                want.len()
+            );
+            assert!(
+                want.intersection(&got).count() + 1 >= want.len(),
+                "{filter} {q:?}: {want:?} vs {got:?}"
+            );
+        }
+    }
+
     // A second node on the same cluster sees everything: documents, writes made through the
     // first node (at Session consistency: at once on the node that wrote, within Milvus's
     // graceful time on the others), search defaults set through the first.
