@@ -11,6 +11,7 @@ Install with `scripts/milvus.sh` (a virtual environment under target/milvus-venv
 import argparse
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -22,7 +23,25 @@ def main() -> int:
     ap.add_argument("--port", type=int, required=True, help="gRPC port on 127.0.0.1")
     args = ap.parse_args()
 
+    import milvus
     from milvus import default_server
+
+    # The package checks each port is free by binding it without SO_REUSEADDR, so a restart on
+    # the port clients were connected to (its closed connections linger in TIME_WAIT for a
+    # minute) silently moved the server to the next free port. The server itself (Go) binds
+    # with SO_REUSEADDR; let the check do the same.
+    def try_bind_port(self, port):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+            return sock
+        except OSError:
+            sock.close()
+            return None
+
+    milvus.MilvusServerConfig.try_bind_port = try_bind_port
 
     default_server.set_base_dir(args.dir)
     default_server.listen_port = args.port
@@ -37,6 +56,13 @@ def main() -> int:
     signal.signal(signal.SIGINT, stop)
     started = time.time()
     default_server.start()
+    if default_server.listen_port != args.port:
+        print(
+            f"error: the server listens on {default_server.listen_port}, not {args.port}",
+            flush=True,
+        )
+        default_server.stop()
+        return 1
     print(f"ready {args.port} after {time.time() - started:.1f}s", flush=True)
     parent = os.getppid()
     try:

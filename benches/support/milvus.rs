@@ -17,8 +17,18 @@ pub struct Milvus {
 }
 
 impl Milvus {
-    /// Installs (once) and starts the server over `dir`.
+    /// Installs (once) and starts the server over `dir`, on a free port.
     pub fn start(dir: &Path) -> Milvus {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            l.local_addr().expect("addr").port()
+        };
+        Milvus::start_on(dir, port)
+    }
+
+    /// Installs (once) and starts the server over `dir` on `port` (a restart: the same
+    /// directory and port as before).
+    pub fn start_on(dir: &Path, port: u16) -> Milvus {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let script = root.join("scripts/milvus.sh");
         let install = Command::new(&script)
@@ -33,10 +43,6 @@ impl Milvus {
             .output()
             .expect("scripts/milvus.sh python");
         let python = String::from_utf8(python.stdout).expect("utf-8");
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-            l.local_addr().expect("addr").port()
-        };
         let mut child = Command::new(python.trim())
             .arg(root.join("scripts/milvus_server.py"))
             .args(["--dir", dir.to_str().expect("utf-8")])

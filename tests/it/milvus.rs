@@ -43,7 +43,8 @@ fn eventually(what: &str, ok: impl Fn() -> bool) {
 #[test]
 fn milvus_backend_answers_like_the_embedded_one() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let mut milvus = Milvus::start(&tmp.path().join("milvus"));
+    let milvus_dir = tmp.path().join("milvus");
+    let mut milvus = Milvus::start(&milvus_dir);
     let keys = [("KINDRED_ADMIN_KEY", ADMIN)];
     let backend = milvus.url();
     let remote = Server::start(&tmp.path().join("node1"), &["--backend", &backend], &keys);
@@ -366,6 +367,48 @@ fn milvus_backend_answers_like_the_embedded_one() {
         None,
     );
     assert_eq!(st, 503);
+
+    // Milvus comes back (same directory and port): the nodes answer again without a restart
+    // of their own, with every acknowledged document (its collections come back unloaded:
+    // the nodes load them on the first read that Milvus refuses as "not loaded").
+    let port = milvus.port;
+    drop(milvus);
+    let _milvus = Milvus::start_on(&milvus_dir, port);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (st, doc) = call(
+            "GET",
+            &remote.url("/v1/collections/qqp/documents/q1"),
+            Some(ADMIN),
+            None,
+        );
+        if st == 200 {
+            assert_eq!(doc["text"].as_str(), docs[1]["text"].as_str());
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node 1 did not answer 60 s after Milvus restarted: {st} {doc}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let body = json!({"text": queries[1], "k": 10, "mode": "cosine", "rerank": "none"});
+    assert_eq!(hit_ids(&search(&remote, &body)).len(), 10);
+    let again = json!([{"id": "after-restart", "text": "Can I write once Milvus is back?"}]);
+    let (st, r) = call(
+        "POST",
+        &node2.url("/v1/collections/qqp/documents"),
+        Some(ADMIN),
+        Some(&again),
+    );
+    assert_eq!(st, 200, "{r}");
+    eventually("both nodes count every acknowledged document", || {
+        [&remote, &node2].iter().all(|s| {
+            call("GET", &s.url("/v1/collections"), Some(ADMIN), None).1["collections"][0]
+                ["documents"]
+                == 601
+        })
+    });
 
     // And the nodes still shut down cleanly.
     remote.stop();
