@@ -6,6 +6,9 @@
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 
+use kindred::db::Backend;
+use kindred::UserError;
+
 use super::Global;
 
 #[derive(Debug, ClapArgs)]
@@ -17,6 +20,20 @@ pub struct AdaptArgs {
 pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
     let device = g.device.as_deref().unwrap_or("cpu").parse()?;
     let t = &args.train;
+    // Step 2 reindexes, which the Milvus backend does not offer: say so before the training.
+    if let Some(Backend::Milvus(url)) = &g.backend {
+        return Err(kindred::Error::from(UserError::NotSupported {
+            what: "adapt (its second step is a reindex)".into(),
+            backend: "milvus",
+            fix: format!(
+                "run `kindred --backend {url} train context --collection {} --out DIR`, then {} \
+                 (--model DIR)",
+                t.collection,
+                kindred::db::REINDEX_ON_MILVUS
+            ),
+        })
+        .into());
+    }
     eprintln!(
         "1/3 train context: harvesting pairs from {:?} and training",
         t.collection

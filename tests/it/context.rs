@@ -357,6 +357,33 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
     );
 }
 
+/// `adapt` reindexes in its second step, which the Milvus backend does not offer: it says so
+/// before it trains (before, it trained for minutes and then failed at the reindex).
+#[test]
+fn adapt_on_the_milvus_backend_is_refused_before_it_trains_naming_the_steps_to_take() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let started = std::time::Instant::now();
+    let out = kindred(data.path())
+        .args([
+            "--backend",
+            "milvus://127.0.0.1:1",
+            "adapt",
+            "--collection",
+            "faq",
+        ])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("not available on the milvus backend")
+            && err.contains("train context --collection faq")
+            && err.contains("ingest"),
+        "{err}"
+    );
+    assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+}
+
 #[test]
 fn eval_forum_reproduces_the_tasks_baseline_and_ranks_above_it_on_semeval_dev() {
     let dev = crate::common::shared_data("semeval2016_task3/SemEval2016-Task3-CQA-QL-dev.xml");
