@@ -128,15 +128,13 @@ pub fn record(db: &Database, collection: &str, verdict: Verdict) -> Result<Store
             .map_or(0, |d| d.as_secs()),
     };
     let json = serde_json::to_vec(&stored).expect("verdicts serialise");
-    db.store()
-        .put_pair(collection, stored.key.as_bytes(), &json)?;
+    db.put_pair(collection, &stored.key, &json)?;
     Ok(stored)
 }
 
 /// Every verdict of a collection, oldest first.
 pub fn verdicts(db: &Database, collection: &str) -> Result<Vec<StoredVerdict>> {
     let mut out = db
-        .store()
         .pairs(collection)?
         .into_iter()
         .map(|(_, v)| decode(&v))
@@ -147,7 +145,7 @@ pub fn verdicts(db: &Database, collection: &str) -> Result<Vec<StoredVerdict>> {
 
 /// Removes a verdict; true if it existed.
 pub fn remove(db: &Database, collection: &str, key: &str) -> Result<bool> {
-    db.store().remove_pair(collection, key.as_bytes())
+    db.remove_pair(collection, key)
 }
 
 fn decode(bytes: &[u8]) -> Result<StoredVerdict> {

@@ -371,6 +371,37 @@ impl Database {
         &self.store
     }
 
+    /// Stores labelled pair `key` of collection `name` (a review verdict, JSON), replacing one
+    /// stored under that key. On the Milvus backend it is shared metadata, so every node sees
+    /// it.
+    pub fn put_pair(&self, name: &str, key: &str, value: &[u8]) -> Result<()> {
+        match &self.remote {
+            Some(r) => r.put_pair(name, key, value),
+            None => self.store.put_pair(name, key.as_bytes(), value),
+        }
+    }
+
+    /// Every labelled pair of collection `name`: (key, value).
+    pub fn pairs(&self, name: &str) -> Result<Vec<(String, Vec<u8>)>> {
+        match &self.remote {
+            Some(r) => r.pairs(name),
+            None => Ok(self
+                .store
+                .pairs(name)?
+                .into_iter()
+                .map(|(k, v)| (String::from_utf8_lossy(&k).into_owned(), v))
+                .collect()),
+        }
+    }
+
+    /// Removes labelled pair `key` of collection `name`; true if it was there.
+    pub fn remove_pair(&self, name: &str, key: &str) -> Result<bool> {
+        match &self.remote {
+            Some(r) => r.remove_pair(name, key),
+            None => self.store.remove_pair(name, key.as_bytes()),
+        }
+    }
+
     /// Creates a collection.
     pub fn create_collection(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
         settings.hnsw.validate()?;

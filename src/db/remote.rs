@@ -622,6 +622,46 @@ impl Remote {
         Ok(had)
     }
 
+    // --- labelled pairs (review verdicts) -------------------------------------------------
+
+    /// Stores labelled pair `key` of collection `name`: shared metadata under
+    /// `meta/<name>/pair/<key>` (removed with the collection).
+    pub fn put_pair(&self, name: &str, key: &str, value: &[u8]) -> Result<()> {
+        let value = std::str::from_utf8(value).map_err(|_| UserError::InvalidArgument {
+            name: "verdict",
+            reason: "not UTF-8 text".into(),
+        })?;
+        self.set_meta(&pair_key(name, key), value)
+    }
+
+    /// Every labelled pair of collection `name`: (key, value), at most [`QUERY_ROWS`].
+    pub fn pairs(&self, name: &str) -> Result<Vec<(String, Vec<u8>)>> {
+        let prefix = pair_key(name, "");
+        let rows = self.query(
+            META,
+            &format!("key like {}", json!(format!("{prefix}%"))),
+            &["key", "value"],
+            Some(QUERY_ROWS),
+        )?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let key = r.get("key")?.as_str()?.strip_prefix(&prefix)?;
+                let value = r.get("value")?.as_str()?;
+                Some((key.to_string(), value.as_bytes().to_vec()))
+            })
+            .collect())
+    }
+
+    /// Removes labelled pair `key` of collection `name`; true if it was there.
+    pub fn remove_pair(&self, name: &str, key: &str) -> Result<bool> {
+        // Keys are 32 hex digits (`review::pair_key`); anything else was never stored.
+        if key.is_empty() || key.len() > 64 || !key.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Ok(false);
+        }
+        self.remove_meta(&pair_key(name, key))
+    }
+
     // --- collections --------------------------------------------------------------------
 
     /// Creates kindred collection `name`: its two Milvus collections, indexed and loaded,
@@ -1227,6 +1267,11 @@ fn settings_key(name: &str) -> String {
 /// The key of collection `name`'s metadata value `key`.
 pub(crate) fn meta_key(name: &str, key: &str) -> String {
     format!("meta/{name}/{key}")
+}
+
+/// The shared-metadata key of labelled pair `key` of collection `name`.
+fn pair_key(name: &str, key: &str) -> String {
+    meta_key(name, &format!("pair/{key}"))
 }
 
 /// The name of record chunk `c` (`rec0..rec3`).

@@ -280,6 +280,45 @@ fn milvus_backend_answers_like_the_embedded_one() {
     );
     assert_eq!(st, 200);
 
+    // Review verdicts are shared: given on node 1, listed by node 2 (and its pair out of node
+    // 2's review queue), withdrawn through node 2, gone on node 1. Before, each node kept its
+    // own in its local store.
+    let verdict = json!({"a": {"id": "q3", "text": docs[3]["text"]},
+                         "b": {"id": "q4", "text": docs[4]["text"]}, "duplicate": true});
+    let (st, stored) = call(
+        "POST",
+        &remote.url("/v1/collections/qqp/verdicts"),
+        Some(ADMIN),
+        Some(&verdict),
+    );
+    assert_eq!(st, 201, "{stored}");
+    let key = stored["key"].as_str().expect("key").to_string();
+    let listed = |s: &Server| -> Vec<String> {
+        let (st, all) = call(
+            "GET",
+            &s.url("/v1/collections/qqp/verdicts"),
+            Some(ADMIN),
+            None,
+        );
+        assert_eq!(st, 200, "{all}");
+        all.as_array()
+            .expect("a list")
+            .iter()
+            .filter_map(|v| v["key"].as_str().map(str::to_string))
+            .collect()
+    };
+    eventually("node 2 lists node 1's verdict", || {
+        listed(&node2) == [key.clone()]
+    });
+    let (st, e) = call(
+        "DELETE",
+        &node2.url(&format!("/v1/collections/qqp/verdicts/{key}")),
+        Some(ADMIN),
+        None,
+    );
+    assert_eq!(st, 200, "{e}");
+    eventually("node 1 no longer lists it", || listed(&remote).is_empty());
+
     // Replace and delete, seen by the other node.
     let changed = json!([{"id": "q7", "text": "What is the best way to learn Rust?"}]);
     let (st, _) = call(
