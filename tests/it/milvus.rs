@@ -280,8 +280,8 @@ fn milvus_backend_answers_like_the_embedded_one() {
     );
     assert_eq!(st, 200);
 
-    // Review verdicts are shared: given on node 1, listed by node 2 (and its pair out of node
-    // 2's review queue), withdrawn through node 2, gone on node 1. Before, verdicts went to the
+    // Review verdicts are shared: given on node 1, listed by node 2, withdrawn through node 2,
+    // gone on node 1. Before, verdicts went to the
     // node's local store, which holds no Milvus collection, and recording one failed.
     let verdict = json!({"a": {"id": "q3", "text": docs[3]["text"]},
                          "b": {"id": "q4", "text": docs[4]["text"]}, "duplicate": true});
