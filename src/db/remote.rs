@@ -221,6 +221,14 @@ fn ids_expr(ids: &[u64]) -> String {
     format!("id in [{}]", list.join(","))
 }
 
+/// `expr` (a translated filter, if any) restricted to the documents `ids`.
+fn and_ids(expr: Option<&str>, ids: &[u64]) -> String {
+    match expr {
+        Some(x) => format!("({x}) and {}", ids_expr(ids)),
+        None => ids_expr(ids),
+    }
+}
+
 fn unavailable(url: &str, what: &str, e: impl std::fmt::Display) -> crate::Error {
     UserError::BackendUnavailable {
         backend: format!("milvus at {url}"),
@@ -804,10 +812,7 @@ impl Remote {
         let collection = format!("{}_docs", physical(name));
         let mut admitted = std::collections::HashSet::new();
         for group in ids.chunks(ADMITTED_PER_QUERY) {
-            let e = match &expr {
-                Some(x) => format!("({x}) and {}", ids_expr(group)),
-                None => ids_expr(group),
-            };
+            let e = and_ids(expr.as_deref(), group);
             let rows = self.query(&collection, &e, &["id"], Some(group.len()))?;
             admitted.extend(
                 rows.iter()
@@ -1164,11 +1169,7 @@ impl Remote {
         let collection = format!("{}_{part}", physical(name));
         let mut expr = filter.and_then(|f| expression(f, "meta"));
         if let Some(ids) = among {
-            let e = ids_expr(ids);
-            expr = Some(match expr {
-                Some(x) => format!("({x}) and {e}"),
-                None => e,
-            });
+            expr = Some(and_ids(expr.as_deref(), ids));
         }
         let k = k.min(QUERY_ROWS);
         let ef = ef.max(k);

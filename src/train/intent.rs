@@ -245,7 +245,7 @@ pub fn train_intent(
             .collect(),
         labels: dev.iter().map(|p| p.duplicate).collect(),
     };
-    let w2_before = dev.w2_auc(&encoded.iter().map(|e| e.intent.clone()).collect::<Vec<_>>());
+    let w2_before = dev.w2_auc(|i| &encoded[i].intent);
 
     let started = std::time::Instant::now();
     let mut optim = AdamConfig::new().init();
@@ -319,12 +319,12 @@ struct DevMetrics {
 }
 
 impl DevSet {
-    /// The AUC of −W2 between the pairs' intents (`intents` indexed like the text table).
-    fn w2_auc(&self, intents: &[crate::Gaussian]) -> f64 {
+    /// The AUC of −W2 between the pairs' intents (`intent(i)`: text `i`'s of the text table).
+    fn w2_auc<'g>(&self, intent: impl Fn(usize) -> &'g crate::Gaussian) -> f64 {
         let w2: Vec<f64> = self
             .pairs
             .iter()
-            .map(|&(a, b)| -f64::from(crate::score::w2(&intents[a], &intents[b])))
+            .map(|&(a, b)| -f64::from(crate::score::w2(intent(a), intent(b))))
             .collect();
         metrics::auc(&w2, &self.labels).unwrap_or(0.5)
     }
@@ -348,7 +348,7 @@ impl DevSet {
         DevMetrics {
             auc: metrics::auc(&p, &self.labels).unwrap_or(0.5),
             accuracy: metrics::accuracy(&p, &self.labels, 0.5),
-            w2_auc: self.w2_auc(&learned),
+            w2_auc: self.w2_auc(|i| &learned[i]),
         }
     }
 }

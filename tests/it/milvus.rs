@@ -30,6 +30,12 @@ fn search(s: &Server, body: &Value) -> Value {
     out
 }
 
+/// The document count a node reports for collection `qqp`.
+fn documents(s: &Server) -> Value {
+    call("GET", &s.url("/v1/collections"), Some(ADMIN), None).1["collections"][0]["documents"]
+        .clone()
+}
+
 /// Polls `ok` for up to 10 s (writes through one node reach another within Milvus's graceful
 /// time, and a node's BM25 index with its next rebuild).
 fn eventually(what: &str, ok: impl Fn() -> bool) {
@@ -97,8 +103,7 @@ fn milvus_backend_answers_like_the_embedded_one() {
         }
     }
     for s in [&remote, &local] {
-        let (_, list) = call("GET", &s.url("/v1/collections"), Some(ADMIN), None);
-        assert_eq!(list["collections"][0]["documents"], 600, "{list}");
+        assert_eq!(documents(s), 600);
     }
 
     // Cosine and W2 first stages: recall@10 against the embedded backend (both HNSW).
@@ -281,8 +286,8 @@ fn milvus_backend_answers_like_the_embedded_one() {
     assert_eq!(st, 200);
 
     // Review verdicts are shared: given on node 1, listed by node 2, withdrawn through node 2,
-    // gone on node 1. Before, verdicts went to the
-    // node's local store, which holds no Milvus collection, and recording one failed.
+    // gone on node 1. Before, verdicts went to the node's local store, which holds no Milvus
+    // collection, and recording one failed.
     let verdict = json!({"a": {"id": "q3", "text": docs[3]["text"]},
                          "b": {"id": "q4", "text": docs[4]["text"]}, "duplicate": true});
     let (st, stored) = call(
@@ -361,11 +366,7 @@ fn milvus_backend_answers_like_the_embedded_one() {
         )
         .0 == 404
     });
-    eventually("600 + fresh − q8 documents", || {
-        call("GET", &node2.url("/v1/collections"), Some(ADMIN), None).1["collections"][0]
-            ["documents"]
-            == 600
-    });
+    eventually("600 + fresh − q8 documents", || documents(&node2) == 600);
 
     // What the Milvus backend does not offer is refused, naming what to do instead.
     let (st, e) = call(
@@ -442,11 +443,7 @@ fn milvus_backend_answers_like_the_embedded_one() {
     );
     assert_eq!(st, 200, "{r}");
     eventually("both nodes count every acknowledged document", || {
-        [&remote, &node2].iter().all(|s| {
-            call("GET", &s.url("/v1/collections"), Some(ADMIN), None).1["collections"][0]
-                ["documents"]
-                == 601
-        })
+        [&remote, &node2].iter().all(|s| documents(s) == 601)
     });
 
     // And the nodes still shut down cleanly.
