@@ -20,7 +20,8 @@ pub struct SearchArgs {
     /// cosine | w2 | lexical | hybrid [default: the collection's search defaults, else hybrid].
     #[arg(long)]
     pub mode: Option<String>,
-    /// rcmd | none [default: the collection's search defaults, else rcmd].
+    /// rcmd | probability (by P(duplicate)) | none [default: the collection's search
+    /// defaults, else rcmd].
     #[arg(long)]
     pub rerank: Option<String>,
     /// uniform | idf: RCMD's token weights (idf: each wordpiece weighs its word's IDF in the

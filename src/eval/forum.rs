@@ -489,8 +489,9 @@ fn config_name(mode: Mode, rerank: Rerank, weights: Weighting) -> String {
         .unwrap_or_default();
     match (rerank, weights) {
         (Rerank::None, _) => mode,
-        (_, Weighting::Uniform) => format!("{mode} → RCMD"),
-        (_, Weighting::Idf) => format!("{mode} → IDF-RCMD"),
+        (Rerank::Probability, _) => format!("{mode} → P(duplicate)"),
+        (Rerank::Rcmd, Weighting::Uniform) => format!("{mode} → RCMD"),
+        (Rerank::Rcmd, Weighting::Idf) => format!("{mode} → IDF-RCMD"),
     }
 }
 

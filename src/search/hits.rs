@@ -53,7 +53,8 @@ pub struct Hit {
     pub text: String,
     /// Its metadata.
     pub metadata: serde_json::Map<String, serde_json::Value>,
-    /// The score the hits are ordered by: s_RCMD with `rerank: rcmd`, else the fused score.
+    /// The score the hits are ordered by: s_RCMD with `rerank: rcmd`, P(duplicate) with
+    /// `rerank: probability`, the fused score with `rerank: none`.
     pub score: f32,
     /// P(duplicate) of (query, hit): from the model's variational-siamese classifier when the
     /// model carries one, else from the calibrated logistic model (`calibration` says which).

@@ -263,11 +263,13 @@ pub fn score(
                 score,
                 rank: ranks.get(&internal).copied(),
             };
+            let probability = judge.probability(&features);
             let hit = Hit {
-                probability: judge.probability(&features),
+                probability,
                 score: match params.rerank {
                     Rerank::Rcmd => rcmd,
                     Rerank::None => c.fused_score,
+                    Rerank::Probability => probability,
                 },
                 stages: Stages {
                     cosine: stage(&cos_rank, features.cosine),
@@ -369,9 +371,10 @@ fn load(
     fused: &[(u64, f32)],
     (params, scope): (&SearchParams, &Scope),
 ) -> Result<Vec<Candidate>> {
-    let wanted = match params.rerank {
-        Rerank::Rcmd => params.rerank_depth.max(params.k),
-        Rerank::None => params.k,
+    let wanted = if params.rerank.reranks() {
+        params.rerank_depth.max(params.k)
+    } else {
+        params.k
     };
     let mut out = Vec::with_capacity(wanted.min(fused.len()));
     // A remote backend loads the likely candidates in one call rather than one by one.
@@ -412,7 +415,7 @@ fn order(hits: &mut [(Hit, Explainable)], rerank: Rerank) {
     for (rank, i) in by_rcmd.into_iter().enumerate() {
         hits[i].0.stages.rcmd.rank = rank + 1;
     }
-    if rerank == Rerank::Rcmd {
+    if rerank.reranks() {
         hits.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
     }
 }

@@ -140,6 +140,12 @@ mod tests {
     fn modes_and_reranks_parse_with_helpful_errors() {
         assert_eq!("w2".parse::<Mode>().unwrap(), Mode::W2);
         assert_eq!("none".parse::<Rerank>().unwrap(), Rerank::None);
+        assert_eq!(
+            "probability".parse::<Rerank>().unwrap(),
+            Rerank::Probability
+        );
+        let e = "bm25".parse::<Rerank>().unwrap_err().to_string();
+        assert!(e.contains("use rcmd, probability or none"), "{e}");
         let e = "bm25".parse::<Mode>().unwrap_err().to_string();
         assert!(e.contains("cosine, w2, lexical or hybrid"), "{e}");
         assert_eq!("idf".parse::<Weighting>().unwrap(), Weighting::Idf);

@@ -119,6 +119,7 @@ pub fn candidates() -> Vec<TuneRow> {
             (Rerank::Rcmd, Weighting::Uniform),
             (Rerank::None, Weighting::Uniform),
             (Rerank::Rcmd, Weighting::Idf),
+            (Rerank::Probability, Weighting::Uniform),
         ] {
             rows.push(TuneRow {
                 name: name(mode, fusion, rerank, weights),
@@ -144,8 +145,9 @@ fn name(mode: Mode, f: FusionWeights, rerank: Rerank, weights: Weighting) -> Str
     };
     match (rerank, weights) {
         (Rerank::None, _) => stage,
-        (_, Weighting::Uniform) => format!("{stage} → RCMD"),
-        (_, Weighting::Idf) => format!("{stage} → IDF-RCMD"),
+        (Rerank::Probability, _) => format!("{stage} → P(duplicate)"),
+        (Rerank::Rcmd, Weighting::Uniform) => format!("{stage} → RCMD"),
+        (Rerank::Rcmd, Weighting::Idf) => format!("{stage} → IDF-RCMD"),
     }
 }
 

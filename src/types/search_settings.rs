@@ -49,6 +49,9 @@ pub enum Rerank {
     Rcmd,
     /// Keep the first-stage (fused) order.
     None,
+    /// By P(duplicate), the collection's calibrated probability (which reads s_RCMD with the
+    /// other scores): the likeliest duplicates first.
+    Probability,
 }
 
 impl Rerank {
@@ -57,7 +60,13 @@ impl Rerank {
         match self {
             Rerank::Rcmd => "rcmd",
             Rerank::None => "none",
+            Rerank::Probability => "probability",
         }
+    }
+
+    /// Whether candidates are scored beyond the first stages (RCMD at the rerank depth).
+    pub fn reranks(self) -> bool {
+        self != Rerank::None
     }
 }
 
@@ -139,9 +148,10 @@ impl FromStr for Rerank {
         match s {
             "rcmd" => Ok(Rerank::Rcmd),
             "none" => Ok(Rerank::None),
+            "probability" => Ok(Rerank::Probability),
             other => Err(UserError::InvalidArgument {
                 name: "rerank",
-                reason: format!("{other:?}; use rcmd or none"),
+                reason: format!("{other:?}; use rcmd, probability or none"),
             }
             .into()),
         }

@@ -114,6 +114,48 @@ fn info(s: &Server) -> Value {
 }
 
 #[test]
+fn rerank_probability_orders_the_rcmd_candidates_by_p_duplicate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = server_with_collection(dir.path());
+    // k = the rerank depth (100): both orders return the whole candidate pool.
+    let by_rcmd = search(&s, json!({ "text": QUERY, "k": 100 }));
+    let by_p = search(
+        &s,
+        json!({ "text": QUERY, "k": 100, "rerank": "probability" }),
+    );
+    assert_eq!(by_p["settings"]["rerank"], "probability");
+    let hits = by_p["hits"].as_array().expect("hits");
+    assert!(hits.len() >= 4, "{by_p}");
+    let p: Vec<f64> = hits
+        .iter()
+        .map(|h| h["probability"].as_f64().unwrap())
+        .collect();
+    assert!(
+        p.windows(2).all(|w| w[0] >= w[1]),
+        "ordered by P(duplicate): {p:?}"
+    );
+    for h in hits {
+        assert_eq!(h["score"], h["probability"], "{h}");
+        assert!(h["stages"]["rcmd"]["rank"].as_u64().unwrap() >= 1, "{h}");
+    }
+    // The same candidates as the RCMD rerank, only ordered otherwise.
+    let order =
+        |out: &Value| -> Vec<String> { ranked(out).into_iter().map(|(id, _)| id).collect() };
+    let ids = |out: &Value| {
+        let mut v = order(out);
+        v.sort();
+        v
+    };
+    assert_eq!(ids(&by_p), ids(&by_rcmd));
+    // A collection may make it its default, like any rerank.
+    let (st, set) = put_defaults(&s, json!({ "rerank": "probability", "reason": "test" }));
+    assert_eq!(st, 200, "{set}");
+    let defaulted = search(&s, json!({ "text": QUERY, "k": 100 }));
+    assert_eq!(defaulted["settings"]["rerank"], "probability");
+    assert_eq!(order(&defaulted), order(&by_p));
+}
+
+#[test]
 fn search_defaults_over_http_apply_where_a_request_does_not_say_and_clear() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = server_with_collection(dir.path());
@@ -532,7 +574,7 @@ fn kindred_search_takes_the_collections_search_defaults_and_stats_shows_them() {
         .expect("runs");
     assert!(!bad.status.success());
     assert!(
-        String::from_utf8_lossy(&bad.stderr).contains("use rcmd or none"),
+        String::from_utf8_lossy(&bad.stderr).contains("use rcmd, probability or none"),
         "{}",
         String::from_utf8_lossy(&bad.stderr)
     );

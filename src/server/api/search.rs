@@ -54,6 +54,9 @@ pub enum Rerank {
     Rcmd,
     /// Keep the first-stage (fused) order.
     None,
+    /// By P(duplicate), the collection's calibrated probability (which reads s_RCMD with the
+    /// other scores): the likeliest duplicates first.
+    Probability,
 }
 
 impl From<Rerank> for search::Rerank {
@@ -61,6 +64,7 @@ impl From<Rerank> for search::Rerank {
         match r {
             Rerank::Rcmd => search::Rerank::Rcmd,
             Rerank::None => search::Rerank::None,
+            Rerank::Probability => search::Rerank::Probability,
         }
     }
 }
@@ -70,6 +74,7 @@ impl From<search::Rerank> for Rerank {
         match r {
             search::Rerank::Rcmd => Rerank::Rcmd,
             search::Rerank::None => Rerank::None,
+            search::Rerank::Probability => Rerank::Probability,
         }
     }
 }
@@ -393,7 +398,8 @@ pub struct Hit {
     /// Its metadata.
     #[schema(value_type = Object)]
     pub metadata: serde_json::Map<String, serde_json::Value>,
-    /// The score the hits are ordered by: s_RCMD with `rerank: rcmd`, else the fused score.
+    /// The score the hits are ordered by: s_RCMD with `rerank: rcmd`, P(duplicate) with
+    /// `rerank: probability`, the fused score with `rerank: none`.
     pub score: f32,
     /// P(duplicate) of (query, hit): from the model's variational-siamese classifier when the
     /// model carries one, else from the calibrated logistic model (`calibration` says which).
