@@ -93,7 +93,7 @@ fn a_filter_applies_before_every_stage_cuts_and_returns_the_k_best_matches() {
     // The repro: every mode returns all 10 matching documents, none other.
     let trains: HashSet<String> = (0..10).map(|i| format!("train-{i}")).collect();
     for mode in ["hybrid", "cosine", "w2"] {
-        for rerank in ["rcmd", "none"] {
+        for rerank in ["rcmd", "probability", "none"] {
             let out = search(
                 &s,
                 "f",
