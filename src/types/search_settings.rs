@@ -49,8 +49,8 @@ pub enum Rerank {
     Rcmd,
     /// Keep the first-stage (fused) order.
     None,
-    /// By P(duplicate), the collection's calibrated probability (which reads s_RCMD with the
-    /// other scores): the likeliest duplicates first.
+    /// By P(duplicate), each hit's `probability` (the collection's calibrated model over
+    /// s_RCMD and the other scores, or the model's classifier): the likeliest duplicates first.
     Probability,
 }
 
