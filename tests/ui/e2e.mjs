@@ -141,8 +141,11 @@ try {
   await check('the right key is kept in sessionStorage and lists collections', async () => {
     await page.fill('#key-input', key);
     await page.click('#key-save');
+    // The table may already list the collection (collections are readable without the key),
+    // so wait for the key check's answer itself, not for the table.
+    await page.waitForFunction(() => document.querySelector('#message').textContent === 'Key accepted.', null, { timeout: 10000 })
+      .catch(async () => assert.fail(`message was ${JSON.stringify(await page.textContent('#message'))}, not "Key accepted."`));
     await page.waitForSelector(`#collections-table tr[data-name="${collection}"]`);
-    assert.equal(await page.textContent('#message'), 'Key accepted.');
     const stored = await page.evaluate(() => sessionStorage.getItem('kindred.adminKey'));
     assert.equal(stored, key);
     const row = page.locator(`#collections-table tr[data-name="${collection}"]`);
