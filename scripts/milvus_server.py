@@ -1,11 +1,14 @@
-"""Runs a Milvus standalone server (the PyPI package `milvus`) in the foreground, for kindred's
-Milvus tests and for trying the Milvus backend on one machine.
+"""Runs a Milvus standalone server (the PyPI package `milvus`, Milvus 2.3.5) or, with --lite, a
+milvus-lite 3 server (the PyPI package `milvus-lite`: a Python server speaking the Milvus 2.6
+API, with several vector fields per collection and BM25 full-text search) in the foreground,
+for kindred's Milvus tests and for trying the Milvus backend on one machine.
 
-    python scripts/milvus_server.py --dir DIR --port PORT
+    python scripts/milvus_server.py --dir DIR --port PORT [--lite]
 
 Prints `ready <port>` once the server answers, and stops it (and its helper processes) when
 this process gets SIGTERM or SIGINT, or when its parent (the test that started it) dies.
-Install with `scripts/milvus.sh` (a virtual environment under target/milvus-venv).
+Install with `scripts/milvus.sh` (a virtual environment under target/milvus-venv) or
+`scripts/milvus.sh lite` (target/milvus-lite-venv).
 """
 
 import argparse
@@ -21,7 +24,10 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True, help="data directory (created)")
     ap.add_argument("--port", type=int, required=True, help="gRPC port on 127.0.0.1")
+    ap.add_argument("--lite", action="store_true", help="run milvus-lite instead")
     args = ap.parse_args()
+    if args.lite:
+        return lite(args)
 
     import milvus
     from milvus import default_server
@@ -71,6 +77,33 @@ def main() -> int:
                 break
     finally:
         default_server.stop()
+    return 0
+
+
+def lite(args) -> int:
+    """A milvus-lite server on 127.0.0.1:PORT over DIR, until SIGTERM/SIGINT or the parent dies."""
+    from milvus_lite.adapter.grpc.server import start_server_in_thread
+
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    started = time.time()
+    os.makedirs(args.dir, exist_ok=True)
+    server, db, port = start_server_in_thread(args.dir, "127.0.0.1", args.port)
+    if port != args.port:
+        print(f"error: the server listens on {port}, not {args.port}", flush=True)
+        server.stop(grace=0)
+        db.close()
+        return 1
+    print(f"ready {port} after {time.time() - started:.1f}s", flush=True)
+    parent = os.getppid()
+    try:
+        while not stopping.wait(0.5):
+            if os.getppid() != parent:
+                break
+    finally:
+        server.stop(grace=2).wait()
+        db.close()
     return 0
 
 

@@ -33,10 +33,12 @@ if [ "${CI:-}" = "true" ] && [ ! -d ../shared/data ]; then
   exit 1
 fi
 
-# The Milvus backend's test starts a real Milvus server: the PyPI package `milvus` (Milvus 2.3.5
-# standalone) in target/milvus-venv.
-echo "== scripts/milvus.sh (Milvus standalone server from PyPI, for tests/it/milvus.rs)"
+# The Milvus backend's tests start real Milvus servers: the PyPI package `milvus` (Milvus 2.3.5
+# standalone) in target/milvus-venv, and `milvus-lite` 3.2.2 (the Milvus 2.6 API, BM25
+# full-text search) in target/milvus-lite-venv.
+echo "== scripts/milvus.sh (Milvus servers from PyPI, for tests/it/milvus.rs)"
 ./scripts/milvus.sh
+./scripts/milvus.sh lite
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -1,8 +1,10 @@
-//! A Milvus standalone server for the Milvus backend's test and bench: the PyPI package
-//! `milvus` (Milvus 2.3.5), installed by `scripts/milvus.sh` into target/milvus-venv, started
-//! by `scripts/milvus_server.py` on a free loopback port with its own data directory, stopped
-//! on drop. Shared by `tests/it/milvus.rs` and `benches/scale.rs` (each includes this file
-//! with `#[path]`). Panics, saying why, when the server cannot be installed or started.
+//! A Milvus server for the Milvus backend's tests and bench: the PyPI package `milvus` (the
+//! Milvus 2.3.5 standalone server, [`Kind::Standalone`]) or `milvus-lite` 3.2.2 (a Python
+//! server speaking the Milvus 2.6 API, [`Kind::Lite`]), installed by `scripts/milvus.sh
+//! [lite]` into target/, started by `scripts/milvus_server.py` on a free loopback port with its
+//! own data directory, stopped on drop. Shared by `tests/it/milvus.rs` and `benches/scale.rs`
+//! (each includes this file with `#[path]`). Panics, saying why, when the server cannot be
+//! installed or started.
 
 #![allow(dead_code)]
 
@@ -10,35 +12,64 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-/// A running Milvus standalone server.
+/// Which server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Milvus 2.3.5 standalone (PyPI `milvus`): kindred's split layout.
+    Standalone,
+    /// milvus-lite 3.2.2 (PyPI `milvus-lite`): kindred's full-text layout.
+    Lite,
+}
+
+impl Kind {
+    /// `scripts/milvus.sh`'s arguments for this server.
+    fn script_args(self) -> &'static [&'static str] {
+        match self {
+            Kind::Standalone => &[],
+            Kind::Lite => &["lite"],
+        }
+    }
+}
+
+/// A running Milvus server.
 pub struct Milvus {
     child: Child,
     pub port: u16,
+    pub kind: Kind,
 }
 
 impl Milvus {
-    /// Installs (once) and starts the server over `dir`, on a free port.
+    /// Installs (once) and starts the Milvus 2.3.5 standalone server over `dir`, on a free
+    /// port.
     pub fn start(dir: &Path) -> Milvus {
+        Milvus::start_kind(Kind::Standalone, dir)
+    }
+
+    /// Installs (once) and starts a `kind` server over `dir`, on a free port.
+    pub fn start_kind(kind: Kind, dir: &Path) -> Milvus {
         let port = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
             l.local_addr().expect("addr").port()
         };
-        Milvus::start_on(dir, port)
+        Milvus::start_on(kind, dir, port)
     }
 
-    /// Installs (once) and starts the server over `dir` on `port` (a restart: the same
+    /// Installs (once) and starts a `kind` server over `dir` on `port` (a restart: the same
     /// directory and port as before).
-    pub fn start_on(dir: &Path, port: u16) -> Milvus {
+    pub fn start_on(kind: Kind, dir: &Path, port: u16) -> Milvus {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let script = root.join("scripts/milvus.sh");
         let install = Command::new(&script)
+            .args(kind.script_args())
             .status()
             .expect("scripts/milvus.sh runs");
         assert!(
             install.success(),
-            "scripts/milvus.sh could not install the Milvus server (PyPI package `milvus`)"
+            "scripts/milvus.sh {:?} could not install the {kind:?} Milvus server from PyPI",
+            kind.script_args()
         );
         let python = Command::new(&script)
+            .args(kind.script_args())
             .arg("python")
             .output()
             .expect("scripts/milvus.sh python");
@@ -47,6 +78,7 @@ impl Milvus {
             .arg(root.join("scripts/milvus_server.py"))
             .args(["--dir", dir.to_str().expect("utf-8")])
             .args(["--port", &port.to_string()])
+            .args((kind == Kind::Lite).then_some("--lite"))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -59,7 +91,7 @@ impl Milvus {
             line.starts_with("ready"),
             "the Milvus server did not start: {line:?}"
         );
-        Milvus { child, port }
+        Milvus { child, port, kind }
     }
 
     /// The `--backend` value that reaches it.

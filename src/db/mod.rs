@@ -648,6 +648,7 @@ impl Database {
         let source = match &self.remote {
             Some(r) => Source::Remote(Box::new(RemoteView {
                 settings: r.require(name)?,
+                layout: r.layout(name)?,
                 lexical: r.lexical(name)?,
                 remote: r.clone(),
                 loaded: Mutex::new(HashMap::new()),
@@ -971,20 +972,22 @@ enum Within<'a> {
     Filter(&'a Filter),
 }
 
-/// A view on the Milvus backend: settings read once, this node's BM25 index, and the
-/// documents loaded so far (a search loads its candidates in one call, [`View::prefetch`]).
+/// A view on the Milvus backend: settings and layout read once, this node's BM25 index, and
+/// the documents loaded so far (a search loads its candidates in one call,
+/// [`View::prefetch`]).
 struct RemoteView {
     remote: Arc<remote::Remote>,
     settings: CollectionSettings,
+    layout: remote::Layout,
     lexical: Arc<LexicalIndex>,
     loaded: Mutex<HashMap<u64, StoredDoc>>,
 }
 
 impl RemoteView {
-    /// A search of `vector` in the `(collection part, field)` of this view's collection.
+    /// A search of `vector` in `field` of this view's collection.
     fn query<'w>(
         &self,
-        (part, field): (&'static str, &'static str),
+        field: remote::VectorField,
         vector: Vec<f32>,
         k: usize,
         within: Within<'w>,
@@ -994,7 +997,6 @@ impl RemoteView {
             Within::Filter(f) => (Some(f), None),
         };
         remote::VectorQuery {
-            part,
             field,
             vector,
             k,
@@ -1080,7 +1082,7 @@ impl View<'_> {
                 Ok(hits.into_iter().map(|(i, d)| (i, 1.0 - d)).collect())
             }
             Source::Remote(r) => {
-                let query = r.query(("docs", "sentence"), sentence.to_vec(), k, within);
+                let query = r.query(remote::VectorField::Sentence, sentence.to_vec(), k, within);
                 r.remote.search(&self.name, query)
             }
         }
@@ -1121,7 +1123,7 @@ impl View<'_> {
                 Ok(ix.w2.reading().search(&embed(intent), k, among.as_deref()))
             }
             Source::Remote(r) => {
-                let query = r.query(("intent", "w2"), embed(intent), k, within);
+                let query = r.query(remote::VectorField::W2, embed(intent), k, within);
                 let hits = r.remote.search(&self.name, query)?;
                 // Milvus's L2 is squared; the graphs here answer the distance itself.
                 Ok(hits
@@ -1141,17 +1143,24 @@ impl View<'_> {
     }
 
     /// The k best documents by lexical BM25: (internal id, score), best first; only among
-    /// `among` when given.
-    pub fn lexical(&self, text: &str, k: usize, among: Option<&[u64]>) -> Vec<(u64, f32)> {
+    /// `among` when given. On the Milvus backend's full-text layout Milvus answers it; on the
+    /// others, this node's BM25 index.
+    pub fn lexical(&self, text: &str, k: usize, among: Option<&[u64]>) -> Result<Vec<(u64, f32)>> {
+        if let Source::Remote(r) = &self.source {
+            if r.layout == remote::Layout::FullText {
+                return r.remote.full_text(&self.name, text, k, None, among);
+            }
+        }
         let lexical = self.lexical_index();
-        match among {
+        Ok(match among {
             Some(ids) => lexical.search_where(text, k, &|id| ids.binary_search(&id).is_ok()),
             None => lexical.search(text, k),
-        }
+        })
     }
 
     /// [`View::lexical`] among the documents `filter` admits, on a backend that
-    /// [pushes filters](View::pushes_filters) down: this node's BM25 candidates are taken
+    /// [pushes filters](View::pushes_filters) down. On the full-text layout Milvus applies
+    /// the filter inside its BM25 search. Otherwise this node's BM25 candidates are taken
     /// deeper and deeper (from 4k, ×4 a round) and the backend says which of them the filter
     /// admits, until k are found, the index has no more documents sharing a term with `text`,
     /// or [`LEXICAL_FILTER_DEPTH`] candidates were looked at. (The embedded backend filters
@@ -1163,7 +1172,10 @@ impl View<'_> {
         filter: &Filter,
     ) -> Result<Vec<(u64, f32)>> {
         let r = match &self.source {
-            Source::Local(_) => return Ok(self.lexical(text, k, Some(&self.admitted(filter)))),
+            Source::Local(_) => return self.lexical(text, k, Some(&self.admitted(filter))),
+            Source::Remote(r) if r.layout == remote::Layout::FullText => {
+                return r.remote.full_text(&self.name, text, k, Some(filter), None)
+            }
             Source::Remote(r) => r,
         };
         let lexical = self.lexical_index();

@@ -8,26 +8,40 @@
 //! retries with backoff, and startup checks. What stays above it is everything else:
 //! encoding, fusion, RCMD, explanations, calibration math, the API.
 //!
-//! Layout (the same on every server version, so one code path serves 2.3 to 2.6): for
-//! collection `C`, with `c` = [`physical`]`(C)`,
-//! - `c_docs`: `id` Int64 primary key (the document's internal id, [`internal_id`]: a stable
-//!   63-bit hash of its external id, so every node agrees without a shared counter), `doc`
-//!   the external id, `meta` JSON (what filters read), `text` (the first 8 KiB of the text,
-//!   what a node builds its BM25 index from), `rec0..rec3` the kindred record
-//!   (text, token vectors, intent, context) base64 in up to four VarChar chunks, and
-//!   `sentence` FloatVector(dim), HNSW, COSINE;
-//! - `c_intent`: `id`, `meta`, and `w2` FloatVector(2·k) = [μ; σ], HNSW, L2 (squared L2 on
-//!   [μ; σ] is the squared exact 2-Wasserstein distance of diagonal Gaussians);
-//! - `kindred_meta` (shared): `key` → `value`, the collection settings, calibration and search
-//!   defaults, so every kindred node sees the same.
+//! Layouts, chosen when a collection is created from what the server can do
+//! ([`Capabilities`], from its version) and recorded in the shared metadata (`meta/<C>/layout`;
+//! a collection without the record has the first layout), so each collection keeps its own
+//! after a server upgrade. For collection `C`, with `c` = [`physical`]`(C)`:
+//! - **split** (Milvus 2.3: one vector field per collection): `c_docs` has `id` Int64 primary
+//!   key (the document's internal id, [`internal_id`]: a stable 63-bit hash of its external id,
+//!   so every node agrees without a shared counter), `doc` the external id, `meta` JSON (what
+//!   filters read), `text` (the first 8 KiB of the text, what a node builds its BM25 index
+//!   from), `rec0..rec3` the kindred record (text, token vectors, intent, context) base64 in up
+//!   to four VarChar chunks, and `sentence` FloatVector(dim), HNSW, COSINE; `c_intent` has
+//!   `id`, `meta` and `w2` FloatVector(2·k) = [μ; σ], HNSW, L2 (squared L2 on [μ; σ] is the
+//!   squared exact 2-Wasserstein distance of diagonal Gaussians);
+//! - **one** (Milvus 2.4: several vector fields per collection): `c_docs` alone, with `w2`
+//!   beside `sentence`, so a batch is one upsert;
+//! - **full-text** (Milvus 2.5 and later, milvus-lite 3): as **one**, plus `lex` — the text's
+//!   lexical terms ([`lexical_terms`]: the words and word bigrams kindred's own BM25 index
+//!   uses, a bigram joined by `_`) analysed by the server's standard tokenizer — and `bm25`, the
+//!   sparse vector Milvus's BM25 function derives from it (SPARSE_INVERTED_INDEX, k1 1.2,
+//!   b 0.75: kindred's own BM25). The lexical stage is then a Milvus full-text search with
+//!   the filter pushed down, fresh on every node at once.
 //!
-//! Node-local (documented in docs/scale-out.md): the BM25 index, built from the `text` field
-//! when a node first opens the collection, kept current with that node's own writes, and
-//! rebuilt in the background every [`LEXICAL_REFRESH`] to take in other nodes' changes.
+//! And `kindred_meta` (shared): `key` → `value`, the collection settings, calibration, search
+//! defaults, layouts and review verdicts, so every kindred node sees the same.
 //!
-//! Milvus has no transaction across collections: a batch is written to `c_intent` and then to
-//! `c_docs`, each an upsert by primary key, so a batch that fails part-way (the server went
-//! away) can be retried as is; it is acknowledged only when both succeeded.
+//! Node-local (documented in docs/scale-out.md): a BM25 index of the `text` field, built when
+//! a node first opens the collection, kept current with that node's own writes, and rebuilt
+//! in the background every [`LEXICAL_REFRESH`] to take in other nodes' changes. It is the
+//! lexical stage on the split and one layouts, and on every layout the source of IDF weights
+//! and of the lexical feature of P(duplicate).
+//!
+//! Milvus has no transaction across collections: on the split layout a batch is written to
+//! `c_intent` and then to `c_docs`, each an upsert by primary key, so a batch that fails
+//! part-way (the server went away) can be retried as is; it is acknowledged only when both
+//! succeeded. On the other layouts a batch of up to [`BATCH_ROWS`] rows is one upsert.
 
 // The SDK's error type is large (176 bytes); results carrying it are the SDK's shape.
 #![allow(clippy::result_large_err)]
@@ -90,6 +104,10 @@ pub(crate) struct Remote {
     client: Arc<ClientV2>,
     rt: Option<tokio::runtime::Runtime>,
     version: String,
+    /// What the server can do, from its version.
+    capabilities: Capabilities,
+    /// Each open collection's layout (it never changes once created).
+    layouts: Mutex<HashMap<String, Layout>>,
     /// Per collection, this node's BM25 index (built on first use, rebuilt in the background
     /// every [`LEXICAL_REFRESH`]).
     lexical: Mutex<HashMap<String, Lexical>>,
@@ -118,6 +136,112 @@ impl Drop for Remote {
             rt.shutdown_background();
         }
     }
+}
+
+/// What a Milvus server can do that kindred's layouts use ([`capabilities`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Capabilities {
+    /// Several vector fields in one collection (Milvus 2.4).
+    pub vector_fields: bool,
+    /// Full-text search: analysed VarChar fields, the BM25 function and sparse BM25 search
+    /// (Milvus 2.5).
+    pub full_text: bool,
+}
+
+/// How one kindred collection is laid out in Milvus (the module doc describes each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// `c_docs` and `c_intent`.
+    Split,
+    /// `c_docs` with both vector fields.
+    One,
+    /// `c_docs` with both vector fields and the BM25 field.
+    FullText,
+}
+
+impl Layout {
+    /// The best layout a server with `c` offers.
+    fn for_server(c: Capabilities) -> Layout {
+        match (c.vector_fields, c.full_text) {
+            (true, true) => Layout::FullText,
+            (true, false) => Layout::One,
+            _ => Layout::Split,
+        }
+    }
+
+    /// Its name in the shared metadata and the docs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Split => "split",
+            Layout::One => "one",
+            Layout::FullText => "full-text",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Layout> {
+        [Layout::Split, Layout::One, Layout::FullText]
+            .into_iter()
+            .find(|l| l.name() == name)
+    }
+
+    /// The Milvus collection (suffix) holding the intents' `w2` field.
+    fn intent_part(self) -> &'static str {
+        match self {
+            Layout::Split => "intent",
+            Layout::One | Layout::FullText => "docs",
+        }
+    }
+}
+
+/// What a server of `version` can do: "v2.3.5-lite" neither, "v2.4.x" several vector fields,
+/// "v2.5" and later both; milvus-lite 3 ("milvus_lite-3.2.2", the Python server speaking the
+/// Milvus 2.6 API) both. An unknown version gets the split layout, which every server from 2.3
+/// serves.
+pub(crate) fn capabilities(version: &str) -> Capabilities {
+    match version.strip_prefix("milvus_lite-") {
+        Some(lite) => {
+            let three = major_minor(lite).is_some_and(|v| v >= (3, 0));
+            Capabilities {
+                vector_fields: three,
+                full_text: three,
+            }
+        }
+        None => {
+            let v = major_minor(version);
+            Capabilities {
+                vector_fields: v.is_some_and(|v| v >= (2, 4)),
+                full_text: v.is_some_and(|v| v >= (2, 5)),
+            }
+        }
+    }
+}
+
+/// The major and minor number of a version string ("v2.3.5-lite" → (2, 3)).
+fn major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|p| !p.is_empty())
+        .map(|p| p.parse::<u32>().ok());
+    Some((parts.next()??, parts.next()??))
+}
+
+/// `text` as the `lex` field holds it: kindred's lexical terms ([`crate::text::terms`]: the
+/// words and word bigrams) separated by spaces, a bigram's words joined by `_` so the
+/// server's standard tokenizer keeps it one token (`_` never occurs inside a term: terms split
+/// at every character that is not alphanumeric). At most `max` bytes, cut between terms.
+pub(crate) fn lexical_terms(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for t in crate::text::terms(text) {
+        let t = t.replace(' ', "_");
+        if out.len() + t.len() + 1 > max {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&t);
+    }
+    out
 }
 
 /// A node's BM25 index of one collection.
@@ -180,8 +304,15 @@ pub(crate) fn expression(filter: &Filter, field: &str) -> Option<String> {
             let at = format!("{field}[{}]", json!(key));
             match cond {
                 crate::index::ClauseJson::AnyOf(values) => {
+                    // `==` per value rather than `in [..]`: milvus-lite takes `in` only on a
+                    // field, not on a JSON path; Milvus takes both.
                     let list = serde_json::Value::Array(values.clone()).to_string();
-                    format!("({at} in {list} or json_contains_any({at}, {list}))")
+                    let equal: Vec<String> =
+                        values.iter().map(|v| format!("{at} == {v}")).collect();
+                    format!(
+                        "({} or json_contains_any({at}, {list}))",
+                        equal.join(" or ")
+                    )
                 }
                 crate::index::ClauseJson::Range { low, high } => {
                     let mut c = Vec::new();
@@ -237,6 +368,12 @@ fn unavailable(url: &str, what: &str, e: impl std::fmt::Display) -> crate::Error
     .into()
 }
 
+/// Whether a server's refusal says the collection is not loaded: Milvus's "collection not
+/// loaded", milvus-lite's "is in state 'released'; call load() before search/get/query".
+fn not_loaded(message: &str) -> bool {
+    message.contains("not loaded") || message.contains("call load()")
+}
+
 /// Whether a failed call is worth retrying: anything but the server refusing the request or
 /// a request or answer kindred could not build or read.
 fn transient(e: &Error) -> bool {
@@ -289,6 +426,8 @@ impl Remote {
             client: Arc::new(client),
             rt: Some(rt),
             version: String::new(),
+            capabilities: capabilities(""),
+            layouts: Mutex::new(HashMap::new()),
             lexical: Mutex::new(HashMap::new()),
             building: Mutex::new(()),
             meta_cache: Mutex::new(HashMap::new()),
@@ -303,7 +442,10 @@ impl Remote {
                 .await?;
             Ok(r.version().to_string())
         })?;
-        tracing::info!(url = %remote.url, version = %remote.version, "connected to Milvus");
+        remote.capabilities = capabilities(&remote.version);
+        tracing::info!(url = %remote.url, version = %remote.version,
+            capabilities = ?remote.capabilities, new_collections = remote.new_layout()?.name(),
+            "connected to Milvus");
         if !supported(&remote.version) {
             return Err(UserError::NotSupported {
                 what: format!("Milvus {}", remote.version),
@@ -360,7 +502,7 @@ impl Remote {
                 }
                 Ok(Err(e)) if transient(&e) => return Err(unavailable(&self.url, what, e)),
                 Ok(Err(e)) => {
-                    return Err(crate::error::InternalError::Backend(format!(
+                    return Err(crate::error::InternalError::Store(format!(
                         "milvus at {}: {what}: {e}",
                         self.url
                     ))
@@ -370,6 +512,57 @@ impl Remote {
             }
         }
         unreachable!("the loop returns")
+    }
+
+    /// The layout new collections get: the best the server offers, or the one the
+    /// environment variable `KINDRED_MILVUS_LAYOUT` names (`split`, `one`, `full-text`) if the
+    /// server has what it needs.
+    fn new_layout(&self) -> Result<Layout> {
+        let best = Layout::for_server(self.capabilities);
+        let Ok(asked) = std::env::var("KINDRED_MILVUS_LAYOUT") else {
+            return Ok(best);
+        };
+        let bad = |reason: String| -> crate::Error {
+            UserError::InvalidArgument {
+                name: "KINDRED_MILVUS_LAYOUT",
+                reason,
+            }
+            .into()
+        };
+        let layout = Layout::from_name(&asked)
+            .ok_or_else(|| bad(format!("{asked:?}: use split, one or full-text")))?;
+        let rank = |l: Layout| {
+            [Layout::Split, Layout::One, Layout::FullText]
+                .iter()
+                .position(|&x| x == l)
+        };
+        if rank(layout) > rank(best) {
+            return Err(bad(format!(
+                "Milvus {} offers at most the {} layout: unset it or upgrade the server",
+                self.version,
+                best.name()
+            )));
+        }
+        Ok(layout)
+    }
+
+    /// Collection `name`'s layout: recorded in the shared metadata when it was created (no
+    /// record: the split layout, all collections created before there were others).
+    pub fn layout(&self, name: &str) -> Result<Layout> {
+        if let Some(&l) = self.layouts.locked().get(name) {
+            return Ok(l);
+        }
+        // No record is not cached: it may also be a collection another node is creating.
+        let Some(n) = self.meta(&meta_key(name, "layout"))? else {
+            return Ok(Layout::Split);
+        };
+        let layout = Layout::from_name(&n).ok_or_else(|| {
+            crate::error::InternalError::Corrupt(format!(
+                "collection {name:?} in Milvus has the unknown layout {n:?} (written by a newer kindred?)"
+            ))
+        })?;
+        self.layouts.locked().insert(name.to_string(), layout);
+        Ok(layout)
     }
 
     fn has(&self, collection: &str) -> Result<bool> {
@@ -415,6 +608,19 @@ impl Remote {
             self.call("creating an index", move |c| {
                 let (name, field) = (name.clone(), field.clone());
                 let param = match hnsw {
+                    // BM25 as kindred's own index scores (k1 1.2, b 0.75).
+                    _ if metric == MetricType::Bm25 => IndexParam::new()
+                        .field_name(field)
+                        .index_type(IndexType::SparseInvertedIndex)
+                        .metric_type(metric)
+                        .extra_params(
+                            [
+                                ("bm25_k1".to_string(), "1.2".to_string()),
+                                ("bm25_b".to_string(), "0.75".to_string()),
+                            ]
+                            .into_iter()
+                            .collect(),
+                        ),
                     Some(h) => IndexParam::new()
                         .field_name(field)
                         .index_type(IndexType::Hnsw)
@@ -514,7 +720,7 @@ impl Remote {
     /// loads it and runs `f` once more.
     fn reloading<T>(&self, collection: &str, f: impl Fn() -> Result<T>) -> Result<T> {
         match f() {
-            Err(e) if e.to_string().contains("not loaded") => {
+            Err(e) if not_loaded(&e.to_string()) => {
                 tracing::info!(url = %self.url, collection, "the collection is not loaded in Milvus; loading it");
                 self.load(collection)?;
                 f()
@@ -672,13 +878,15 @@ impl Remote {
 
     // --- collections --------------------------------------------------------------------
 
-    /// Creates kindred collection `name`: its two Milvus collections, indexed and loaded,
-    /// then its settings (written last: a collection exists once they are).
+    /// Creates kindred collection `name` in the layout new collections get
+    /// ([`Remote::new_layout`]): its Milvus collections, indexed and loaded, then its layout
+    /// record, then its settings (written last: a collection exists once they are).
     pub fn create_collection(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
         crate::store::validate_name(name)?;
         if self.settings(name)?.is_some() {
             return Err(UserError::CollectionExists { name: name.into() }.into());
         }
+        let layout = self.new_layout()?;
         let p = physical(name);
         let (dim, k) = (settings.model.dim, settings.model.intent_dim());
         // Leftovers of a create that stopped before writing the settings.
@@ -693,23 +901,49 @@ impl Remote {
             docs = docs.add_field(varchar(&field, CHUNK_CHARS));
         }
         docs = docs.add_field(vector("sentence", dim));
-        let intent = CollectionSchema::new()
-            .add_field(pk_int("id"))
-            .add_field(FieldSchema::new().name("meta").data_type(DataType::Json))
-            .add_field(vector("w2", 2 * k));
         let hnsw = Some(settings.hnsw);
-        self.create(
-            &format!("{p}_docs"),
-            docs,
-            &[("sentence", MetricType::Cosine, hnsw)],
-        )?;
-        self.create(
-            &format!("{p}_intent"),
-            intent,
-            &[("w2", MetricType::L2, hnsw)],
-        )?;
+        let mut indexes = vec![("sentence", MetricType::Cosine, hnsw)];
+        if layout != Layout::Split {
+            docs = docs.add_field(vector("w2", 2 * k));
+            indexes.push(("w2", MetricType::L2, hnsw));
+        }
+        if layout == Layout::FullText {
+            docs = docs
+                .add_field(
+                    varchar("lex", CHUNK_CHARS)
+                        .enable_analyzer(true)
+                        .analyzer_params(json!({"tokenizer": "standard"})),
+                )
+                .add_field(
+                    FieldSchema::new()
+                        .name("bm25")
+                        .data_type(DataType::SparseFloatVector),
+                )
+                .add_function(
+                    Function::new()
+                        .name("bm25")
+                        .function_type(FunctionType::Bm25)
+                        .input_fields(["lex"])
+                        .output_fields(["bm25"]),
+                );
+            indexes.push(("bm25", MetricType::Bm25, None));
+        }
+        self.create(&format!("{p}_docs"), docs, &indexes)?;
         self.load(&format!("{p}_docs"))?;
-        self.load(&format!("{p}_intent"))?;
+        if layout == Layout::Split {
+            let intent = CollectionSchema::new()
+                .add_field(pk_int("id"))
+                .add_field(FieldSchema::new().name("meta").data_type(DataType::Json))
+                .add_field(vector("w2", 2 * k));
+            self.create(
+                &format!("{p}_intent"),
+                intent,
+                &[("w2", MetricType::L2, hnsw)],
+            )?;
+            self.load(&format!("{p}_intent"))?;
+        }
+        self.set_meta(&meta_key(name, "layout"), layout.name())?;
+        self.layouts.locked().insert(name.to_string(), layout);
         let json = serde_json::to_string(settings).expect("settings serialise");
         self.set_meta(&settings_key(name), &json)
     }
@@ -729,6 +963,7 @@ impl Remote {
             &format!("key like {}", json!(format!("meta/{name}/%"))),
         )?;
         self.lexical.locked().remove(name);
+        self.layouts.locked().remove(name);
         let prefix = meta_key(name, "");
         self.meta_cache
             .locked()
@@ -829,6 +1064,7 @@ impl Remote {
     /// the last of several with one id wins, as in the embedded store.
     pub fn upsert(&self, name: &str, docs: Vec<StoredDoc>) -> Result<Vec<Upserted>> {
         let p = physical(name);
+        let layout = self.layout(name)?;
         let mut rows_docs = Vec::with_capacity(docs.len());
         let mut rows_intent = Vec::with_capacity(docs.len());
         let internals: Vec<u64> = docs.iter().map(|d| internal_id(&d.id)).collect();
@@ -899,11 +1135,20 @@ impl Remote {
                     .unwrap_or("");
                 row[record_field(c)] = json!(part);
             }
-            rows_docs.push(row);
             let w2: Vec<f32> = d.mu.iter().chain(&d.sigma).copied().collect();
-            rows_intent.push(json!({"id": internal, "meta": meta, "w2": w2}));
+            match layout {
+                Layout::Split => rows_intent.push(json!({"id": internal, "meta": meta, "w2": w2})),
+                Layout::One => row["w2"] = json!(w2),
+                Layout::FullText => {
+                    row["w2"] = json!(w2);
+                    row["lex"] = json!(lexical_terms(&d.text, CHUNK_CHARS));
+                }
+            }
+            rows_docs.push(row);
         }
-        self.upsert_rows(&format!("{p}_intent"), rows_intent)?;
+        if layout == Layout::Split {
+            self.upsert_rows(&format!("{p}_intent"), rows_intent)?;
+        }
         self.upsert_rows(&format!("{p}_docs"), rows_docs)?;
         if let Some(lex) = self.lexical.locked().get_mut(name) {
             for (d, &internal) in docs.iter().zip(&internals) {
@@ -925,12 +1170,17 @@ impl Remote {
         {
             return Ok(None);
         }
-        self.delete_where(&format!("{p}_docs"), &expr)?;
-        self.delete_where(&format!("{p}_intent"), &expr)?;
+        let parts: &[&str] = match self.layout(name)? {
+            Layout::Split => &["docs", "intent"],
+            Layout::One | Layout::FullText => &["docs"],
+        };
+        for part in parts {
+            self.delete_where(&format!("{p}_{part}"), &expr)?;
+        }
         // Session reads do not see a delete on Milvus 2.3 at once (measured: the next read
         // still found the document); one Strong read waits until the query nodes applied it,
         // so this node's later reads see it. Deletes are rare; this costs a time tick.
-        for part in ["docs", "intent"] {
+        for part in parts {
             self.reloading(&format!("{p}_{part}"), || {
                 let c = format!("{p}_{part}");
                 self.query_once(
@@ -1155,7 +1405,6 @@ impl Remote {
     /// as Milvus gives it).
     pub fn search(&self, name: &str, q: VectorQuery<'_>) -> Result<Vec<(u64, f32)>> {
         let VectorQuery {
-            part,
             field,
             vector,
             k,
@@ -1163,92 +1412,137 @@ impl Remote {
             filter,
             among,
         } = q;
-        if k == 0 {
+        let part = match field {
+            VectorField::Sentence => "docs",
+            VectorField::W2 => self.layout(name)?.intent_part(),
+        };
+        let search = Search {
+            collection: format!("{}_{part}", physical(name)),
+            field: field.name(),
+            vectors: SearchVectors::Float(vec![vector]),
+            expr: restrict(filter, among),
+            k,
+            ef: Some(ef),
+        };
+        self.search_once(search)
+    }
+
+    /// The `k` best documents of collection `name` for `text` by Milvus's own BM25 over the
+    /// `lex` field (full-text layout only): (internal id, score as Milvus gives it), best first;
+    /// only those `filter` admits and among `among` when given. The query is turned into
+    /// kindred's lexical terms as the documents were, so the scores are kindred's BM25 (up to
+    /// the statistics the server keeps).
+    pub fn full_text(
+        &self,
+        name: &str,
+        text: &str,
+        k: usize,
+        filter: Option<&Filter>,
+        among: Option<&[u64]>,
+    ) -> Result<Vec<(u64, f32)>> {
+        let terms = lexical_terms(text, CHUNK_CHARS);
+        if terms.is_empty() || among.is_some_and(<[u64]>::is_empty) {
             return Ok(Vec::new());
         }
-        let collection = format!("{}_{part}", physical(name));
-        let mut expr = filter.and_then(|f| expression(f, "meta"));
-        if let Some(ids) = among {
-            expr = Some(and_ids(expr.as_deref(), ids));
-        }
-        let k = k.min(QUERY_ROWS);
-        let ef = ef.max(k);
-        let field = field.to_string();
-        let target = collection.clone();
-        self.reloading(&target, || {
-            self.search_once(
-                collection.clone(),
-                field.clone(),
-                vector.clone(),
-                expr.clone(),
-                (k, ef),
-            )
+        self.search_once(Search {
+            collection: format!("{}_docs", physical(name)),
+            field: "bm25",
+            vectors: SearchVectors::EmbeddedText(vec![terms]),
+            expr: restrict(filter, among),
+            k,
+            ef: None,
         })
     }
 
-    fn search_once(
-        &self,
-        collection: String,
-        field: String,
-        vector: Vec<f32>,
-        expr: Option<String>,
-        (k, ef): (usize, usize),
-    ) -> Result<Vec<(u64, f32)>> {
-        self.call("searching", move |c| {
-            let (collection, field, vector, expr) = (
-                collection.clone(),
-                field.clone(),
-                vector.clone(),
-                expr.clone(),
-            );
-            async move {
-                let mut b = SearchRequest::builder()
-                    .collection_name(collection)
-                    .vector_field(field)
-                    .vectors(SearchVectors::Float(vec![vector]))
-                    .limit(k as i64)
-                    .extra_params([("ef".to_string(), ef.to_string())].into_iter().collect())
-                    .consistency_level(READS);
-                if let Some(e) = expr {
-                    b = b.filter(e);
+    fn search_once(&self, s: Search) -> Result<Vec<(u64, f32)>> {
+        if s.k == 0 {
+            return Ok(Vec::new());
+        }
+        let k = s.k.min(QUERY_ROWS);
+        let target = s.collection.clone();
+        self.reloading(&target, || {
+            let s = s.clone();
+            self.call("searching", move |c| {
+                let s = s.clone();
+                async move {
+                    let mut b = SearchRequest::builder()
+                        .collection_name(s.collection)
+                        .vector_field(s.field)
+                        .vectors(s.vectors)
+                        .limit(k as i64)
+                        .consistency_level(READS);
+                    if let Some(ef) = s.ef {
+                        let ef = ef.max(k).to_string();
+                        b = b.extra_params([("ef".to_string(), ef)].into_iter().collect());
+                    }
+                    if let Some(e) = s.expr {
+                        b = b.filter(e);
+                    }
+                    let r = c.search(b.build()?).await?;
+                    let mut out = Vec::new();
+                    for one in r.results() {
+                        let ids = match one.get_ids() {
+                            Ids::Int64(v) => v.iter().map(|&i| i as u64).collect::<Vec<_>>(),
+                            _ => Vec::new(),
+                        };
+                        out.extend(ids.into_iter().zip(one.get_scores().iter().copied()));
+                    }
+                    Ok(out)
                 }
-                let r = c.search(b.build()?).await?;
-                let mut out = Vec::new();
-                for one in r.results() {
-                    let ids = match one.get_ids() {
-                        Ids::Int64(v) => v.iter().map(|&i| i as u64).collect::<Vec<_>>(),
-                        _ => Vec::new(),
-                    };
-                    out.extend(ids.into_iter().zip(one.get_scores().iter().copied()));
-                }
-                Ok(out)
-            }
+            })
         })
+    }
+}
+
+/// One search call of [`Remote::search_once`].
+#[derive(Clone)]
+struct Search {
+    collection: String,
+    field: &'static str,
+    vectors: SearchVectors,
+    expr: Option<String>,
+    k: usize,
+    /// HNSW search list size (vector fields only).
+    ef: Option<usize>,
+}
+
+/// The expression admitting what `filter` admits among `among` (None: everything).
+fn restrict(filter: Option<&Filter>, among: Option<&[u64]>) -> Option<String> {
+    let expr = filter.and_then(|f| expression(f, "meta"));
+    match among {
+        Some(ids) => Some(and_ids(expr.as_deref(), ids)),
+        None => expr,
     }
 }
 
 /// Whether a server of `version` ("v2.3.5-lite", "2.6.0") has what kindred uses: 2.3 or
 /// later (an unparsable version is given the benefit of the doubt).
 fn supported(version: &str) -> bool {
-    let v = version.trim_start_matches('v');
-    let mut parts = v
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|p| !p.is_empty());
-    match (
-        parts.next().and_then(|p| p.parse::<u32>().ok()),
-        parts.next().and_then(|p| p.parse::<u32>().ok()),
-    ) {
-        (Some(major), Some(minor)) => (major, minor) >= (2, 3),
-        _ => true,
+    major_minor(version).is_none_or(|v| v >= (2, 3))
+}
+
+/// A vector field of a kindred collection in Milvus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VectorField {
+    /// The sentence vectors (COSINE).
+    Sentence,
+    /// The intents [μ; σ] (L2).
+    W2,
+}
+
+impl VectorField {
+    fn name(self) -> &'static str {
+        match self {
+            VectorField::Sentence => "sentence",
+            VectorField::W2 => "w2",
+        }
     }
 }
 
 /// One vector search of [`Remote::search`].
 pub(crate) struct VectorQuery<'a> {
-    /// `docs` or `intent`.
-    pub part: &'static str,
-    /// `sentence` or `w2`.
-    pub field: &'static str,
+    /// Which field.
+    pub field: VectorField,
     /// The query vector.
     pub vector: Vec<f32>,
     /// Hits wanted.
@@ -1378,6 +1672,65 @@ mod tests {
     }
 
     #[test]
+    fn both_servers_words_for_an_unloaded_collection_are_recognised() {
+        assert!(not_loaded("collection not loaded[collection=4]"));
+        assert!(not_loaded("Milvus server error (code=101, message=Collection 'kindred_meta' is in state 'released'; call load() before search/get/query)"));
+        assert!(!not_loaded("collection not found"));
+    }
+
+    #[test]
+    fn capabilities_and_layouts_follow_the_server_version() {
+        let split = Capabilities {
+            vector_fields: false,
+            full_text: false,
+        };
+        assert_eq!(capabilities("v2.3.5-lite"), split);
+        assert_eq!(
+            capabilities("v2.4.17"),
+            Capabilities {
+                vector_fields: true,
+                full_text: false
+            }
+        );
+        assert_eq!(
+            capabilities("v2.5.4"),
+            Capabilities {
+                vector_fields: true,
+                full_text: true
+            }
+        );
+        assert_eq!(
+            capabilities("2.6.0"),
+            Capabilities {
+                vector_fields: true,
+                full_text: true
+            }
+        );
+        assert_eq!(
+            capabilities("milvus_lite-3.2.2"),
+            Capabilities {
+                vector_fields: true,
+                full_text: true
+            }
+        );
+        assert_eq!(capabilities("milvus_lite-2.4.10"), split);
+        assert_eq!(capabilities("unknown"), split);
+        assert_eq!(Layout::for_server(capabilities("v2.3.5")), Layout::Split);
+        assert_eq!(Layout::for_server(capabilities("v2.4.0")), Layout::One);
+        assert_eq!(Layout::for_server(capabilities("v2.6.1")), Layout::FullText);
+        for l in [Layout::Split, Layout::One, Layout::FullText] {
+            assert_eq!(Layout::from_name(l.name()), Some(l));
+        }
+    }
+
+    #[test]
+    fn lexical_terms_keep_bigrams_one_token_and_stop_between_terms() {
+        assert_eq!(lexical_terms("How do I?", 1000), "how do i how_do do_i");
+        assert_eq!(lexical_terms("How do I?", 9), "how do i");
+        assert_eq!(lexical_terms("  ?! ", 100), "");
+    }
+
+    #[test]
     fn versions_before_2_3_are_refused() {
         assert!(supported("v2.3.5-lite"));
         assert!(supported("2.6.1"));
@@ -1392,7 +1745,7 @@ mod tests {
         let f = Filter::parse(raw.as_object().unwrap()).unwrap();
         let e = expression(&f, "meta").unwrap();
         assert!(
-            e.contains(r#"(meta["lang"] in ["en"] or json_contains_any(meta["lang"], ["en"]))"#),
+            e.contains(r#"(meta["lang"] == "en" or json_contains_any(meta["lang"], ["en"]))"#),
             "{e}"
         );
         assert!(
@@ -1400,6 +1753,10 @@ mod tests {
             "{e}"
         );
         assert!(e.contains(r#"["a","b\"c"]"#), "{e}");
+        assert!(
+            e.contains(r#"(meta["tag"] == "a" or meta["tag"] == "b\"c" or json_contains_any("#),
+            "{e}"
+        );
         assert_eq!(expression(&Filter::default(), "meta"), None);
     }
 }

@@ -135,7 +135,7 @@ pub fn lexical_stage(
     let depth = params.depths.lexical;
     Ok(ids(match scope.pushed() {
         Some(f) => view.lexical_filtered(text, depth, f)?,
-        None => view.lexical(text, depth, scope.admitted()),
+        None => view.lexical(text, depth, scope.admitted())?,
     }))
 }
 

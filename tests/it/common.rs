@@ -200,7 +200,7 @@ pub fn w2_hits(
 /// The k best documents by BM25: (document, score), best first.
 pub fn lexical_hits(db: &Database, name: &str, text: &str, k: usize) -> Vec<(StoredDoc, f32)> {
     let view = db.view(name).expect("collection");
-    let hits = view.lexical(text, k, None);
+    let hits = view.lexical(text, k, None).expect("search");
     resolve(&view, hits)
 }
 
