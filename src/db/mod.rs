@@ -1231,9 +1231,32 @@ impl View<'_> {
         }
     }
 
-    /// TF-IDF cosine of `text` with each of `docs` (internal ids; 0 for one not indexed).
-    pub fn lexical_similarities(&self, text: &str, docs: &[u64]) -> Vec<f32> {
-        self.lexical_index().similarities(text, docs)
+    /// TF-IDF cosine of `text` with each of `docs` ((internal id, text)). From the terms the
+    /// lexical index holds for each (0 for one not indexed), but on the Milvus backend's
+    /// full-text layout, where this node's index is a sample, from each text's terms with the
+    /// index's IDF.
+    pub fn lexical_similarities(&self, text: &str, docs: &[(u64, &str)]) -> Vec<f32> {
+        let index = self.lexical_index();
+        match &self.source {
+            Source::Remote(r) if r.layout == remote::Layout::FullText => {
+                let query = crate::text::terms(text);
+                index.with_idf(|idf| {
+                    docs.iter()
+                        .map(|(_, t)| {
+                            crate::score::features::lexical_similarity(
+                                &query,
+                                &crate::text::terms(t),
+                                idf,
+                            )
+                        })
+                        .collect()
+                })
+            }
+            _ => {
+                let ids: Vec<u64> = docs.iter().map(|&(id, _)| id).collect();
+                index.similarities(text, &ids)
+            }
+        }
     }
 
     /// The lexical index (for IDF weights). On the Milvus backend, this node's.

@@ -82,6 +82,11 @@ const TEXT_BYTES: usize = 8192;
 /// (what brings other nodes' writes and deletes into this node's lexical stage); the
 /// environment variable `KINDRED_MILVUS_LEXICAL_REFRESH_SECS` changes it.
 const LEXICAL_REFRESH: Duration = Duration::from_secs(60);
+/// On the full-text layout, how many documents a node's BM25 index holds at most (the first
+/// by internal id: a uniform sample): the index then only gives IDF weights and the lexical
+/// feature of P(duplicate), for which a sample's document frequencies do; the environment
+/// variable `KINDRED_MILVUS_IDF_SAMPLE` changes it.
+const IDF_SAMPLE: usize = 100_000;
 /// The consistency of every read: Milvus's Session level, which makes a write this node
 /// acknowledged visible to its next read without waiting for the cluster's time tick (Strong
 /// costs up to the tick interval, about 200 ms, on every read). Writes made through another
@@ -118,6 +123,8 @@ pub(crate) struct Remote {
     meta_cache: Mutex<HashMap<String, (std::time::Instant, Option<String>)>>,
     /// [`LEXICAL_REFRESH`] or as the environment sets it.
     lexical_refresh: Duration,
+    /// [`IDF_SAMPLE`] or as the environment sets it.
+    idf_sample: usize,
 }
 
 impl std::fmt::Debug for Remote {
@@ -247,6 +254,10 @@ pub(crate) fn lexical_terms(text: &str, max: usize) -> String {
 /// A node's BM25 index of one collection.
 struct Lexical {
     index: Arc<LexicalIndex>,
+    /// The index holds the documents with internal ids up to this one: all of them
+    /// (`u64::MAX`), or on the full-text layout of a large collection the first
+    /// [`IDF_SAMPLE`] by internal id, a uniform sample since internal ids are hashes.
+    bound: u64,
     built: std::time::Instant,
     /// While a rebuild runs: this node's writes since it started (id, text; None: deleted),
     /// replayed onto the new index before it replaces this one.
@@ -255,7 +266,9 @@ struct Lexical {
 
 impl Lexical {
     fn upsert(&mut self, id: u64, text: &str) {
-        self.index.upsert(id, text);
+        if id <= self.bound {
+            self.index.upsert(id, text);
+        }
         if let Some(p) = &mut self.pending {
             p.push((id, Some(text.to_string())));
         }
@@ -435,6 +448,11 @@ impl Remote {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .map_or(LEXICAL_REFRESH, Duration::from_secs_f64),
+            idf_sample: std::env::var("KINDRED_MILVUS_IDF_SAMPLE")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|&n| n > 0)
+                .unwrap_or(IDF_SAMPLE),
         };
         remote.version = remote.call("reading the server version", |c| async move {
             let r = c
@@ -1309,17 +1327,23 @@ impl Remote {
         })
     }
 
-    /// Every document's internal id and (first 8 KiB of) text, by ascending internal id.
-    fn scan_texts(&self, name: &str, mut each: impl FnMut(u64, &str)) -> Result<()> {
+    /// Each document's internal id and (first 8 KiB of) text, by ascending internal id, up to
+    /// `limit` documents: the last id given when it stopped at the limit (None: it saw all).
+    fn scan_texts(
+        &self,
+        name: &str,
+        limit: usize,
+        mut each: impl FnMut(u64, &str),
+    ) -> Result<Option<u64>> {
         let collection = format!("{}_docs", physical(name));
         let page = 256;
-        let mut after: i64 = -1;
+        let (mut after, mut seen): (i64, usize) = (-1, 0);
         loop {
             let rows = self.query(
                 &collection,
                 &format!("id > {after}"),
                 &["id", "text"],
-                Some(page),
+                Some(page.min(limit - seen)),
             )?;
             let mut got: Vec<(u64, &str)> = rows
                 .iter()
@@ -1329,9 +1353,11 @@ impl Remote {
             for (id, text) in &got {
                 each(*id, text);
             }
+            seen += got.len();
             match got.last() {
+                Some(&(last, _)) if seen >= limit => return Ok(Some(last)),
                 Some(&(last, _)) if rows.len() == page => after = last as i64,
-                _ => return Ok(()),
+                _ => return Ok(None),
             }
         }
     }
@@ -1355,10 +1381,11 @@ impl Remote {
         if let Some(l) = self.lexical.locked().get(name) {
             return Ok(l.index.clone()); // built while this thread waited
         }
-        let lex = Arc::new(self.build_lexical(name)?);
+        let (lex, bound) = self.build_lexical(name)?;
         let mut all = self.lexical.locked();
         let entry = all.entry(name.to_string()).or_insert(Lexical {
-            index: lex,
+            index: Arc::new(lex),
+            bound,
             built: std::time::Instant::now(),
             pending: None,
         });
@@ -1370,10 +1397,18 @@ impl Remote {
         self.lexical.locked().get(name).map_or(0, |l| l.index.len())
     }
 
-    fn build_lexical(&self, name: &str) -> Result<LexicalIndex> {
+    /// Collection `name`'s BM25 index as this node keeps it, and its bound ([`Lexical`]): every
+    /// document, but on the full-text layout (where Milvus answers the lexical stage and the
+    /// index only gives IDF weights) at most [`IDF_SAMPLE`] of them, so a node's memory and
+    /// rebuild time stay bounded however large the collection grows.
+    fn build_lexical(&self, name: &str) -> Result<(LexicalIndex, u64)> {
+        let limit = match self.layout(name)? {
+            Layout::FullText => self.idf_sample,
+            Layout::Split | Layout::One => usize::MAX,
+        };
         let lex = LexicalIndex::new();
-        self.scan_texts(name, |id, text| lex.upsert(id, text))?;
-        Ok(lex)
+        let last = self.scan_texts(name, limit, |id, text| lex.upsert(id, text))?;
+        Ok((lex, last.unwrap_or(u64::MAX)))
     }
 
     /// Builds collection `name`'s BM25 index anew and swaps it in, with this node's writes
@@ -1384,14 +1419,16 @@ impl Remote {
         let Some(l) = all.get_mut(name) else { return };
         let pending = l.pending.take().unwrap_or_default();
         match built {
-            Ok(index) => {
+            Ok((index, bound)) => {
                 for (id, text) in pending {
                     match text {
-                        Some(t) => index.upsert(id, &t),
+                        Some(t) if id <= bound => index.upsert(id, &t),
+                        Some(_) => {}
                         None => index.remove(id),
                     }
                 }
                 l.index = Arc::new(index);
+                l.bound = bound;
                 l.built = std::time::Instant::now();
             }
             Err(e) => {

@@ -216,8 +216,11 @@ pub fn score(
         rank_in(&stages.w2),
         rank_in(&stages.lexical),
     );
-    let internals: Vec<u64> = candidates.iter().map(|c| c.doc.internal).collect();
-    let lexical = view.lexical_similarities(text, &internals);
+    let docs: Vec<(u64, &str)> = candidates
+        .iter()
+        .map(|c| (c.doc.internal, c.doc.text.as_str()))
+        .collect();
+    let lexical = view.lexical_similarities(text, &docs);
     // The token weights, all looked up under one hold of the lexical index's lock.
     let (query_weights, doc_weights) = match params.weights {
         Weighting::Uniform => (None, vec![None; candidates.len()]),

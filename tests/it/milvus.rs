@@ -156,6 +156,26 @@ fn answers_like_the_embedded_one(kind: Kind) {
                 ha["stages"]["cosine"]["score"],
                 hb["stages"]["cosine"]["score"]
             );
+            // The lexical feature and P(duplicate): the same IDF (every document is in the
+            // node's index: 600 < its sample size on the full-text layout).
+            let close = |x: &Value, y: &Value| {
+                (x.as_f64().expect("number") - y.as_f64().expect("number")).abs() < 1e-5
+            };
+            assert!(
+                close(
+                    &ha["stages"]["lexical"]["score"],
+                    &hb["stages"]["lexical"]["score"]
+                ),
+                "lexical of {}: {} vs {}",
+                ha["id"],
+                ha["stages"]["lexical"],
+                hb["stages"]["lexical"]
+            );
+            assert!(
+                close(&ha["probability"], &hb["probability"]),
+                "P(duplicate) of {}",
+                ha["id"]
+            );
             assert_eq!(
                 ha["explanation"]["alignment"], hb["explanation"]["alignment"],
                 "{}",
@@ -262,10 +282,17 @@ fn answers_like_the_embedded_one(kind: Kind) {
         Kind::Standalone => "1",
         Kind::Lite => "60",
     };
+    // Node 2 keeps at most 250 documents in its BM25 index: on the full-text layout that
+    // bounds it (a sample for IDF weights), on the split layout the index is the lexical stage
+    // and holds every document.
     let node2 = Server::start(
         &tmp.path().join("node2"),
         &["--backend", &backend],
-        &[keys[0], ("KINDRED_MILVUS_LEXICAL_REFRESH_SECS", refresh)],
+        &[
+            keys[0],
+            ("KINDRED_MILVUS_LEXICAL_REFRESH_SECS", refresh),
+            ("KINDRED_MILVUS_IDF_SAMPLE", "250"),
+        ],
     );
     let (st, doc) = call(
         "GET",
@@ -319,6 +346,13 @@ fn answers_like_the_embedded_one(kind: Kind) {
     eventually("node 2's lexical stage sees the write", || {
         hit_ids(&search(&node2, &body)) == ["later"]
     });
+    let (st, info) = call("GET", &node2.url("/v1/collections/qqp"), Some(ADMIN), None);
+    assert_eq!(st, 200, "{info}");
+    let indexed = info["index"]["lexical_documents"].as_u64();
+    match kind {
+        Kind::Standalone => assert!(indexed >= Some(601), "{info}"),
+        Kind::Lite => assert_eq!(indexed, Some(250), "{info}"),
+    }
     let (st, _) = call(
         "DELETE",
         &remote.url("/v1/collections/qqp/documents/later"),
