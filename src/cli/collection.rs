@@ -90,8 +90,12 @@ pub fn stats(g: &Global, args: &StatsArgs) -> Result<()> {
     );
     println!("format version  {}", info.format_version);
     println!("documents       {}", s.documents);
-    println!("token vectors   {}", s.token_vectors);
-    println!("bytes/document  {:.0}", s.bytes_per_document);
+    let sampled = match s.sampled {
+        Some(n) => format!(" (extrapolated from a sample of {n} documents)"),
+        None => String::new(),
+    };
+    println!("token vectors   {}{sampled}", s.token_vectors);
+    println!("bytes/document  {:.0}{sampled}", s.bytes_per_document);
     println!(
         "bytes/token vec {:.1} ({} codec)",
         s.bytes_per_token_vector, info.settings.codec

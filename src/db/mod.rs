@@ -1395,7 +1395,8 @@ fn check_defaults(
 
 /// Collection `name`'s info on the Milvus backend (index sizes are the server's business:
 /// its graphs hold the live documents; the lexical count is this node's BM25 index, 0 until
-/// it is built: a stats call does not scan the collection).
+/// it is built: a stats call does not scan the collection; sizes are extrapolated from a
+/// sample, [`remote::Remote::stats`]).
 fn remote_info(r: &remote::Remote, name: &str) -> Result<CollectionInfo> {
     let settings = r.require(name)?;
     let documents = r.count(name)?;
@@ -1414,10 +1415,7 @@ fn remote_info(r: &remote::Remote, name: &str) -> Result<CollectionInfo> {
         },
         settings,
         format_version: 0,
-        stats: CollectionStats {
-            documents,
-            ..Default::default()
-        },
+        stats: r.stats(name, documents)?,
         search_defaults,
     })
 }

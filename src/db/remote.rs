@@ -82,6 +82,8 @@ const TEXT_BYTES: usize = 8192;
 /// (what brings other nodes' writes and deletes into this node's lexical stage); the
 /// environment variable `KINDRED_MILVUS_LEXICAL_REFRESH_SECS` changes it.
 const LEXICAL_REFRESH: Duration = Duration::from_secs(60);
+/// How many documents [`Remote::stats`] reads to extrapolate a collection's sizes from.
+const STATS_SAMPLE: usize = 256;
 /// On the full-text layout, how many documents a node's BM25 index holds at most (the first
 /// by internal id: a uniform sample): the index then only gives IDF weights and the lexical
 /// feature of P(duplicate), for which a sample's document frequencies do; the environment
@@ -1264,6 +1266,46 @@ impl Remote {
                 }
                 Ok(all)
             }
+        })
+    }
+
+    /// Collection `name`'s size statistics, extrapolated from a sample of up to
+    /// [`STATS_SAMPLE`] documents (the first by internal id: a uniform sample, internal ids
+    /// being hashes) to its `documents`. Record bytes are the kindred records' as the embedded
+    /// store counts them (8-byte key and encoded record), not Milvus's field storage (base64
+    /// text, the vector fields, its indexes): docs/scale-out.md has the per-field sizing.
+    pub fn stats(&self, name: &str, documents: u64) -> Result<crate::store::CollectionStats> {
+        let rows = self.query(
+            &format!("{}_docs", physical(name)),
+            "id > -1",
+            &["id"],
+            Some(STATS_SAMPLE),
+        )?;
+        let ids: Vec<u64> = rows.iter().filter_map(|r| r.get("id")?.as_u64()).collect();
+        let (mut tokens, mut record, mut token_bytes) = (0u64, 0u64, 0u64);
+        let sample = self.get_many(name, &ids)?;
+        for doc in sample.values() {
+            tokens += doc.token_scales.len() as u64;
+            record += 8 + doc.to_bytes().len() as u64;
+            token_bytes += (doc.token_codes.len() + 4 * doc.token_scales.len()) as u64;
+        }
+        let n = sample.len() as u64;
+        let scale = |x: u64| -> u64 {
+            if n == 0 {
+                0
+            } else {
+                (x as f64 * documents as f64 / n as f64).round() as u64
+            }
+        };
+        Ok(crate::store::CollectionStats {
+            documents,
+            token_vectors: scale(tokens),
+            record_bytes: scale(record),
+            token_vector_bytes: scale(token_bytes),
+            bytes_per_document: record as f64 / n.max(1) as f64,
+            bytes_per_token_vector: token_bytes as f64 / tokens.max(1) as f64,
+            seq: 0,
+            sampled: Some(n),
         })
     }
 

@@ -143,6 +143,11 @@ pub struct CollectionStats {
     pub bytes_per_token_vector: f64,
     /// The write sequence number.
     pub seq: u64,
+    /// On the Milvus backend: the byte and token-vector figures are extrapolated to every
+    /// document from this many (a uniform sample: the first by hashed internal id). Absent:
+    /// counted over every document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<u64>,
 }
 
 /// The result of upserting one document.
@@ -965,6 +970,7 @@ impl Store {
             bytes_per_document: record_bytes as f64 / documents.max(1) as f64,
             bytes_per_token_vector: tv_bytes as f64 / token_vectors.max(1) as f64,
             seq: read_u64(state_t.get(b"seq")?),
+            sampled: None,
         })
     }
 

@@ -117,6 +117,29 @@ fn answers_like_the_embedded_one(kind: Kind) {
         assert_eq!(documents(s), 600);
     }
 
+    // Sizes: counted over every record on the embedded backend, extrapolated from a sample of
+    // 256 on Milvus (before, Milvus reported 0 bytes).
+    let stats = |s: &Server| {
+        let (st, info) = call("GET", &s.url("/v1/collections/qqp"), Some(ADMIN), None);
+        assert_eq!(st, 200, "{info}");
+        info["stats"].clone()
+    };
+    let (exact, sampled) = (stats(&local), stats(&remote));
+    assert_eq!(exact.get("sampled"), None, "{exact}");
+    assert_eq!(sampled["sampled"], 256, "{sampled}");
+    for f in [
+        "record_bytes",
+        "token_vectors",
+        "token_vector_bytes",
+        "bytes_per_document",
+    ] {
+        let (e, s) = (exact[f].as_f64().expect(f), sampled[f].as_f64().expect(f));
+        assert!(
+            (s / e - 1.0).abs() < 0.15,
+            "{f}: sampled {s} against {e} counted"
+        );
+    }
+
     // Cosine and W2 first stages: recall@10 against the embedded backend (both HNSW).
     for mode in ["cosine", "w2"] {
         let (mut found, mut total) = (0, 0);

@@ -204,6 +204,10 @@ pub struct CollectionStats {
     pub bytes_per_token_vector: f64,
     /// The write sequence number.
     pub seq: u64,
+    /// On the Milvus backend: the byte and token-vector figures are extrapolated to every
+    /// document from this many (a uniform sample). Absent: counted over every document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<u64>,
 }
 
 impl From<store::CollectionStats> for CollectionStats {
@@ -216,6 +220,7 @@ impl From<store::CollectionStats> for CollectionStats {
             bytes_per_document: s.bytes_per_document,
             bytes_per_token_vector: s.bytes_per_token_vector,
             seq: s.seq,
+            sampled: s.sampled,
         }
     }
 }

@@ -294,6 +294,7 @@ mod tests {
                     bytes_per_document: 6553.6,
                     bytes_per_token_vector: 384.0,
                     seq: 17,
+                    sampled: None,
                 },
                 index: db::IndexInfo {
                     cosine_points: 11,
