@@ -10,6 +10,11 @@
 //! searches run through the full pipeline (hybrid first stages, load, RCMD, P(duplicate),
 //! k 10) with queries encoded beforehand (perturbed real vectors, noise 0.3), one at a time.
 //!
+//! `SCALE_BACKENDS` (default `embedded,milvus`) picks the backends; `SCALE_DIR` where the
+//! data goes (default the system's temporary directory); `KINDRED_MILVUS_MMAP_DIR` makes the
+//! Milvus server memory-map its loaded fields from that directory (scripts/milvus_server.py),
+//! which the 1M point needs on a 24 GB machine.
+//!
 //! Run: `cargo bench --bench scale` (about 15 minutes on 2 cores for the defaults).
 
 use std::path::PathBuf;
@@ -148,25 +153,41 @@ fn main() {
         .map(|(t, e)| (t.clone(), perturb(e, &mut noise, 0.3)))
         .collect();
 
-    let tmp = tempfile::tempdir().expect("tempdir");
+    let backends = std::env::var("SCALE_BACKENDS").unwrap_or_else(|_| "embedded,milvus".into());
+    let tmp = match std::env::var_os("SCALE_DIR") {
+        Some(d) => tempfile::tempdir_in(d),
+        None => tempfile::tempdir(),
+    }
+    .expect("tempdir");
     let mut rows = Vec::new();
-    let embedded = Database::open(&tmp.path().join("embedded"), Durability::Flush).expect("opens");
-    rows.extend(run("embedded", embedded, &encoder, &real, &queries, &sizes));
-    let server = milvus::Milvus::start(&tmp.path().join("milvus"));
-    let remote = Database::open_backend(
-        &tmp.path().join("node"),
-        Durability::Flush,
-        &Backend::Milvus(server.url()),
-    )
-    .expect("connects");
-    rows.extend(run(
-        "milvus 2.3.5 (standalone, same machine)",
-        remote,
-        &encoder,
-        &real,
-        &queries,
-        &sizes,
-    ));
+    if backends.split(',').any(|b| b == "embedded") {
+        let embedded =
+            Database::open(&tmp.path().join("embedded"), Durability::Flush).expect("opens");
+        rows.extend(run("embedded", embedded, &encoder, &real, &queries, &sizes));
+        std::fs::remove_dir_all(tmp.path().join("embedded")).expect("removes");
+    }
+    if backends.split(',').any(|b| b == "milvus") {
+        let server = milvus::Milvus::start(&tmp.path().join("milvus"));
+        let remote = Database::open_backend(
+            &tmp.path().join("node"),
+            Durability::Flush,
+            &Backend::Milvus(server.url()),
+        )
+        .expect("connects");
+        let mmap = if std::env::var_os("KINDRED_MILVUS_MMAP_DIR").is_some() {
+            ", mmap"
+        } else {
+            ""
+        };
+        rows.extend(run(
+            &format!("milvus 2.3.5 (standalone, same machine{mmap})"),
+            remote,
+            &encoder,
+            &real,
+            &queries,
+            &sizes,
+        ));
+    }
     println!("| backend | documents | ingest docs/s (encoded) | search p50 ms | search p99 ms |");
     println!("|---|---:|---:|---:|---:|");
     for r in rows {

@@ -49,6 +49,23 @@ def main() -> int:
 
     milvus.MilvusServerConfig.try_bind_port = try_bind_port
 
+    # KINDRED_MILVUS_MMAP_DIR: the query node memory-maps loaded fields from files in that
+    # directory instead of holding them in memory (Milvus 2.3's queryNode.mmapDirPath), so a
+    # large collection fits a small machine (the scale bench's 1M point).
+    mmap_dir = os.environ.get("KINDRED_MILVUS_MMAP_DIR")
+    if mmap_dir:
+        os.makedirs(mmap_dir, exist_ok=True)
+        write_config = milvus.MilvusServerConfig.write_config
+
+        def write_config_with_mmap(self):
+            if "mmapDirPath" not in self.template_text:
+                self.template_text = self.template_text.replace(
+                    "\nqueryNode:\n", f"\nqueryNode:\n  mmapDirPath: {mmap_dir}\n", 1
+                )
+            write_config(self)
+
+        milvus.MilvusServerConfig.write_config = write_config_with_mmap
+
     default_server.set_base_dir(args.dir)
     default_server.listen_port = args.port
     # The server's other ports (metrics, internal) derive from the base dir config; keep
