@@ -84,10 +84,10 @@ const TEXT_BYTES: usize = 8192;
 const LEXICAL_REFRESH: Duration = Duration::from_secs(60);
 /// How many documents [`Remote::stats`] reads to extrapolate a collection's sizes from.
 const STATS_SAMPLE: usize = 256;
-/// On the full-text layout, how many documents a node's BM25 index holds at most (the first
-/// by internal id: a uniform sample): the index then only gives IDF weights and the lexical
-/// feature of P(duplicate), for which a sample's document frequencies do; the environment
-/// variable `KINDRED_MILVUS_IDF_SAMPLE` changes it.
+/// On the full-text layout, about how many documents a node's BM25 index holds (every
+/// document with an internal id up to a bound: a uniform sample, ids being hashes): the index
+/// then only gives IDF weights and the lexical feature of P(duplicate), for which a sample's
+/// document frequencies do; the environment variable `KINDRED_MILVUS_IDF_SAMPLE` changes it.
 const IDF_SAMPLE: usize = 100_000;
 /// The consistency of every read: Milvus's Session level, which makes a write this node
 /// acknowledged visible to its next read without waiting for the cluster's time tick (Strong
@@ -157,8 +157,9 @@ pub(crate) struct Capabilities {
     pub full_text: bool,
 }
 
-/// How one kindred collection is laid out in Milvus (the module doc describes each).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How one kindred collection is laid out in Milvus (the module doc describes each); ordered
+/// by what the server must offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Layout {
     /// `c_docs` and `c_intent`.
     Split,
@@ -257,8 +258,8 @@ pub(crate) fn lexical_terms(text: &str, max: usize) -> String {
 struct Lexical {
     index: Arc<LexicalIndex>,
     /// The index holds the documents with internal ids up to this one: all of them
-    /// (`u64::MAX`), or on the full-text layout of a large collection the first
-    /// [`IDF_SAMPLE`] by internal id, a uniform sample since internal ids are hashes.
+    /// (`u64::MAX`), or on the full-text layout of a large collection about [`IDF_SAMPLE`], a
+    /// uniform sample since internal ids are hashes.
     bound: u64,
     built: std::time::Instant,
     /// While a rebuild runs: this node's writes since it started (id, text; None: deleted),
@@ -551,12 +552,7 @@ impl Remote {
         };
         let layout = Layout::from_name(&asked)
             .ok_or_else(|| bad(format!("{asked:?}: use split, one or full-text")))?;
-        let rank = |l: Layout| {
-            [Layout::Split, Layout::One, Layout::FullText]
-                .iter()
-                .position(|&x| x == l)
-        };
-        if rank(layout) > rank(best) {
+        if layout > best {
             return Err(bad(format!(
                 "Milvus {} offers at most the {} layout: unset it or upgrade the server",
                 self.version,
@@ -1275,13 +1271,15 @@ impl Remote {
     /// store counts them (8-byte key and encoded record), not Milvus's field storage (base64
     /// text, the vector fields, its indexes): docs/scale-out.md has the per-field sizing.
     pub fn stats(&self, name: &str, documents: u64) -> Result<crate::store::CollectionStats> {
-        let rows = self.query(
-            &format!("{}_docs", physical(name)),
-            "id > -1",
-            &["id"],
-            Some(STATS_SAMPLE),
-        )?;
-        let ids: Vec<u64> = rows.iter().filter_map(|r| r.get("id")?.as_u64()).collect();
+        let mut ranges = Ranges::new(self, name, &["id"], STATS_SAMPLE)?;
+        let mut ids: Vec<u64> = Vec::new();
+        while ids.len() < STATS_SAMPLE {
+            let Some((_, rows)) = ranges.next(self)? else {
+                break;
+            };
+            ids.extend(rows.iter().filter_map(|r| r.get("id")?.as_u64()));
+        }
+        ids.truncate(STATS_SAMPLE); // ascending: the smallest ids, still a uniform sample
         let (mut tokens, mut record, mut token_bytes) = (0u64, 0u64, 0u64);
         let sample = self.get_many(name, &ids)?;
         for doc in sample.values() {
@@ -1319,12 +1317,12 @@ impl Remote {
     }
 
     /// Every document, by ascending internal id, read as the iterator is advanced (ids 4,096
-    /// at a time, records 256 at a time), so memory stays flat in the collection's size.
+    /// at a time, [`Ranges`], records 256 at a time), so memory stays flat in the collection's
+    /// size.
     pub fn iter(self: &Arc<Self>, name: &str) -> impl Iterator<Item = Result<StoredDoc>> {
         let (remote, name) = (self.clone(), name.to_string());
-        let collection = format!("{}_docs", physical(&name));
-        let (mut after, mut ids, mut docs): (i64, Vec<u64>, Vec<StoredDoc>) =
-            (-1, Vec::new(), Vec::new());
+        let (mut ranges, mut ids, mut docs): (Option<Ranges>, Vec<u64>, Vec<StoredDoc>) =
+            (None, Vec::new(), Vec::new());
         let mut finished = false;
         std::iter::from_fn(move || loop {
             if let Some(d) = docs.pop() {
@@ -1334,25 +1332,27 @@ impl Remote {
                 if finished {
                     return None;
                 }
-                let page = 4096;
-                let rows = match remote.query(
-                    &collection,
-                    &format!("id > {after}"),
-                    &["id"],
-                    Some(page),
-                ) {
-                    Ok(rows) => rows,
+                let walk = match &mut ranges {
+                    Some(r) => r,
+                    None => match Ranges::new(&remote, &name, &["id"], 4096) {
+                        Ok(r) => ranges.insert(r),
+                        Err(e) => {
+                            finished = true;
+                            return Some(Err(e));
+                        }
+                    },
+                };
+                match walk.next(&remote) {
+                    Ok(Some((_, rows))) => {
+                        ids = rows.iter().filter_map(|r| r.get("id")?.as_u64()).collect();
+                        ids.reverse(); // popped from the end: ascending
+                        continue;
+                    }
+                    Ok(None) => return None,
                     Err(e) => {
                         finished = true;
                         return Some(Err(e));
                     }
-                };
-                ids = rows.iter().filter_map(|r| r.get("id")?.as_u64()).collect();
-                ids.sort_unstable_by(|a, b| b.cmp(a)); // popped from the end: ascending
-                finished = ids.len() < page;
-                match ids.first() {
-                    Some(&last) => after = last as i64,
-                    None => return None,
                 }
             }
             let chunk: Vec<u64> = ids.split_off(ids.len().saturating_sub(256));
@@ -1369,39 +1369,32 @@ impl Remote {
         })
     }
 
-    /// Each document's internal id and (first 8 KiB of) text, by ascending internal id, up to
-    /// `limit` documents: the last id given when it stopped at the limit (None: it saw all).
+    /// Each document's internal id and (first 8 KiB of) text, by ascending internal id, until
+    /// at least `limit` were given: then the bound of what was given (every document with an
+    /// internal id up to it, and none above), None when it gave all.
     fn scan_texts(
         &self,
         name: &str,
         limit: usize,
         mut each: impl FnMut(u64, &str),
     ) -> Result<Option<u64>> {
-        let collection = format!("{}_docs", physical(name));
-        let page = 256;
-        let (mut after, mut seen): (i64, usize) = (-1, 0);
-        loop {
-            let rows = self.query(
-                &collection,
-                &format!("id > {after}"),
-                &["id", "text"],
-                Some(page.min(limit - seen)),
-            )?;
-            let mut got: Vec<(u64, &str)> = rows
-                .iter()
-                .filter_map(|r| Some((r.get("id")?.as_u64()?, r.get("text")?.as_str()?)))
-                .collect();
-            got.sort_unstable_by_key(|(i, _)| *i);
-            for (id, text) in &got {
-                each(*id, text);
+        let mut ranges = Ranges::new(self, name, &["id", "text"], 256)?;
+        let mut seen = 0;
+        while let Some((last, rows)) = ranges.next(self)? {
+            for r in &rows {
+                if let (Some(id), Some(text)) = (
+                    r.get("id").and_then(|v| v.as_u64()),
+                    r.get("text").and_then(|v| v.as_str()),
+                ) {
+                    each(id, text);
+                    seen += 1;
+                }
             }
-            seen += got.len();
-            match got.last() {
-                Some(&(last, _)) if seen >= limit => return Ok(Some(last)),
-                Some(&(last, _)) if rows.len() == page => after = last as i64,
-                _ => return Ok(None),
+            if seen >= limit && !ranges.done() {
+                return Ok(Some(last));
             }
         }
+        Ok(None)
     }
 
     /// This node's BM25 index of collection `name`: built from a scan on first use; once
@@ -1441,7 +1434,7 @@ impl Remote {
 
     /// Collection `name`'s BM25 index as this node keeps it, and its bound ([`Lexical`]): every
     /// document, but on the full-text layout (where Milvus answers the lexical stage and the
-    /// index only gives IDF weights) at most [`IDF_SAMPLE`] of them, so a node's memory and
+    /// index only gives IDF weights) about [`IDF_SAMPLE`] of them, so a node's memory and
     /// rebuild time stay bounded however large the collection grows.
     fn build_lexical(&self, name: &str) -> Result<(LexicalIndex, u64)> {
         let limit = match self.layout(name)? {
@@ -1573,6 +1566,72 @@ impl Remote {
     }
 }
 
+/// A walk over a collection's documents by ascending ranges of internal ids that does not
+/// rely on the order a server returns a query's rows in (Milvus returns them by primary key,
+/// milvus-lite in insertion order, so paging with `id > last` would skip documents there):
+/// the id space is cut into ranges of about half a page each (ids are uniform hashes), each
+/// range is asked for at most a page, and a range whose answer fills the page is split in two
+/// and asked again, so every document is given exactly once.
+struct Ranges {
+    collection: String,
+    fields: Vec<&'static str>,
+    page: usize,
+    /// Inclusive ranges still to read, the next one last.
+    todo: Vec<(u64, u64)>,
+}
+
+impl Ranges {
+    fn new(remote: &Remote, name: &str, fields: &[&'static str], page: usize) -> Result<Ranges> {
+        const TOP: u64 = i64::MAX as u64;
+        let count = remote.count(name)?;
+        let n = (count / (page as u64 / 2).max(1)).max(1);
+        let width = TOP / n + 1;
+        let mut todo = Vec::new();
+        let mut lo = 0u64;
+        loop {
+            let hi = lo.saturating_add(width - 1).min(TOP);
+            todo.push((lo, hi));
+            if hi == TOP {
+                break;
+            }
+            lo = hi + 1;
+        }
+        todo.reverse();
+        Ok(Ranges {
+            collection: format!("{}_docs", physical(name)),
+            fields: fields.to_vec(),
+            page,
+            todo,
+        })
+    }
+
+    /// Whether every range was read.
+    fn done(&self) -> bool {
+        self.todo.is_empty()
+    }
+
+    /// The next range's rows by ascending id, with the range's last id (None: all read).
+    fn next(&mut self, remote: &Remote) -> Result<Option<(u64, Vec<Row>)>> {
+        while let Some((lo, hi)) = self.todo.pop() {
+            let mut rows = remote.query(
+                &self.collection,
+                &format!("id >= {lo} and id <= {hi}"),
+                &self.fields,
+                Some(self.page),
+            )?;
+            if rows.len() >= self.page && lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                self.todo.push((mid + 1, hi));
+                self.todo.push((lo, mid));
+                continue;
+            }
+            rows.sort_by_key(|r| r.get("id").and_then(|v| v.as_u64()).unwrap_or(0));
+            return Ok(Some((hi, rows)));
+        }
+        Ok(None)
+    }
+}
+
 /// One search call of [`Remote::search_once`].
 #[derive(Clone)]
 struct Search {
@@ -1657,6 +1716,9 @@ fn record_field(c: usize) -> String {
 fn record_fields() -> impl Iterator<Item = String> {
     (0..CHUNKS).map(record_field)
 }
+
+/// One row of a query's answer: field name → value.
+type Row = serde_json::Map<String, serde_json::Value>;
 
 /// One query: the rows of `collection` matching `filter`, with `fields`.
 async fn query_rows(

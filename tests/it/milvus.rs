@@ -305,16 +305,16 @@ fn answers_like_the_embedded_one(kind: Kind) {
         Kind::Standalone => "1",
         Kind::Lite => "60",
     };
-    // Node 2 keeps at most 250 documents in its BM25 index: on the full-text layout that
-    // bounds it (a sample for IDF weights), on the split layout the index is the lexical stage
-    // and holds every document.
+    // Node 2 is told to keep 400 documents in its BM25 index: on the full-text layout that
+    // bounds it (a sample for IDF weights: every document up to some internal id, read range
+    // by range), on the split layout the index is the lexical stage and holds every document.
     let node2 = Server::start(
         &tmp.path().join("node2"),
         &["--backend", &backend],
         &[
             keys[0],
             ("KINDRED_MILVUS_LEXICAL_REFRESH_SECS", refresh),
-            ("KINDRED_MILVUS_IDF_SAMPLE", "250"),
+            ("KINDRED_MILVUS_IDF_SAMPLE", "400"),
         ],
     );
     let (st, doc) = call(
@@ -372,9 +372,12 @@ fn answers_like_the_embedded_one(kind: Kind) {
     let (st, info) = call("GET", &node2.url("/v1/collections/qqp"), Some(ADMIN), None);
     assert_eq!(st, 200, "{info}");
     let indexed = info["index"]["lexical_documents"].as_u64();
+    // (Paging with `id > last` read milvus-lite's rows in insertion order and skipped most
+    // documents: about 260 instead of at least 400.)
+    let indexed = indexed.expect("lexical_documents");
     match kind {
-        Kind::Standalone => assert!(indexed >= Some(601), "{info}"),
-        Kind::Lite => assert_eq!(indexed, Some(250), "{info}"),
+        Kind::Standalone => assert!(indexed >= 601, "{info}"),
+        Kind::Lite => assert!((400..601).contains(&indexed), "{info}"),
     }
     let (st, _) = call(
         "DELETE",
