@@ -70,13 +70,7 @@ def main() -> int:
     default_server.listen_port = args.port
     # The server's other ports (metrics, internal) derive from the base dir config; keep
     # several servers apart by giving each its own port and directory.
-    stopping = threading.Event()
-
-    def stop(*_):
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stopping = stop_on_signals()
     started = time.time()
     default_server.start()
     if default_server.listen_port != args.port:
@@ -87,23 +81,34 @@ def main() -> int:
         default_server.stop()
         return 1
     print(f"ready {args.port} after {time.time() - started:.1f}s", flush=True)
-    parent = os.getppid()
     try:
-        while not stopping.wait(0.5):
-            if os.getppid() != parent:  # the test that started us is gone
-                break
+        wait_until_stopped(stopping)
     finally:
         default_server.stop()
     return 0
+
+
+def stop_on_signals() -> threading.Event:
+    """An event set by SIGTERM or SIGINT."""
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    return stopping
+
+
+def wait_until_stopped(stopping: threading.Event) -> None:
+    """Returns once `stopping` is set or the parent (the test that started us) is gone."""
+    parent = os.getppid()
+    while not stopping.wait(0.5):
+        if os.getppid() != parent:
+            return
 
 
 def lite(args) -> int:
     """A milvus-lite server on 127.0.0.1:PORT over DIR, until SIGTERM/SIGINT or the parent dies."""
     from milvus_lite.adapter.grpc.server import start_server_in_thread
 
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    stopping = stop_on_signals()
     started = time.time()
     os.makedirs(args.dir, exist_ok=True)
     server, db, port = start_server_in_thread(args.dir, "127.0.0.1", args.port)
@@ -113,11 +118,8 @@ def lite(args) -> int:
         db.close()
         return 1
     print(f"ready {port} after {time.time() - started:.1f}s", flush=True)
-    parent = os.getppid()
     try:
-        while not stopping.wait(0.5):
-            if os.getppid() != parent:
-                break
+        wait_until_stopped(stopping)
     finally:
         server.stop(grace=2).wait()
         db.close()

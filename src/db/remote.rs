@@ -568,15 +568,18 @@ impl Remote {
         if let Some(&l) = self.layouts.locked().get(name) {
             return Ok(l);
         }
-        // No record is not cached: it may also be a collection another node is creating.
-        let Some(n) = self.meta(&meta_key(name, "layout"))? else {
-            return Ok(Layout::Split);
+        let layout = match self.meta(&meta_key(name, "layout"))? {
+            Some(n) => Layout::from_name(&n).ok_or_else(|| {
+                crate::error::InternalError::Corrupt(format!(
+                    "collection {name:?} in Milvus has the unknown layout {n:?} (written by a newer kindred?)"
+                ))
+            })?,
+            // A collection with settings and no record predates layouts (the record is
+            // written before the settings); without settings it may be one another node is
+            // creating, so that answer is not kept.
+            None if self.settings(name)?.is_some() => Layout::Split,
+            None => return Ok(Layout::Split),
         };
-        let layout = Layout::from_name(&n).ok_or_else(|| {
-            crate::error::InternalError::Corrupt(format!(
-                "collection {name:?} in Milvus has the unknown layout {n:?} (written by a newer kindred?)"
-            ))
-        })?;
         self.layouts.locked().insert(name.to_string(), layout);
         Ok(layout)
     }
@@ -1271,7 +1274,7 @@ impl Remote {
     /// store counts them (8-byte key and encoded record), not Milvus's field storage (base64
     /// text, the vector fields, its indexes): docs/scale-out.md has the per-field sizing.
     pub fn stats(&self, name: &str, documents: u64) -> Result<crate::store::CollectionStats> {
-        let mut ranges = Ranges::new(self, name, &["id"], STATS_SAMPLE)?;
+        let mut ranges = Ranges::new(name, documents, &["id"], STATS_SAMPLE);
         let mut ids: Vec<u64> = Vec::new();
         while ids.len() < STATS_SAMPLE {
             let Some((_, rows)) = ranges.next(self)? else {
@@ -1334,8 +1337,8 @@ impl Remote {
                 }
                 let walk = match &mut ranges {
                     Some(r) => r,
-                    None => match Ranges::new(&remote, &name, &["id"], 4096) {
-                        Ok(r) => ranges.insert(r),
+                    None => match remote.count(&name) {
+                        Ok(count) => ranges.insert(Ranges::new(&name, count, &["id"], 4096)),
                         Err(e) => {
                             finished = true;
                             return Some(Err(e));
@@ -1378,7 +1381,7 @@ impl Remote {
         limit: usize,
         mut each: impl FnMut(u64, &str),
     ) -> Result<Option<u64>> {
-        let mut ranges = Ranges::new(self, name, &["id", "text"], 256)?;
+        let mut ranges = Ranges::new(name, self.count(name)?, &["id", "text"], 256);
         let mut seen = 0;
         while let Some((last, rows)) = ranges.next(self)? {
             for r in &rows {
@@ -1581,9 +1584,9 @@ struct Ranges {
 }
 
 impl Ranges {
-    fn new(remote: &Remote, name: &str, fields: &[&'static str], page: usize) -> Result<Ranges> {
+    /// Ranges over collection `name`'s `count` documents (about: it only sizes the ranges).
+    fn new(name: &str, count: u64, fields: &[&'static str], page: usize) -> Ranges {
         const TOP: u64 = i64::MAX as u64;
-        let count = remote.count(name)?;
         let n = (count / (page as u64 / 2).max(1)).max(1);
         let width = TOP / n + 1;
         let mut todo = Vec::new();
@@ -1597,12 +1600,12 @@ impl Ranges {
             lo = hi + 1;
         }
         todo.reverse();
-        Ok(Ranges {
+        Ranges {
             collection: format!("{}_docs", physical(name)),
             fields: fields.to_vec(),
             page,
             todo,
-        })
+        }
     }
 
     /// Whether every range was read.
