@@ -860,6 +860,14 @@ impl Remote {
     /// Stores labelled pair `key` of collection `name`: shared metadata under
     /// `meta/<name>/pair/<key>` (removed with the collection).
     pub fn put_pair(&self, name: &str, key: &str, value: &[u8]) -> Result<()> {
+        // Reading the pairs back walks hex key prefixes (`review::pair_key` makes the keys).
+        if key.len() != PAIR_KEY_DIGITS || !key.bytes().all(|b| HEX.contains(&b)) {
+            return Err(UserError::InvalidArgument {
+                name: "verdict key",
+                reason: format!("{key:?} is not {PAIR_KEY_DIGITS} lower-case hex digits"),
+            }
+            .into());
+        }
         let value = std::str::from_utf8(value).map_err(|_| UserError::InvalidArgument {
             name: "verdict",
             reason: "not UTF-8 text".into(),
@@ -867,15 +875,18 @@ impl Remote {
         self.set_meta(&pair_key(name, key), value)
     }
 
-    /// Every labelled pair of collection `name`: (key, value), at most [`QUERY_ROWS`].
+    /// Every labelled pair of collection `name`: (key, value). A query returns at most
+    /// [`QUERY_ROWS`] rows, so the pairs are read by key prefix ([`by_key_prefix`]).
     pub fn pairs(&self, name: &str) -> Result<Vec<(String, Vec<u8>)>> {
         let prefix = pair_key(name, "");
-        let rows = self.query(
-            META,
-            &format!("key like {}", json!(format!("{prefix}%"))),
-            &["key", "value"],
-            Some(QUERY_ROWS),
-        )?;
+        let rows = by_key_prefix(QUERY_ROWS, |head| {
+            self.query(
+                META,
+                &format!("key like {}", json!(format!("{prefix}{head}%"))),
+                &["key", "value"],
+                Some(QUERY_ROWS),
+            )
+        })?;
         Ok(rows
             .iter()
             .filter_map(|r| {
@@ -1710,6 +1721,29 @@ fn pair_key(name: &str, key: &str) -> String {
     meta_key(name, &format!("pair/{key}"))
 }
 
+/// The characters of a labelled pair's key ...
+const HEX: &[u8; 16] = b"0123456789abcdef";
+/// ... and how many (`review::pair_key`: 128 bits).
+const PAIR_KEY_DIGITS: usize = 32;
+
+/// Every row under a key prefix followed by [`PAIR_KEY_DIGITS`] hex digits, read with
+/// `query(head)` (the rows whose digits start with `head`, at most `page` of them): a full
+/// answer is read again as its 16 one-digit-longer heads, so no row is cut off by the page
+/// limit (a head of all the digits matches one row).
+fn by_key_prefix<R>(page: usize, mut query: impl FnMut(&str) -> Result<Vec<R>>) -> Result<Vec<R>> {
+    let mut out = Vec::new();
+    let mut heads = vec![String::new()];
+    while let Some(head) = heads.pop() {
+        let rows = query(&head)?;
+        if rows.len() >= page && head.len() < PAIR_KEY_DIGITS {
+            heads.extend(HEX.iter().map(|&c| format!("{head}{}", c as char)));
+        } else {
+            out.extend(rows);
+        }
+    }
+    Ok(out)
+}
+
 /// The name of record chunk `c` (`rec0..rec3`).
 fn record_field(c: usize) -> String {
     format!("rec{c}")
@@ -1797,6 +1831,36 @@ fn vector(name: &str, dim: usize) -> FieldSchema {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reading_by_key_prefix_returns_every_row_once_past_the_page_limit() {
+        let mut rng = crate::score::stats::SplitMix64(5);
+        let mut keys: Vec<String> = (0..2000)
+            .map(|_| format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64()))
+            .collect();
+        // A crowded prefix: splitting goes down to whole keys.
+        keys.extend((0..40).map(|i| format!("abcdef{i:026x}")));
+        let mut queries = 0;
+        for page in [2, 7, 100, 5000] {
+            let got = by_key_prefix(page, |head| {
+                queries += 1;
+                // As Milvus answers a capped `like` query: any `page` of the matching rows.
+                Ok(keys
+                    .iter()
+                    .rev()
+                    .filter(|k| k.starts_with(head))
+                    .take(page)
+                    .cloned()
+                    .collect())
+            })
+            .expect("reads");
+            let (mut got, mut want) = (got, keys.clone());
+            got.sort();
+            want.sort();
+            assert_eq!(got, want, "page {page}");
+        }
+        assert!(queries > 4, "full pages were split");
+    }
 
     #[test]
     fn physical_names_are_distinct_and_milvus_safe() {
