@@ -161,6 +161,7 @@ pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
     .with_context(|| format!("ingesting {} into {}", args.file.display(), args.collection));
     bar.finish_and_clear();
     let summary = summary?;
+    save_indexes(&db);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
         return Ok(());
@@ -182,4 +183,16 @@ pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
         println!("all rejected rows: {}", reject_path.display());
     }
     Ok(())
+}
+
+/// Saves the vector indexes now, under a spinner, rather than silently when the database
+/// closes (about 25 s for 1M documents on 2 cores). A failed save loses nothing: the store
+/// has every document, and the next open rebuilds the indexes from it.
+fn save_indexes(db: &kindred::Database) {
+    let spinner = ProgressBar::new_spinner().with_message("saving the vector indexes");
+    spinner.enable_steady_tick(std::time::Duration::from_millis(200));
+    if let Err(e) = db.checkpoint() {
+        eprintln!("warning: could not save the vector indexes ({e}); the next start rebuilds them from the store");
+    }
+    spinner.finish_and_clear();
 }
