@@ -732,22 +732,20 @@ mod tests {
                 assert_same_top(&idx.search(q, k), &all, k, &format!("{q:?} k {k}"));
                 let scanned = idx.search_exhaustive(q, k);
                 assert_same_top(&scanned, &all, k, &format!("{q:?} k {k} scan"));
-                let pruned = {
+                let pruned = |allow: &dyn Fn(u64) -> bool| {
                     let inner = idx.inner.read().unwrap();
-                    let held = inner.top_k(&terms(q), k, &|_| true, Plan::Prune);
+                    let held = inner.top_k(&terms(q), k, allow, Plan::Prune);
                     held.iter()
                         .map(|h| (inner.docs[h.slot as usize].id, h.score))
                         .collect::<Vec<_>>()
                 };
-                assert_same_top(&pruned, &all, k, &format!("{q:?} k {k} MaxScore"));
+                let what = format!("{q:?} k {k} MaxScore");
+                assert_same_top(&pruned(&|_| true), &all, k, &what);
                 let odd = |id: u64| id % 2 == 1;
                 let all = exhaustive(&idx, q, &odd);
-                assert_same_top(
-                    &idx.search_where(q, k, &odd),
-                    &all,
-                    k,
-                    &format!("{q:?} k {k} odd"),
-                );
+                let what = format!("{q:?} k {k} odd");
+                assert_same_top(&idx.search_where(q, k, &odd), &all, k, &what);
+                assert_same_top(&pruned(&odd), &all, k, &format!("{what} MaxScore"));
             }
         }
     }
