@@ -9,8 +9,9 @@
 //! each term carries an upper bound of what it can add to a score, and once k documents are
 //! held, the terms whose bounds together cannot lift a document past the k-th score only score
 //! the documents the other terms bring (skipping ahead in their lists), so the lists of common
-//! words ("what", "how do") are mostly jumped over. The result is the exhaustive ranking's,
-//! ties included. The index is also the source of IDF weights:
+//! words ("what", "how do") are mostly jumped over. The result is the exhaustive ranking's
+//! (equal scores ordered by slot; the sums' f32 rounding can differ in the last bit). The
+//! index is also the source of IDF weights:
 //! idf(t) = ln((N + 1) / (df(t) + 1)) + 1.
 
 use std::cmp::Ordering;
@@ -201,6 +202,8 @@ impl Inner {
         allow: &dyn Fn(u64) -> bool,
         plan: Plan,
     ) -> Vec<Held> {
+        // No more can be returned (and capacities below stay in reason for any k).
+        let k = k.min(self.live);
         let mut lists = self.scorers(q_terms);
         let all: usize = lists.iter().map(|l| l.postings.len()).sum();
         if plan == Plan::Scan || (plan == Plan::Auto && all <= SCAN_ALWAYS) {
@@ -727,7 +730,7 @@ mod tests {
         queries.push("how do i".into());
         queries.push("rare17 the best way".into());
         for q in &queries {
-            for k in [1, 3, 10, 100, 5000] {
+            for k in [1, 3, 10, 100, 5000, usize::MAX] {
                 let all = exhaustive(&idx, q, &|_| true);
                 assert_same_top(&idx.search(q, k), &all, k, &format!("{q:?} k {k}"));
                 let scanned = idx.search_exhaustive(q, k);
