@@ -178,7 +178,7 @@ impl Inner {
                 let bm25 = Bm25 { weight, avg_len };
                 // The contribution rises with tf and falls with length: the largest tf over
                 // the shortest length bounds it; the slack covers f32 rounding of the sums.
-                let bound = bm25.bound(self.max_tf[t], self.min_len[t]) * (1.0 + 1e-5);
+                let bound = bm25.contribution(self.max_tf[t], self.min_len[t]) * (1.0 + 1e-5);
                 TermScorer {
                     postings: &self.postings[t],
                     at: 0,
@@ -367,11 +367,11 @@ struct Bm25 {
 
 impl Bm25 {
     fn of(self, p: Posting) -> f32 {
-        self.bound(p.tf, p.len)
+        self.contribution(p.tf, p.len)
     }
 
     /// The contribution of a posting of `tf` in a document of `len` terms.
-    fn bound(self, tf: u16, len: u16) -> f32 {
+    fn contribution(self, tf: u16, len: u16) -> f32 {
         let tf = f32::from(tf);
         let norm = K1 * (1.0 - B + B * f32::from(len) / self.avg_len);
         self.weight * tf * (K1 + 1.0) / (tf + norm)
@@ -656,7 +656,7 @@ mod tests {
                             .iter()
                             .find(|&&(t, _)| t == s.term)
                             .map_or(0, |x| x.1);
-                        s.bm25.bound(tf, len)
+                        s.bm25.contribution(tf, len)
                     })
                     .sum::<f32>();
                 (slot as u32, d.id, score)
