@@ -12,6 +12,8 @@ use crate::index::{LexicalIndex, MetadataIndex};
 use crate::score::calibration::Calibrator;
 use crate::score::wasserstein::embed;
 use crate::store::{CollectionSettings, SearchDefaults};
+
+use super::OpenedFrom;
 use crate::sync::{MutexExt, RwLockExt};
 use crate::types::Gaussian;
 
@@ -46,6 +48,8 @@ pub(crate) struct Indexes {
     /// The collection's search defaults, decoded from the store on first use (outer None:
     /// not read yet; inner None: it has none).
     pub search_defaults: Mutex<Option<Option<Arc<SearchDefaults>>>>,
+    /// How the graphs came to be in this process.
+    pub opened: OpenedFrom,
     /// Set while a background compaction runs.
     compacting: AtomicBool,
 }
@@ -56,7 +60,7 @@ impl Indexes {
         settings: CollectionSettings,
         physical: String,
         (cosine, w2, lexical, metadata): (VectorIndex, VectorIndex, LexicalIndex, MetadataIndex),
-        saved_seq: Option<u64>,
+        (saved_seq, opened): (Option<u64>, OpenedFrom),
     ) -> Self {
         Indexes {
             cosine: RwLock::new(cosine),
@@ -70,6 +74,7 @@ impl Indexes {
             saved_seq: Mutex::new(saved_seq),
             calibrator: Mutex::new(None),
             search_defaults: Mutex::new(None),
+            opened,
             compacting: AtomicBool::new(false),
         }
     }
@@ -94,7 +99,7 @@ impl Indexes {
                 LexicalIndex::new(),
                 MetadataIndex::new(),
             ),
-            None,
+            (None, OpenedFrom::default()),
         )
     }
 
@@ -211,6 +216,30 @@ fn catch_up(old: &VectorIndex, new: &VectorIndex) -> Result<()> {
         .collect();
     let refs: Vec<(u64, &[f32])> = missing.iter().map(|(id, v)| (*id, v.as_slice())).collect();
     new.insert_many(&refs)
+}
+
+/// Catches a graph read from an older save up with the store: tombstones its points that are
+/// not among `live` (the store's internal ids, ascending: documents replaced or deleted
+/// since the save) and inserts `missing` (documents written since). Internal ids are never
+/// reused, so a point the save holds is the same document, with the same vectors, as the
+/// store's. Returns (inserted, removed).
+pub(crate) fn catch_up_with_store(
+    graph: &VectorIndex,
+    live: &[u64],
+    missing: &[(u64, Vec<f32>)],
+) -> Result<(usize, usize)> {
+    debug_assert!(live.windows(2).all(|w| w[0] < w[1]), "live ids ascend");
+    let stale: Vec<u64> = graph
+        .ids()
+        .into_iter()
+        .filter(|id| live.binary_search(id).is_err())
+        .collect();
+    for &id in &stale {
+        graph.remove(id);
+    }
+    let refs: Vec<(u64, &[f32])> = missing.iter().map(|(id, v)| (*id, v.as_slice())).collect();
+    graph.insert_many(&refs)?;
+    Ok((missing.len(), stale.len()))
 }
 
 /// The cosine and W2 graphs of `settings` over `sentences` and embedded `intents`.

@@ -155,6 +155,23 @@ pub struct IndexInfo {
     pub w2_tombstones: usize,
     /// Documents in the lexical index.
     pub lexical_documents: usize,
+    /// How this process's graphs came to be (embedded backend only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened: Option<OpenedFrom>,
+}
+
+/// How a process's graphs of a collection came to be when it opened them: read from their
+/// saved files and caught up with the writes made after the save, or built.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenedFrom {
+    /// The store write the saved files reflected (the older of the two graphs'), when they
+    /// were read from files; None: made empty (a new collection) or built from every stored
+    /// document (no usable save).
+    pub saved_seq: Option<u64>,
+    /// Documents written after that save, added to the graphs when they were read.
+    pub inserted: usize,
+    /// Documents replaced or deleted after that save, tombstoned when the graphs were read.
+    pub removed: usize,
 }
 
 /// What `kindred collection stats` shows.
@@ -463,6 +480,7 @@ impl Database {
                 tombstones: cosine.tombstones(),
                 w2_tombstones: w2.tombstones(),
                 lexical_documents: ix.lexical.len(),
+                opened: Some(ix.opened),
             }
         };
         let search_defaults = cached_defaults(self, name, &ix)?.map(|d| SearchDefaultsInfo {
@@ -861,26 +879,53 @@ impl Database {
             VectorIndex::load(&dir, "w2", Metric::L2, 2 * k, p, seq),
         );
         let text = (LexicalIndex::new(), MetadataIndex::new());
-        let (graphs, saved_seq) = match loaded {
-            (Some(c), Some(w)) => {
-                tracing::info!(collection = name, seq, "vector indexes loaded");
+        let (graphs, saved_seq, opened) = match loaded {
+            (Some((c, saved_c)), Some((w, saved_w))) => {
+                // The store pass fills the text indexes and finds what the saves lack.
+                let (mut live, mut missing_c, mut missing_w) = (Vec::new(), Vec::new(), Vec::new());
                 for doc in self.store.iter(name)? {
                     let doc = doc?;
                     text.0.upsert(doc.internal, &doc.text);
                     text.1.upsert(doc.internal, &doc.metadata());
+                    live.push(doc.internal);
+                    if !c.contains(doc.internal) {
+                        missing_c.push((doc.internal, doc.sentence.clone()));
+                    }
+                    if !w.contains(doc.internal) {
+                        missing_w.push((doc.internal, embed(&doc.intent())));
+                    }
                 }
-                ((c, w), Some(seq))
+                live.sort_unstable();
+                let (inserted, removed) = indexes::catch_up_with_store(&c, &live, &missing_c)?;
+                let (inserted_w, removed_w) = indexes::catch_up_with_store(&w, &live, &missing_w)?;
+                let saved = saved_c.min(saved_w);
+                let opened = OpenedFrom {
+                    saved_seq: Some(saved),
+                    inserted: inserted.max(inserted_w),
+                    removed: removed.max(removed_w),
+                };
+                tracing::info!(
+                    collection = name,
+                    seq,
+                    saved,
+                    inserted = opened.inserted,
+                    removed = opened.removed,
+                    "vector indexes loaded and caught up with the store"
+                );
+                // Files behind the store are saved again at the next checkpoint.
+                ((c, w), Some(saved), opened)
             }
             _ => {
                 tracing::info!(collection = name, seq, "rebuilding indexes from the store");
-                (self.rebuild(name, &settings, Some(&text))?, None)
+                let graphs = self.rebuild(name, &settings, Some(&text))?;
+                (graphs, None, OpenedFrom::default())
             }
         };
         Ok(Indexes::new(
             settings,
             physical,
             (graphs.0, graphs.1, text.0, text.1),
-            saved_seq,
+            (saved_seq, opened),
         ))
     }
 
@@ -1412,6 +1457,7 @@ fn remote_info(r: &remote::Remote, name: &str) -> Result<CollectionInfo> {
             tombstones: 0,
             w2_tombstones: 0,
             lexical_documents: r.lexical_len(name),
+            opened: None,
         },
         settings,
         format_version: 0,
@@ -1749,6 +1795,77 @@ mod tests {
         assert!(dir.path().join("indexes").join("c@1").is_dir());
         db.warm_up().expect("loads");
         assert_eq!(db.count("c").expect("count"), 3);
+    }
+
+    /// Graph files saved before the last writes (a kill after writes the last checkpoint
+    /// missed) used to be thrown away and both graphs rebuilt from every stored document:
+    /// minutes at a million documents. They are now read and caught up with the store.
+    #[test]
+    fn graphs_saved_before_the_last_writes_are_loaded_and_caught_up() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = filled(dir.path(), 20);
+        assert_eq!(db.checkpoint().expect("checkpoint"), 1);
+        let saved_at = db.store.seq("c").expect("seq");
+        let saved = dir.path().join("indexes").join("c");
+        let keep = tempfile::tempdir().expect("tempdir");
+        copy_files(&saved, keep.path());
+        // After the save: five new documents, one replaced, one old and one new deleted.
+        db.upsert_encoded("c", &model(), (20..25).map(doc).collect())
+            .expect("upsert");
+        let (mut replaced, vectors) = doc(9);
+        replaced.id = "d3".into();
+        db.upsert_encoded("c", &model(), vec![(replaced, vectors)])
+            .expect("replace");
+        assert!(db.delete("c", "d0").expect("delete"));
+        assert!(db.delete("c", "d21").expect("delete"));
+        drop(db);
+        // As if the process had been killed before its last save.
+        std::fs::remove_dir_all(&saved).expect("remove");
+        copy_files(keep.path(), &saved);
+
+        let db = Database::open(dir.path(), Durability::Flush).expect("reopen");
+        let ix = db.indexes("c").expect("indexes");
+        // Inserted: d20, d22..d24 and the new d3; removed: d0 and the old d3 (d21 came and
+        // went after the save).
+        let caught_up = OpenedFrom {
+            saved_seq: Some(saved_at),
+            inserted: 5,
+            removed: 2,
+        };
+        assert_eq!(ix.opened, caught_up);
+        let docs: Vec<StoredDoc> = db
+            .store
+            .iter("c")
+            .expect("iter")
+            .collect::<Result<_>>()
+            .expect("docs");
+        let mut live: Vec<u64> = docs.iter().map(|d| d.internal).collect();
+        live.sort_unstable();
+        for graph in [&ix.cosine, &ix.w2] {
+            let mut ids = graph.reading().ids();
+            ids.sort_unstable();
+            assert_eq!(ids, live, "the graph holds exactly the stored documents");
+        }
+        for d in &docs {
+            assert_eq!(
+                ix.cosine.reading().vector(d.internal).as_ref(),
+                Some(&d.sentence)
+            );
+            assert_eq!(ix.w2.reading().vector(d.internal), Some(embed(&d.intent())));
+        }
+        // The next checkpoint saves them; the next open reads them with nothing to catch up.
+        assert_eq!(db.checkpoint().expect("checkpoint"), 1);
+        let seq = db.store.seq("c").expect("seq");
+        drop((ix, db));
+        let db = Database::open(dir.path(), Durability::Flush).expect("reopen");
+        let ix = db.indexes("c").expect("indexes");
+        let current = OpenedFrom {
+            saved_seq: Some(seq),
+            inserted: 0,
+            removed: 0,
+        };
+        assert_eq!(ix.opened, current);
+        assert_eq!(db.info("c").expect("info").index.opened, Some(current));
     }
 
     /// Copies the files of folder `from` into folder `to` (made if missing).

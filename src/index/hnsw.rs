@@ -219,6 +219,11 @@ impl VectorIndex {
         self.graph.ids()
     }
 
+    /// Whether `id` is a live point.
+    pub fn contains(&self, id: u64) -> bool {
+        self.graph.contains(id)
+    }
+
     /// A live point's vector.
     pub fn vector(&self, id: u64) -> Option<Vec<f32>> {
         self.graph.vector(id)
@@ -277,19 +282,20 @@ impl VectorIndex {
         Ok(())
     }
 
-    /// Loads a saved graph if it reflects store checkpoint `seq` with these parameters;
-    /// `None` when it is missing, stale or damaged (the caller rebuilds; a damaged file is
-    /// logged).
+    /// Loads a saved graph with these parameters saved at a store checkpoint no later than
+    /// `upto`, with the checkpoint it reflects (the caller catches it up with the writes made
+    /// after it); `None` when it is missing, later than `upto`, made with other parameters or
+    /// damaged (the caller rebuilds; a damaged file is logged).
     pub fn load(
         dir: &Path,
         basename: &str,
         metric: Metric,
         dim: usize,
         params: HnswParams,
-        seq: u64,
-    ) -> Option<Self> {
+        upto: u64,
+    ) -> Option<(Self, u64)> {
         let meta = read_meta(&dir.join(format!("{basename}.meta.json")))?;
-        if meta.seq != seq || meta.metric != metric || meta.params != params || meta.dim != dim {
+        if meta.seq > upto || meta.metric != metric || meta.params != params || meta.dim != dim {
             return None;
         }
         let path = dir.join(&meta.file);
@@ -320,7 +326,7 @@ impl VectorIndex {
             REFUSED_FILES.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        Some(VectorIndex { graph, params })
+        Some((VectorIndex { graph, params }, meta.seq))
     }
 }
 
@@ -404,14 +410,17 @@ mod tests {
         let ix = VectorIndex::build(Metric::L2, 8, p, &points).unwrap();
         ix.remove(7);
         ix.save(dir.path(), "w2", 42).unwrap();
-        let back = VectorIndex::load(dir.path(), "w2", Metric::L2, 8, p, 42).unwrap();
-        assert_eq!(back.tombstones(), 1);
+        let (back, saved) = VectorIndex::load(dir.path(), "w2", Metric::L2, 8, p, 42).unwrap();
+        assert_eq!((back.tombstones(), saved), (1, 42));
         assert_eq!(
             back.search(&points[9].1, 5, None),
             ix.search(&points[9].1, 5, None)
         );
-        // Another checkpoint, another dimension: stale.
-        assert!(VectorIndex::load(dir.path(), "w2", Metric::L2, 8, p, 43).is_none());
+        // A later store position: loaded, with the checkpoint it is behind (the caller
+        // catches up); an earlier one or another dimension: refused.
+        let (_, saved) = VectorIndex::load(dir.path(), "w2", Metric::L2, 8, p, 43).unwrap();
+        assert_eq!(saved, 42);
+        assert!(VectorIndex::load(dir.path(), "w2", Metric::L2, 8, p, 41).is_none());
         assert!(VectorIndex::load(dir.path(), "w2", Metric::L2, 9, p, 42).is_none());
         // A flipped byte in the graph file: refused, so the caller rebuilds.
         let file = dir.path().join("w2-42.graph");

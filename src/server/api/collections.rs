@@ -240,6 +240,10 @@ pub struct IndexInfo {
     pub w2_tombstones: usize,
     /// Documents in the lexical index.
     pub lexical_documents: usize,
+    /// How this server's graphs of the collection came to be when it opened them (embedded
+    /// backend only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened: Option<OpenedFrom>,
 }
 
 impl From<db::IndexInfo> for IndexInfo {
@@ -250,6 +254,31 @@ impl From<db::IndexInfo> for IndexInfo {
             tombstones: i.tombstones,
             w2_tombstones: i.w2_tombstones,
             lexical_documents: i.lexical_documents,
+            opened: i.opened.map(OpenedFrom::from),
+        }
+    }
+}
+
+/// How a server's graphs of a collection came to be: read from their saved files and caught
+/// up with the writes made after that save (after a crash, those since the last checkpoint),
+/// or built from every stored document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct OpenedFrom {
+    /// The store write (`stats.seq`) the saved files reflected, when the graphs were read from
+    /// them; null: made empty (a new collection) or built from the store (no usable save).
+    pub saved_seq: Option<u64>,
+    /// Documents written after that save, added to the graphs when they were read.
+    pub inserted: usize,
+    /// Documents replaced or deleted after that save, tombstoned when the graphs were read.
+    pub removed: usize,
+}
+
+impl From<db::OpenedFrom> for OpenedFrom {
+    fn from(o: db::OpenedFrom) -> Self {
+        OpenedFrom {
+            saved_seq: o.saved_seq,
+            inserted: o.inserted,
+            removed: o.removed,
         }
     }
 }

@@ -302,6 +302,11 @@ mod tests {
                     tombstones: 1,
                     w2_tombstones: 2,
                     lexical_documents: 10,
+                    opened: Some(db::OpenedFrom {
+                        saved_seq: Some(12),
+                        inserted: 4,
+                        removed: 1,
+                    }),
                 },
                 search_defaults: defaults,
             };
