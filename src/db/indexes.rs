@@ -3,7 +3,7 @@
 //! changes to them (used by writes, deletes and a reindex's catch-up alike).
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::Result;
@@ -50,6 +50,9 @@ pub(crate) struct Indexes {
     pub search_defaults: Mutex<Option<Option<Arc<SearchDefaults>>>>,
     /// How the graphs came to be in this process.
     pub opened: OpenedFrom,
+    /// Documents added and points removed since the graph files were saved (what a catch-up
+    /// at the next open would redo).
+    pub unsaved: AtomicUsize,
     /// Set while a background compaction runs.
     compacting: AtomicBool,
 }
@@ -74,6 +77,7 @@ impl Indexes {
             saved_seq: Mutex::new(saved_seq),
             calibrator: Mutex::new(None),
             search_defaults: Mutex::new(None),
+            unsaved: AtomicUsize::new(opened.inserted + opened.removed),
             opened,
             compacting: AtomicBool::new(false),
         }
@@ -137,6 +141,8 @@ impl Indexes {
                 self.lexical.upsert(e.internal, e.text);
                 self.metadata.upsert(e.internal, &e.metadata);
             }
+            self.unsaved
+                .fetch_add(removed.len() + added.len(), Ordering::Relaxed);
             cosine.needs_compaction()
         };
         if compact {
