@@ -1109,6 +1109,13 @@ impl Graph {
         st.live(s).then(|| st.vec(s).to_vec())
     }
 
+    /// Whether live point `id` holds exactly vector `v` (None: no such live point).
+    pub fn holds(&self, id: u64, v: &[f32]) -> Option<bool> {
+        let s = self.slot(id)?;
+        let st = self.store.reading();
+        st.live(s).then(|| st.vec(s) == v)
+    }
+
     /// Live ids, in insertion order.
     pub fn ids(&self) -> Vec<u64> {
         let st = self.store.reading();

@@ -48,6 +48,11 @@ pub fn refused_files() -> u64 {
     REFUSED_FILES.load(Ordering::Relaxed)
 }
 
+/// Counts index files refused by a caller that found them disagreeing with the store.
+pub(crate) fn note_refused_file() {
+    REFUSED_FILES.fetch_add(1, Ordering::Relaxed);
+}
+
 #[derive(Serialize, Deserialize)]
 struct Meta {
     metric: Metric,
@@ -219,9 +224,9 @@ impl VectorIndex {
         self.graph.ids()
     }
 
-    /// Whether `id` is a live point.
-    pub fn contains(&self, id: u64) -> bool {
-        self.graph.contains(id)
+    /// Whether live point `id` holds exactly vector `v` (None: no such live point).
+    pub fn holds(&self, id: u64, v: &[f32]) -> Option<bool> {
+        self.graph.holds(id, v)
     }
 
     /// A live point's vector.
