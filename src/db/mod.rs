@@ -930,7 +930,16 @@ impl Database {
     ) -> Result<Option<((VectorIndex, VectorIndex), OpenedFrom)>> {
         let (mut live, mut missing_c, mut missing_w) = (Vec::new(), Vec::new(), Vec::new());
         let mut foreign = 0usize;
-        for doc in self.store.iter(name)? {
+        let total = self.store.count(name)?;
+        let report = |done: u64| {
+            if let Some(p) = &self.progress {
+                p("reading store (indexes saved earlier)", done, total);
+            }
+        };
+        for (n, doc) in self.store.iter(name)?.enumerate() {
+            if n % 1024 == 0 {
+                report(n as u64);
+            }
             let doc = doc?;
             lexical.upsert(doc.internal, &doc.text);
             metadata.upsert(doc.internal, &doc.metadata());
@@ -951,6 +960,7 @@ impl Database {
             hnsw::note_refused_file();
             return Ok(None);
         }
+        report(total);
         live.sort_unstable();
         let (inserted, removed) = indexes::catch_up_with_store(&cosine, &live, &missing_c)?;
         let (inserted_w, removed_w) = indexes::catch_up_with_store(&w2, &live, &missing_w)?;
