@@ -12,10 +12,10 @@ use crate::index::{LexicalIndex, MetadataIndex};
 use crate::score::calibration::Calibrator;
 use crate::score::wasserstein::embed;
 use crate::store::{CollectionSettings, SearchDefaults};
-
-use super::OpenedFrom;
 use crate::sync::{MutexExt, RwLockExt};
 use crate::types::Gaussian;
+
+use super::OpenedFrom;
 
 /// A document as the indexes take it: its internal id, text and vectors.
 pub(crate) struct Entry<'a> {
@@ -226,9 +226,9 @@ fn catch_up(old: &VectorIndex, new: &VectorIndex) -> Result<()> {
 
 /// Catches a graph read from an older save up with the store: tombstones its points that are
 /// not among `live` (the store's internal ids, ascending: documents replaced or deleted
-/// since the save) and inserts `missing` (documents written since). Internal ids are never
-/// reused, so a point the save holds is the same document, with the same vectors, as the
-/// store's. Returns (inserted, removed).
+/// since the save) and inserts `missing` (documents written since, ids the graph never had).
+/// Internal ids are never reused, so a point the save holds is the store's document of that
+/// id (the caller has checked its vectors). Returns (inserted, removed).
 pub(crate) fn catch_up_with_store(
     graph: &VectorIndex,
     live: &[u64],

@@ -921,7 +921,8 @@ impl Database {
     /// saved at) up with collection `name`'s documents, in one store pass that also fills the
     /// text indexes: adds the documents written after the save, tombstones those replaced or
     /// deleted since. None when a saved point holds other vectors than the stored document of
-    /// its internal id (files not of this collection's history: the caller rebuilds).
+    /// its internal id, or was removed while the store has that id (files not of this
+    /// collection's history: the caller rebuilds).
     fn catch_up(
         &self,
         (name, seq): (&str, u64),
@@ -1925,8 +1926,25 @@ mod tests {
     /// checkpoint matched the store's they used to be served as they were.
     #[test]
     fn graph_files_holding_other_vectors_than_the_store_are_rebuilt() {
+        // Internal ids 0..3 again, now for other vectors, at the same write number.
+        another_history(|_| {}, &[5..8]);
+    }
+
+    /// The same with the saved vectors equal to the store's but one saved point removed while
+    /// the store has its id: inserting it again would fail, so the collection would not load.
+    #[test]
+    fn graph_files_with_a_removed_point_the_store_has_are_rebuilt() {
+        let removed = |db: &Database| assert!(db.delete("c", "d1").expect("delete"));
+        another_history(removed, &[0..3, 9..10]);
+    }
+
+    /// Saves the graphs of 3 documents (after `prepare`), drops and re-creates the collection
+    /// with the documents of `again` (one write each), puts the old files back and reopens:
+    /// the graphs must be rebuilt from the store.
+    fn another_history(prepare: impl FnOnce(&Database), again: &[std::ops::Range<usize>]) {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = filled(dir.path(), 3);
+        prepare(&db);
         assert_eq!(db.checkpoint().expect("checkpoint"), 1);
         let saved = dir.path().join("indexes").join("c");
         let keep = tempfile::tempdir().expect("tempdir");
@@ -1934,17 +1952,19 @@ mod tests {
         db.drop_collection("c").expect("drop");
         db.create_collection("c", &CollectionSettings::for_model(model()))
             .expect("create");
-        // Internal ids 0..3 again, now for other vectors, at the same write number.
-        db.upsert_encoded("c", &model(), (5..8).map(doc).collect())
-            .expect("upsert");
+        for docs in again {
+            db.upsert_encoded("c", &model(), docs.clone().map(doc).collect())
+                .expect("upsert");
+        }
         drop(db);
         std::fs::remove_dir_all(&saved).expect("remove");
         copy_files(keep.path(), &saved);
         let refused = hnsw::refused_files();
         let db = Database::open(dir.path(), Durability::Flush).expect("reopen");
-        let ix = db.indexes("c").expect("indexes");
+        let ix = db.indexes("c").expect("indexes load");
         assert_eq!(ix.opened, OpenedFrom::default(), "rebuilt");
         assert!(hnsw::refused_files() > refused);
+        let stored = db.count("c").expect("count") as usize;
         for d in db.store.iter("c").expect("iter") {
             let d = d.expect("doc");
             assert_eq!(
@@ -1956,7 +1976,8 @@ mod tests {
                 Some(true)
             );
         }
-        assert_eq!(ix.lexical.len(), 3, "the text indexes are filled once");
+        assert_eq!(ix.cosine.reading().ids().len(), stored);
+        assert_eq!(ix.lexical.len(), stored, "the text indexes are filled once");
     }
 
     /// A checkpoint used to rewrite both whole graphs for any change (about 25 s at a million

@@ -1109,11 +1109,12 @@ impl Graph {
         st.live(s).then(|| st.vec(s).to_vec())
     }
 
-    /// Whether live point `id` holds exactly vector `v` (None: no such live point).
+    /// Whether point `id` is live and holds exactly vector `v`; None when `id` was never a
+    /// point of this graph (a removed point is `Some(false)`: its id cannot be inserted again).
     pub fn holds(&self, id: u64, v: &[f32]) -> Option<bool> {
         let s = self.slot(id)?;
         let st = self.store.reading();
-        st.live(s).then(|| st.vec(s) == v)
+        Some(st.live(s) && st.vec(s) == v)
     }
 
     /// Live ids, in insertion order.

@@ -224,7 +224,8 @@ impl VectorIndex {
         self.graph.ids()
     }
 
-    /// Whether live point `id` holds exactly vector `v` (None: no such live point).
+    /// Whether point `id` is live and holds exactly vector `v`; None when `id` was never a
+    /// point of this graph (a removed point is `Some(false)`).
     pub fn holds(&self, id: u64, v: &[f32]) -> Option<bool> {
         self.graph.holds(id, v)
     }
