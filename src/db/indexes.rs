@@ -1,6 +1,7 @@
 //! One collection's in-memory state: its two vector graphs, its lexical and metadata indexes,
-//! its settings, its cached calibrator and search defaults, and the one routine that applies a batch of stored
-//! changes to them (used by writes, deletes and a reindex's catch-up alike).
+//! its settings, its cached calibrator and search defaults, the one routine that applies a
+//! batch of stored changes to them (used by writes, deletes and a reindex's catch-up alike),
+//! and the catch-up of a graph read from an older save with the store.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

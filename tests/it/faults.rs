@@ -17,6 +17,9 @@
 //!   cosine and a W2 search for a document's own text find it first, and deleted documents are
 //!   found by neither;
 //! - no `uploads/job-*` file of the killed process is left (the server sweeps them at start);
+//! - `index.opened` says how the graphs were opened: graphs saved before the kill are read and
+//!   caught up with the writes made after their save (at least one restart must do so, or the
+//!   kills did not exercise that path);
 //! - the collection is on one of the two models, whole: a reindex the kill cut short left it on
 //!   the old one, with the new generation's trees and index folder gone.
 //!
@@ -699,6 +702,8 @@ fn acknowledged_writes_survive_sigkill_of_the_server() {
     let mut per_kind = [0usize; 5];
     let (mut acked_total, mut landed_unacked, mut swept) = (0, 0, 0);
     let (mut double_kills, mut interrupted_saves) = (0, 0);
+    // Restarts whose graphs were read from an older save and caught up with the store.
+    let mut caught_up = 0;
     for round in 0..rounds {
         // The round's lanes: one kind in turn, deletes always with JSON writes, reindexes
         // with JSON writes or (every other time) an upload job, sometimes another kind;
@@ -934,6 +939,15 @@ fn acknowledged_writes_survive_sigkill_of_the_server() {
                 ));
             }
         }
+        // How the restarted server opened its graphs (the checks above hold either way).
+        let opened = &info["index"]["opened"];
+        if !opened.is_object() {
+            fail(format!("index.opened is missing: {info}"));
+        }
+        if opened["saved_seq"].is_u64() && stat(&opened["inserted"]) + stat(&opened["removed"]) > 0
+        {
+            caught_up += 1;
+        }
         // A document's own text finds it first; a deleted one is not found.
         rng.shuffle(&mut landed);
         let mut probes: Vec<usize> = landed.iter().copied().take(4).collect();
@@ -974,7 +988,7 @@ fn acknowledged_writes_survive_sigkill_of_the_server() {
     }
     node.kill();
     eprintln!(
-        "fault test seed {seed}: {rounds} rounds (lanes json {}, ndjson {}, upload {}, delete {}, reindex {} of which {} finished before the kill), {double_kills} second kills while loading, {acked_total} acknowledged documents and deletes, {landed_unacked} unacknowledged landed, {swept} upload files swept, {interrupted_saves} index saves cut, {:.1} s",
+        "fault test seed {seed}: {rounds} rounds (lanes json {}, ndjson {}, upload {}, delete {}, reindex {} of which {} finished before the kill), {double_kills} second kills while loading, {acked_total} acknowledged documents and deletes, {landed_unacked} unacknowledged landed, {swept} upload files swept, {interrupted_saves} index saves cut, {caught_up} restarts caught saved graphs up, {:.1} s",
         per_kind[0],
         per_kind[1],
         per_kind[2],
@@ -984,4 +998,8 @@ fn acknowledged_writes_survive_sigkill_of_the_server() {
         started.elapsed().as_secs_f64()
     );
     assert!(acked_total > 0, "the clients made progress");
+    assert!(
+        caught_up > 0,
+        "no restart caught saved graphs up with writes made after their save: the kills did not exercise that path"
+    );
 }
