@@ -15,7 +15,9 @@
 //! `SCALE_BACKENDS` (default `embedded,milvus`) picks the backends; `SCALE_DIR` where the
 //! data goes (default the system's temporary directory); `KINDRED_MILVUS_MMAP_DIR` makes the
 //! Milvus server memory-map its loaded fields from that directory (scripts/milvus_server.py),
-//! which the 1M point needs on a 24 GB machine.
+//! which the 1M point needs on a 24 GB machine. `SCALE_KEEP=DIR` fills the embedded backend
+//! in `DIR` (collection `scale`, graphs saved at the end) and keeps it, for measuring what
+//! comes after (e.g. opening it: BENCHMARKS.md, "Opening after a crash").
 //!
 //! Run: `cargo bench --bench scale` (about 15 minutes on 2 cores for the defaults).
 
@@ -167,10 +169,13 @@ fn main() {
     .expect("tempdir");
     let mut rows = Vec::new();
     if backends.split(',').any(|b| b == "embedded") {
-        let embedded =
-            Database::open(&tmp.path().join("embedded"), Durability::Flush).expect("opens");
+        let keep = std::env::var_os("SCALE_KEEP").map(PathBuf::from);
+        let dir = keep.clone().unwrap_or_else(|| tmp.path().join("embedded"));
+        let embedded = Database::open(&dir, Durability::Flush).expect("opens");
         rows.extend(run("embedded", embedded, &encoder, &real, &queries, &sizes));
-        std::fs::remove_dir_all(tmp.path().join("embedded")).expect("removes");
+        if keep.is_none() {
+            std::fs::remove_dir_all(&dir).expect("removes");
+        }
     }
     if backends.split(',').any(|b| b == "milvus") {
         let server = milvus::Milvus::start(&tmp.path().join("milvus"));
