@@ -64,7 +64,7 @@ impl Indexes {
         settings: CollectionSettings,
         physical: String,
         (cosine, w2, lexical, metadata): (VectorIndex, VectorIndex, LexicalIndex, MetadataIndex),
-        (saved_seq, opened): (Option<u64>, OpenedFrom),
+        opened: OpenedFrom,
     ) -> Self {
         Indexes {
             cosine: RwLock::new(cosine),
@@ -75,7 +75,7 @@ impl Indexes {
             physical,
             writer: Mutex::new(()),
             retired: AtomicBool::new(false),
-            saved_seq: Mutex::new(saved_seq),
+            saved_seq: Mutex::new(opened.saved_seq),
             calibrator: Mutex::new(None),
             search_defaults: Mutex::new(None),
             unsaved: AtomicUsize::new(opened.inserted + opened.removed),
@@ -104,7 +104,7 @@ impl Indexes {
                 LexicalIndex::new(),
                 MetadataIndex::new(),
             ),
-            (None, OpenedFrom::default()),
+            OpenedFrom::default(),
         )
     }
 

@@ -908,12 +908,11 @@ impl Database {
                 (self.rebuild(name, &settings, fill)?, OpenedFrom::default())
             }
         };
-        let saved_seq = opened.saved_seq;
         Ok(Indexes::new(
             settings,
             physical,
             (graphs.0, graphs.1, text.0, text.1),
-            (saved_seq, opened),
+            opened,
         ))
     }
 
@@ -941,12 +940,12 @@ impl Database {
             if n % 1024 == 0 {
                 report(n as u64);
             }
-            let doc = doc?;
+            let mut doc = doc?;
             lexical.upsert(doc.internal, &doc.text);
             metadata.upsert(doc.internal, &doc.metadata());
             live.push(doc.internal);
             match cosine.holds(doc.internal, &doc.sentence) {
-                None => missing_c.push((doc.internal, doc.sentence.clone())),
+                None => missing_c.push((doc.internal, std::mem::take(&mut doc.sentence))),
                 Some(same) => foreign += usize::from(!same),
             }
             let intent = embed(&doc.intent());
@@ -1886,26 +1885,7 @@ mod tests {
             removed: 2,
         };
         assert_eq!(ix.opened, caught_up);
-        let docs: Vec<StoredDoc> = db
-            .store
-            .iter("c")
-            .expect("iter")
-            .collect::<Result<_>>()
-            .expect("docs");
-        let mut live: Vec<u64> = docs.iter().map(|d| d.internal).collect();
-        live.sort_unstable();
-        for graph in [&ix.cosine, &ix.w2] {
-            let mut ids = graph.reading().ids();
-            ids.sort_unstable();
-            assert_eq!(ids, live, "the graph holds exactly the stored documents");
-        }
-        for d in &docs {
-            assert_eq!(
-                ix.cosine.reading().vector(d.internal).as_ref(),
-                Some(&d.sentence)
-            );
-            assert_eq!(ix.w2.reading().vector(d.internal), Some(embed(&d.intent())));
-        }
+        assert_graphs_hold_the_store(&db, &ix);
         // The next checkpoint saves them; the next open reads them with nothing to catch up.
         assert_eq!(db.checkpoint().expect("checkpoint"), 1);
         let seq = db.store.seq("c").expect("seq");
@@ -1964,20 +1944,32 @@ mod tests {
         let ix = db.indexes("c").expect("indexes load");
         assert_eq!(ix.opened, OpenedFrom::default(), "rebuilt");
         assert!(hnsw::refused_files() > refused);
+        assert_graphs_hold_the_store(&db, &ix);
         let stored = db.count("c").expect("count") as usize;
-        for d in db.store.iter("c").expect("iter") {
-            let d = d.expect("doc");
-            assert_eq!(
-                ix.cosine.reading().holds(d.internal, &d.sentence),
-                Some(true)
-            );
-            assert_eq!(
-                ix.w2.reading().holds(d.internal, &embed(&d.intent())),
-                Some(true)
-            );
-        }
-        assert_eq!(ix.cosine.reading().ids().len(), stored);
         assert_eq!(ix.lexical.len(), stored, "the text indexes are filled once");
+    }
+
+    /// Both graphs of collection `c` hold exactly its stored documents' ids, each with the
+    /// vectors of its record.
+    fn assert_graphs_hold_the_store(db: &Database, ix: &Indexes) {
+        let docs: Vec<StoredDoc> = db
+            .store
+            .iter("c")
+            .expect("iter")
+            .collect::<Result<_>>()
+            .expect("docs");
+        let mut live: Vec<u64> = docs.iter().map(|d| d.internal).collect();
+        live.sort_unstable();
+        for graph in [&ix.cosine, &ix.w2] {
+            let mut ids = graph.reading().ids();
+            ids.sort_unstable();
+            assert_eq!(ids, live, "the graph holds exactly the stored documents");
+        }
+        for d in &docs {
+            let (cosine, w2) = (ix.cosine.reading(), ix.w2.reading());
+            assert_eq!(cosine.holds(d.internal, &d.sentence), Some(true));
+            assert_eq!(w2.holds(d.internal, &embed(&d.intent())), Some(true));
+        }
     }
 
     /// A checkpoint used to rewrite both whole graphs for any change (about 25 s at a million
