@@ -1,15 +1,17 @@
 //! One collection's in-memory state: its two vector graphs, its lexical and metadata indexes,
 //! its settings, its cached calibrator and search defaults, the one routine that applies a
 //! batch of stored changes to them (used by writes, deletes and a reindex's catch-up alike),
-//! and the catch-up of a graph read from an older save with the store.
+//! saving them at a checkpoint, and the catch-up of a graph read from an older save with the
+//! store.
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::Result;
 use crate::index::hnsw::{Metric, VectorIndex};
-use crate::index::{LexicalIndex, MetadataIndex};
+use crate::index::{text, LexicalIndex, MetadataIndex};
 use crate::score::calibration::Calibrator;
 use crate::score::wasserstein::embed;
 use crate::store::{CollectionSettings, SearchDefaults};
@@ -54,6 +56,9 @@ pub(crate) struct Indexes {
     /// Documents added and points removed since the graph files were saved (what a catch-up
     /// at the next open would redo).
     pub unsaved: AtomicUsize,
+    /// The text indexes have a file on disk to catch up from (else the next checkpoint writes
+    /// one, whatever the graphs' state).
+    pub text_saved: AtomicBool,
     /// Set while a background compaction runs.
     compacting: AtomicBool,
 }
@@ -79,6 +84,7 @@ impl Indexes {
             calibrator: Mutex::new(None),
             search_defaults: Mutex::new(None),
             unsaved: AtomicUsize::new(opened.inserted + opened.removed),
+            text_saved: AtomicBool::new(opened.text_saved_seq.is_some()),
             opened,
             compacting: AtomicBool::new(false),
         }
@@ -106,6 +112,21 @@ impl Indexes {
             ),
             OpenedFrom::default(),
         )
+    }
+
+    /// Saves the index files into `dir` at store checkpoint `seq`: both graphs when `graphs`,
+    /// the text indexes always. The caller holds the writer lock and has flushed the store up
+    /// to `seq` (files are never ahead of the store on disk).
+    pub fn save_files(&self, dir: &Path, seq: u64, graphs: bool) -> Result<()> {
+        if graphs {
+            self.cosine.reading().save(dir, "cosine", seq)?;
+            self.w2.reading().save(dir, "w2", seq)?;
+            *self.saved_seq.locked() = Some(seq);
+            self.unsaved.store(0, Ordering::Relaxed);
+        }
+        text::save(dir, seq, &self.lexical, &self.metadata)?;
+        self.text_saved.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// [`Self::apply`] taking the writer lock itself (for indexes no writer serialises yet:

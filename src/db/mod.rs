@@ -32,9 +32,9 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Result, UserError};
+use crate::error::{InternalError, Result, UserError};
 use crate::index::hnsw::{self, Metric, VectorIndex};
-use crate::index::{Filter, LexicalIndex, MetadataIndex};
+use crate::index::{files, text, Filter, LexicalIndex, MetadataIndex};
 use crate::model::ModelIdentity;
 use crate::score::calibration::Calibrator;
 use crate::score::wasserstein::embed;
@@ -173,6 +173,14 @@ pub struct OpenedFrom {
     pub inserted: usize,
     /// Documents replaced or deleted after that save, tombstoned when the graphs were read.
     pub removed: usize,
+    /// The store write the saved lexical and metadata indexes reflected, when they were read
+    /// from their file; None: filled from every stored record.
+    #[serde(default)]
+    pub text_saved_seq: Option<u64>,
+    /// Stored records the open read: every one when it built an index from the store; with
+    /// all index files read, only those written since the save and a sample it checked.
+    #[serde(default)]
+    pub records_read: u64,
 }
 
 /// What `kindred collection stats` shows.
@@ -759,16 +767,19 @@ impl Database {
             Err(crate::Error::User(UserError::UnknownCollection { .. })) => return Ok(false),
             Err(e) => return Err(e),
         };
-        let mut saved_seq = ix.saved_seq.locked();
-        if *saved_seq == Some(seq) || ix.is_retired() {
+        let saved_seq = *ix.saved_seq.locked();
+        let text_saved = ix.text_saved.load(Ordering::Acquire);
+        if (saved_seq == Some(seq) && text_saved) || ix.is_retired() {
             return Ok(false);
         }
         // Saved files are caught up with the store at the next open: rewriting both whole
         // graphs (about 25 s at a million documents) for a few changes costs more than redoing
-        // them then.
+        // them then. Text indexes without a file get one whatever the graphs' state.
         let points = ix.cosine.reading().points() as u64;
         let unsaved = ix.unsaved.load(Ordering::Relaxed) as u64;
-        if saved_seq.is_some() && unsaved.saturating_mul(100) < points {
+        let graphs = saved_seq != Some(seq)
+            && (saved_seq.is_none() || unsaved.saturating_mul(100) >= points);
+        if !graphs && text_saved {
             tracing::debug!(
                 collection = name,
                 unsaved,
@@ -778,16 +789,13 @@ impl Database {
             return Ok(false);
         }
         // Index files share the store's disk: a save must not fill it (about 6 KiB per point
-        // for both graphs of a 384-d model).
-        self.store.ensure_room(points.saturating_mul(6 << 10))?;
+        // for both graphs of a 384-d model, a few hundred bytes for the text indexes).
+        let per_point = if graphs { 6 << 10 } else { 512 };
+        self.store.ensure_room(points.saturating_mul(per_point))?;
         // Never ahead of the store on disk (with relaxed durability the last writes may still
         // be in memory): a store found behind its indexes then always means lost data.
         self.store.flush()?;
-        let dir = self.index_dir.join(&ix.physical);
-        ix.cosine.reading().save(&dir, "cosine", seq)?;
-        ix.w2.reading().save(&dir, "w2", seq)?;
-        *saved_seq = Some(seq);
-        ix.unsaved.store(0, Ordering::Relaxed);
+        ix.save_files(&self.index_dir.join(&ix.physical), seq, graphs)?;
         Ok(true)
     }
 
@@ -867,9 +875,9 @@ impl Database {
         let dir = self.index_dir.join(&physical);
         // Indexes are saved only after the store is flushed at their checkpoint, so a store
         // behind them lost writes it had on disk.
-        let saved = ["cosine", "w2"]
+        let saved = ["cosine", "w2", "text"]
             .iter()
-            .filter_map(|b| hnsw::saved_seq(&dir, b))
+            .filter_map(|b| files::saved_seq(&dir, b))
             .max();
         if let Some(saved) = saved.filter(|&saved| saved > seq) {
             return Err(UserError::IncompatibleStore {
@@ -894,18 +902,18 @@ impl Database {
             VectorIndex::load(&dir, "cosine", Metric::Cosine, d, p, seq),
             VectorIndex::load(&dir, "w2", Metric::L2, 2 * k, p, seq),
         );
-        let text = (LexicalIndex::new(), MetadataIndex::new());
-        let (saved_files, caught_up) = match loaded {
-            (Some(cosine), Some(w2)) => (true, self.catch_up((name, seq), [cosine, w2], &text)?),
-            _ => (false, None),
+        let caught_up = match loaded {
+            (Some(cosine), Some(w2)) => match text::load(&dir, seq) {
+                Some(text) => self.catch_up_from_ids((name, seq), [cosine, w2], text)?,
+                None => self.catch_up((name, seq), [cosine, w2])?,
+            },
+            _ => None,
         };
-        let (graphs, opened) = match caught_up {
+        let (graphs, text, opened) = match caught_up {
             Some(done) => done,
             None => {
                 tracing::info!(collection = name, seq, "rebuilding indexes from the store");
-                // The catch-up's store pass filled the text indexes already.
-                let fill = (!saved_files).then_some(&text);
-                (self.rebuild(name, &settings, fill)?, OpenedFrom::default())
+                self.rebuild(name, &settings)?
             }
         };
         Ok(Indexes::new(
@@ -914,6 +922,113 @@ impl Database {
             (graphs.0, graphs.1, text.0, text.1),
             opened,
         ))
+    }
+
+    /// Catches graphs and text indexes read from their files (each with the store checkpoint
+    /// it was saved at) up with collection `name`'s documents without reading every record.
+    /// The store's internal ids (its small `ids` tree) say which documents an index lacks
+    /// (written after its save: their records are read and added) and which it holds that
+    /// the store no longer has (replaced or deleted since: removed). Internal ids are never
+    /// reused, so a held id is the store's document of that id. That is checked on
+    /// [`SAMPLE_CHECKS`] documents spread over the collection (each index must hold exactly
+    /// its record's vectors, terms and metadata values), and for every stored id, that no
+    /// graph removed its point. None when a check fails: the files are of another history of
+    /// the collection, and the caller rebuilds.
+    fn catch_up_from_ids(
+        &self,
+        (name, seq): (&str, u64),
+        [(cosine, saved_c), (w2, saved_w)]: [(VectorIndex, u64); 2],
+        (lexical, metadata, saved_t): (LexicalIndex, MetadataIndex, u64),
+    ) -> Result<Option<Loaded>> {
+        let live: Vec<u64> = self.store.live_ids(name)?.into_iter().collect();
+        let (mut lacking, mut held, mut foreign) = (Vec::new(), Vec::new(), 0usize);
+        for &id in &live {
+            let (c, w) = (cosine.status(id), w2.status(id));
+            foreign += usize::from(c == Some(false) || w == Some(false));
+            if c.is_none() || w.is_none() || !lexical.contains(id) {
+                lacking.push(id);
+            } else {
+                held.push(id);
+            }
+        }
+        let step = held.len().div_ceil(SAMPLE_CHECKS).max(1);
+        let sample: Vec<u64> = held.iter().step_by(step).copied().collect();
+        let total = (sample.len() + lacking.len()) as u64;
+        let report = |done: usize| {
+            if let Some(p) = &self.progress {
+                p("reading store (indexes saved earlier)", done as u64, total);
+            }
+        };
+        for (n, &id) in sample.iter().enumerate() {
+            if foreign > 0 {
+                break;
+            }
+            if n % 256 == 0 {
+                report(n);
+            }
+            let same = self.store.get_internal(name, id)?.is_some_and(|doc| {
+                cosine.holds(id, &doc.sentence) == Some(true)
+                    && w2.holds(id, &embed(&doc.intent())) == Some(true)
+                    && lexical.holds(id, &doc.text)
+                    && metadata.holds(id, &doc.metadata())
+            });
+            foreign += usize::from(!same);
+        }
+        if foreign > 0 {
+            tracing::warn!(collection = name, "index files disagree with the store (another history of the collection); rebuilding them from the store");
+            hnsw::note_refused_file();
+            return Ok(None);
+        }
+        let (mut missing_c, mut missing_w, mut text_added) = (Vec::new(), Vec::new(), 0usize);
+        for (n, &id) in lacking.iter().enumerate() {
+            if n % 256 == 0 {
+                report(sample.len() + n);
+            }
+            let doc = self.store.get_internal(name, id)?.ok_or_else(|| {
+                InternalError::Store(format!(
+                    "collection {name:?}: internal id {id} is listed but has no record"
+                ))
+            })?;
+            if cosine.status(id).is_none() {
+                missing_c.push((id, doc.sentence.clone()));
+            }
+            if w2.status(id).is_none() {
+                missing_w.push((id, embed(&doc.intent())));
+            }
+            if !lexical.contains(id) {
+                lexical.upsert(id, &doc.text);
+                metadata.upsert(id, &doc.metadata());
+                text_added += 1;
+            }
+        }
+        report(sample.len() + lacking.len());
+        let (inserted_c, removed_c) = indexes::catch_up_with_store(&cosine, &live, &missing_c)?;
+        let (inserted_w, removed_w) = indexes::catch_up_with_store(&w2, &live, &missing_w)?;
+        let mut text_removed = 0usize;
+        for id in lexical.ids() {
+            if live.binary_search(&id).is_err() {
+                lexical.remove(id);
+                metadata.remove(id);
+                text_removed += 1;
+            }
+        }
+        let opened = OpenedFrom {
+            saved_seq: Some(saved_c.min(saved_w)),
+            inserted: inserted_c.max(inserted_w).max(text_added),
+            removed: removed_c.max(removed_w).max(text_removed),
+            text_saved_seq: Some(saved_t),
+            records_read: total,
+        };
+        tracing::info!(
+            collection = name,
+            seq,
+            saved = opened.saved_seq,
+            inserted = opened.inserted,
+            removed = opened.removed,
+            records_read = opened.records_read,
+            "indexes loaded and caught up with the store"
+        );
+        Ok(Some(((cosine, w2), (lexical, metadata), opened)))
     }
 
     /// Catches graphs read from their files (cosine, W2; each with the store checkpoint it was
@@ -926,8 +1041,8 @@ impl Database {
         &self,
         (name, seq): (&str, u64),
         [(cosine, saved_c), (w2, saved_w)]: [(VectorIndex, u64); 2],
-        (lexical, metadata): &(LexicalIndex, MetadataIndex),
-    ) -> Result<Option<((VectorIndex, VectorIndex), OpenedFrom)>> {
+    ) -> Result<Option<Loaded>> {
+        let (lexical, metadata) = (LexicalIndex::new(), MetadataIndex::new());
         let (mut live, mut missing_c, mut missing_w) = (Vec::new(), Vec::new(), Vec::new());
         let mut foreign = 0usize;
         let total = self.store.count(name)?;
@@ -969,6 +1084,8 @@ impl Database {
             saved_seq: Some(saved),
             inserted: inserted.max(inserted_w),
             removed: removed.max(removed_w),
+            text_saved_seq: None,
+            records_read: live.len() as u64,
         };
         tracing::info!(
             collection = name,
@@ -976,29 +1093,22 @@ impl Database {
             saved,
             inserted = opened.inserted,
             removed = opened.removed,
-            "vector indexes loaded and caught up with the store"
+            "vector indexes loaded and caught up with the store (text indexes filled from it)"
         );
-        Ok(Some(((cosine, w2), opened)))
+        Ok(Some(((cosine, w2), (lexical, metadata), opened)))
     }
 
-    /// Both graphs of collection `name` built from the store (and its lexical and metadata
-    /// indexes filled, when given).
-    fn rebuild(
-        &self,
-        name: &str,
-        settings: &CollectionSettings,
-        text: Option<&(LexicalIndex, MetadataIndex)>,
-    ) -> Result<(VectorIndex, VectorIndex)> {
+    /// Every index of collection `name` built from the store.
+    fn rebuild(&self, name: &str, settings: &CollectionSettings) -> Result<Loaded> {
         let total = self.store.count(name)?;
+        let (lexical, metadata) = (LexicalIndex::new(), MetadataIndex::new());
         let (mut sentences, mut intents) = (Vec::new(), Vec::new());
         for (n, doc) in self.store.iter(name)?.enumerate() {
-            let doc = doc?;
-            if let Some((lexical, metadata)) = text {
-                lexical.upsert(doc.internal, &doc.text);
-                metadata.upsert(doc.internal, &doc.metadata());
-            }
-            sentences.push((doc.internal, doc.sentence.clone()));
+            let mut doc = doc?;
+            lexical.upsert(doc.internal, &doc.text);
+            metadata.upsert(doc.internal, &doc.metadata());
             intents.push((doc.internal, embed(&doc.intent())));
+            sentences.push((doc.internal, std::mem::take(&mut doc.sentence)));
             if let Some(p) = &self.progress {
                 if n % 1024 == 0 {
                     p("reading store", n as u64, total);
@@ -1012,9 +1122,26 @@ impl Database {
         if let Some(p) = &self.progress {
             p("building indexes", total, total);
         }
-        Ok(built)
+        let opened = OpenedFrom {
+            records_read: sentences.len() as u64,
+            ..OpenedFrom::default()
+        };
+        Ok((built, (lexical, metadata), opened))
     }
 }
+
+/// Indexes read from files and caught up with the store: the graphs, the text indexes, and
+/// how they were opened.
+type Loaded = (
+    (VectorIndex, VectorIndex),
+    (LexicalIndex, MetadataIndex),
+    OpenedFrom,
+);
+
+/// Documents whose records an open checks against index files it read without a full pass
+/// (spread evenly over the collection): files of another history of the collection hold
+/// other vectors under most ids, so a mismatch shows in the first few.
+const SAMPLE_CHECKS: usize = 1_000;
 
 /// The store key of a collection's own calibrator.
 const CALIBRATION_KEY: &str = "calibration";
@@ -1879,13 +2006,17 @@ mod tests {
         let ix = db.indexes("c").expect("indexes");
         // Inserted: d20, d22..d24 and the new d3; removed: d0 and the old d3 (d21 came and
         // went after the save).
+        // The text indexes were read from their file too: the records read are the 5 added
+        // and the 18 saved ones checked (all of them: fewer than the sample size).
         let caught_up = OpenedFrom {
             saved_seq: Some(saved_at),
             inserted: 5,
             removed: 2,
+            text_saved_seq: Some(saved_at),
+            records_read: 23,
         };
         assert_eq!(ix.opened, caught_up);
-        assert_graphs_hold_the_store(&db, &ix);
+        assert_indexes_hold_the_store(&db, &ix);
         // The next checkpoint saves them; the next open reads them with nothing to catch up.
         assert_eq!(db.checkpoint().expect("checkpoint"), 1);
         let seq = db.store.seq("c").expect("seq");
@@ -1896,6 +2027,8 @@ mod tests {
             saved_seq: Some(seq),
             inserted: 0,
             removed: 0,
+            text_saved_seq: Some(seq),
+            records_read: 23,
         };
         assert_eq!(ix.opened, current);
         assert_eq!(db.info("c").expect("info").index.opened, Some(current));
@@ -1942,16 +2075,131 @@ mod tests {
         let refused = hnsw::refused_files();
         let db = Database::open(dir.path(), Durability::Flush).expect("reopen");
         let ix = db.indexes("c").expect("indexes load");
-        assert_eq!(ix.opened, OpenedFrom::default(), "rebuilt");
+        let stored = db.count("c").expect("count");
+        let rebuilt = OpenedFrom {
+            records_read: stored,
+            ..OpenedFrom::default()
+        };
+        assert_eq!(ix.opened, rebuilt);
         assert!(hnsw::refused_files() > refused);
-        assert_graphs_hold_the_store(&db, &ix);
-        let stored = db.count("c").expect("count") as usize;
-        assert_eq!(ix.lexical.len(), stored, "the text indexes are filled once");
+        assert_indexes_hold_the_store(&db, &ix);
     }
 
-    /// Both graphs of collection `c` hold exactly its stored documents' ids, each with the
-    /// vectors of its record.
-    fn assert_graphs_hold_the_store(db: &Database, ix: &Indexes) {
+    /// Opening used to read every stored record to fill the lexical and metadata indexes (85
+    /// of the 89 s an open took at a million documents). With their file saved beside the
+    /// graphs, an open reads only the records written since the save and a sample.
+    #[test]
+    fn an_open_with_every_index_file_reads_only_new_records_and_a_sample() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = filled(dir.path(), 3000);
+        assert_eq!(db.checkpoint().expect("checkpoint"), 1);
+        let saved_at = db.store.seq("c").expect("seq");
+        db.upsert_encoded("c", &model(), (3000..3010).map(doc).collect())
+            .expect("upsert");
+        assert!(db.delete("c", "d7").expect("delete"));
+        assert_eq!(db.checkpoint().expect("checkpoint"), 0, "under 1%");
+        drop(db);
+        let db = Database::open(dir.path(), Durability::Flush).expect("reopen");
+        let ix = db.indexes("c").expect("indexes");
+        // 2,999 saved documents held, every third checked; the 10 new ones read.
+        let opened = OpenedFrom {
+            saved_seq: Some(saved_at),
+            inserted: 10,
+            removed: 1,
+            text_saved_seq: Some(saved_at),
+            records_read: 1000 + 10,
+        };
+        assert_eq!(ix.opened, opened);
+        assert_indexes_hold_the_store(&db, &ix);
+        let hits = ix.lexical.search("question 3005", 1);
+        let d3005 = db.get("c", "d3005").expect("get").expect("present");
+        assert_eq!(hits[0].0, d3005.internal);
+    }
+
+    /// Saves of an older version have no text index file, and a damaged one cannot be read:
+    /// the text indexes are then filled from every record, and the next checkpoint writes
+    /// their file even when the graphs' files are current.
+    #[test]
+    fn text_index_files_missing_or_damaged_are_filled_from_the_store() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = filled(dir.path(), 20);
+        assert_eq!(db.checkpoint().expect("checkpoint"), 1);
+        let seq = db.store.seq("c").expect("seq");
+        drop(db);
+        let saved = dir.path().join("indexes").join("c");
+        let text_files = || {
+            std::fs::read_dir(&saved)
+                .expect("read")
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("text"))
+                })
+                .collect::<Vec<_>>()
+        };
+        for f in text_files() {
+            std::fs::remove_file(f).expect("remove");
+        }
+        let filled_from_store = OpenedFrom {
+            saved_seq: Some(seq),
+            inserted: 0,
+            removed: 0,
+            text_saved_seq: None,
+            records_read: 20,
+        };
+        let db = Database::open(dir.path(), Durability::Flush).expect("reopen");
+        let ix = db.indexes("c").expect("indexes");
+        assert_eq!(ix.opened, filled_from_store);
+        assert_indexes_hold_the_store(&db, &ix);
+        assert_eq!(
+            db.checkpoint().expect("checkpoint"),
+            1,
+            "the text file is written"
+        );
+        assert_eq!(db.checkpoint().expect("checkpoint"), 0);
+        drop((ix, db));
+        let db = Database::open(dir.path(), Durability::Flush).expect("reopen");
+        assert_eq!(
+            db.indexes("c").expect("indexes").opened.text_saved_seq,
+            Some(seq)
+        );
+        drop(db);
+        let file = text_files()
+            .into_iter()
+            .find(|p| p.extension().is_some_and(|e| e == "index"))
+            .expect("a text index file");
+        let mut bytes = std::fs::read(&file).expect("read");
+        let at = bytes.len() / 2;
+        bytes[at] ^= 1;
+        std::fs::write(&file, bytes).expect("write");
+        let refused = hnsw::refused_files();
+        let db = Database::open(dir.path(), Durability::Flush).expect("reopen");
+        let ix = db.indexes("c").expect("indexes");
+        assert_eq!(ix.opened, filled_from_store);
+        assert!(hnsw::refused_files() > refused, "counted as a damaged file");
+        assert_indexes_hold_the_store(&db, &ix);
+        drop((ix, db));
+        // A text save later than the store means the store lost writes, as for the graphs.
+        let meta = saved.join("text.meta.json");
+        let later = std::fs::read_to_string(&meta)
+            .expect("read")
+            .replace(&format!("\"seq\":{seq}"), "\"seq\":1000000");
+        std::fs::write(&meta, later).expect("write");
+        let db = Database::open(dir.path(), Durability::Flush).expect("reopen");
+        assert!(refusal(db.indexes("c").map(|_| ())).contains("saved at write 1000000"));
+    }
+
+    /// The same with the saved vectors equal to the store's (the test documents' vectors
+    /// repeat every 4) but other texts: only the text indexes' check can tell.
+    #[test]
+    fn text_index_files_holding_other_terms_than_the_store_are_rebuilt() {
+        another_history(|_| {}, &[&[4, 5, 6]]);
+    }
+
+    /// Every index of collection `c` holds exactly its stored documents' ids, each with its
+    /// record's vectors, terms and metadata values.
+    fn assert_indexes_hold_the_store(db: &Database, ix: &Indexes) {
         let docs: Vec<StoredDoc> = db
             .store
             .iter("c")
@@ -1965,10 +2213,18 @@ mod tests {
             ids.sort_unstable();
             assert_eq!(ids, live, "the graph holds exactly the stored documents");
         }
+        let mut ids = ix.lexical.ids();
+        ids.sort_unstable();
+        assert_eq!(
+            ids, live,
+            "the lexical index holds exactly the stored documents"
+        );
         for d in &docs {
             let (cosine, w2) = (ix.cosine.reading(), ix.w2.reading());
             assert_eq!(cosine.holds(d.internal, &d.sentence), Some(true));
             assert_eq!(w2.holds(d.internal, &embed(&d.intent())), Some(true));
+            assert!(ix.lexical.holds(d.internal, &d.text));
+            assert!(ix.metadata.holds(d.internal, &d.metadata()));
         }
     }
 
@@ -1995,6 +2251,8 @@ mod tests {
             saved_seq: Some(saved_at),
             inserted: 2,
             removed: 0,
+            text_saved_seq: Some(saved_at),
+            records_read: 302,
         };
         assert_eq!(ix.opened, opened);
         let d301 = db.get("c", "d301").expect("get").expect("present");

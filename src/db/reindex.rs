@@ -85,10 +85,7 @@ impl Database {
         self.with_writer(name, |old| {
             self.sync_generation(name, &generation, &shadow, encode, &mut count)?;
             let seq = self.store.switch_generation(generation, new_settings)?;
-            let dir = self.index_dir.join(&shadow.physical);
-            shadow.cosine.reading().save(&dir, "cosine", seq)?;
-            shadow.w2.reading().save(&dir, "w2", seq)?;
-            *shadow.saved_seq.locked() = Some(seq);
+            shadow.save_files(&self.index_dir.join(&shadow.physical), seq, true)?;
             old.retired.store(true, Ordering::Release);
             let slot = self.open.reading().get(name).cloned();
             if let Some(slot) = slot {

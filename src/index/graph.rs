@@ -45,6 +45,7 @@
 //! (`u32::MAX` = none) and its distance `f32`, then FNV-1a 64 of all preceding bytes.
 //! `read_from` checks the checksum first and then validates every count, id, level and link.
 
+use super::files::{fnv, FNV_INIT};
 use crate::sync::{MutexExt, RwLockExt};
 use rayon::prelude::*;
 use std::cell::{Cell, UnsafeCell};
@@ -500,14 +501,6 @@ fn splitmix(x: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
-
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
-    }
-    h
-}
-const FNV_INIT: u64 = 0xcbf2_9ce4_8422_2325;
 
 // ---------------------------------------------------------------- the graph
 
@@ -1115,6 +1108,13 @@ impl Graph {
         let s = self.slot(id)?;
         let st = self.store.reading();
         Some(st.live(s) && st.vec(s) == v)
+    }
+
+    /// None when `id` was never a point of this graph; else whether it is live (a removed
+    /// point is `Some(false)`: its id cannot be inserted again).
+    pub fn status(&self, id: u64) -> Option<bool> {
+        let s = self.slot(id)?;
+        Some(self.store.reading().live(s))
     }
 
     /// Live ids, in insertion order.

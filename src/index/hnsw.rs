@@ -10,17 +10,18 @@
 //!
 //! Saved as `dir/BASENAME-SEQ.graph` (the graph's own checksummed format) plus a small
 //! `dir/BASENAME.meta.json`, replaced atomically last, recording the store checkpoint (`seq`)
-//! the graph reflects. A missing, stale or damaged file is reported (and counted:
+//! the graph reflects ([`super::files`]). A missing, stale or damaged file is reported (and counted:
 //! [`refused_files`]) and the index rebuilt from the store, and the next checkpoint overwrites
 //! it. `indexes/STORE` names the store the files were saved from ([`claim_folder`]), so a store
 //! swapped or emptied under them is refused rather than taken for theirs.
 
-use std::io::{BufReader, BufWriter, Write};
+use std::io::BufReader;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use super::files;
 pub use super::graph::Metric;
 use super::graph::{Graph, GraphError, Params};
 use crate::error::{io_err, InternalError, Result};
@@ -64,16 +65,6 @@ struct Meta {
     file: String,
 }
 
-fn read_meta(path: &Path) -> Option<Meta> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
-}
-
-/// The store checkpoint (`seq`) the graph `dir/BASENAME` was last saved at, if its meta file
-/// is there and readable.
-pub fn saved_seq(dir: &Path, basename: &str) -> Option<u64> {
-    read_meta(&dir.join(format!("{basename}.meta.json"))).map(|m| m.seq)
-}
-
 /// The file in the index folder naming the store its index files were saved from.
 const OWNER_FILE: &str = "STORE";
 
@@ -110,7 +101,7 @@ pub fn claim_folder(
         .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
         .map_err(io_err(format!("writing {}", tmp.display())))?;
     std::fs::rename(&tmp, &path).map_err(io_err(format!("installing {}", path.display())))?;
-    sync_dir(index_dir)
+    files::sync_dir(index_dir)
 }
 
 /// One HNSW graph and its search plan.
@@ -230,62 +221,34 @@ impl VectorIndex {
         self.graph.holds(id, v)
     }
 
+    /// None when `id` was never a point of this graph; else whether it is live.
+    pub fn status(&self, id: u64) -> Option<bool> {
+        self.graph.status(id)
+    }
+
     /// A live point's vector.
     pub fn vector(&self, id: u64) -> Option<Vec<f32>> {
         self.graph.vector(id)
     }
 
-    /// Saves the graph, recording the store checkpoint `seq` it reflects: the graph file
-    /// first (synced), then the meta file naming it, replaced atomically, then the folder
-    /// (synced, so a power cut cannot undo the renames). A crash mid-save
-    /// leaves the previous save in force; older graph files are removed after the switch.
+    /// Saves the graph, recording the store checkpoint `seq` it reflects (how: [`files`]).
+    /// A crash mid-save leaves the previous save in force.
     pub fn save(&self, dir: &Path, basename: &str, seq: u64) -> Result<()> {
-        let file = format!("{basename}-{seq}.graph");
-        let meta_path = dir.join(format!("{basename}.meta.json"));
-        std::fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
-        let target = dir.join(&file);
-        let tmp = dir.join(format!("{file}.tmp"));
-        let written = (|| {
-            let mut w = BufWriter::new(std::fs::File::create(&tmp)?);
-            self.graph.write_to(&mut w)?;
-            w.flush()?;
-            w.into_inner().map_err(|e| e.into_error())?.sync_all()
-        })();
-        written.map_err(io_err(format!("writing {}", tmp.display())))?;
-        std::fs::rename(&tmp, &target).map_err(io_err("installing the index file"))?;
-        let meta = Meta {
+        let meta = |file| Meta {
             metric: self.metric(),
             seq,
             params: self.params,
             dim: self.graph.dim(),
             points: self.points(),
-            file: file.clone(),
+            file,
         };
-        let meta_tmp = dir.join(format!("{basename}.meta.json.tmp"));
-        std::fs::write(&meta_tmp, serde_json::to_vec(&meta).expect("json"))
-            .map_err(io_err("writing index meta"))?;
-        std::fs::File::open(&meta_tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(io_err("syncing index meta"))?;
-        std::fs::rename(&meta_tmp, &meta_path).map_err(io_err("installing index meta"))?;
-        // The renames are durable only once the folder's entries are.
-        sync_dir(dir)?;
-        // Remove superseded saves (older graph files, and hnsw_rs dump folders of format 1).
-        let prefix = format!("{basename}-");
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with(&prefix) && name != file {
-                    let path = e.path();
-                    let _ = if path.is_dir() {
-                        std::fs::remove_dir_all(path)
-                    } else {
-                        std::fs::remove_file(path)
-                    };
-                }
-            }
-        }
-        Ok(())
+        files::save(
+            dir,
+            (basename, "graph"),
+            seq,
+            |w| self.graph.write_to(w),
+            meta,
+        )
     }
 
     /// Loads a saved graph with these parameters saved at a store checkpoint no later than
@@ -300,7 +263,7 @@ impl VectorIndex {
         params: HnswParams,
         upto: u64,
     ) -> Option<(Self, u64)> {
-        let meta = read_meta(&dir.join(format!("{basename}.meta.json")))?;
+        let meta: Meta = files::read_meta(dir, basename)?;
         if meta.seq > upto || meta.metric != metric || meta.params != params || meta.dim != dim {
             return None;
         }
@@ -334,18 +297,6 @@ impl VectorIndex {
         }
         Some((VectorIndex { graph, params }, meta.seq))
     }
-}
-
-/// Syncs a folder's entries (new and renamed files) to disk (a no-op where folders cannot be
-/// opened, as on Windows).
-fn sync_dir(dir: &Path) -> Result<()> {
-    #[cfg(unix)]
-    std::fs::File::open(dir)
-        .and_then(|f| f.sync_all())
-        .map_err(io_err(format!("syncing the folder {}", dir.display())))?;
-    #[cfg(not(unix))]
-    let _ = dir;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -100,37 +100,55 @@ impl Inner {
         let mut counts: HashMap<u32, u16> = HashMap::new();
         let mut len = 0u32;
         for term in terms(text) {
-            let next = self.vocab.len() as u32;
-            let t = *self.vocab.entry(term).or_insert(next);
-            if t == next {
-                self.postings.push(Vec::new());
-                self.df.push(0);
-                self.max_tf.push(0);
-                self.min_len.push(u16::MAX);
-            }
+            let t = self.term_id(term);
             let c = counts.entry(t).or_insert(0);
             *c = c.saturating_add(1);
             len += 1;
         }
-        let slot = self.docs.len() as u32;
         let mut doc_terms: Vec<(u32, u16)> = counts.into_iter().collect();
         doc_terms.sort_unstable();
-        for &(t, tf) in &doc_terms {
-            let (t, posting) = (t as usize, Posting::new(slot, tf, len));
-            self.postings[t].push(posting);
-            self.df[t] += 1;
-            self.max_tf[t] = self.max_tf[t].max(tf);
-            self.min_len[t] = self.min_len[t].min(posting.len);
-        }
-        self.docs.push(Doc {
+        self.add(Doc {
             id,
             terms: doc_terms,
             len,
         });
-        self.alive.push(true);
-        self.slots.insert(id, slot);
+    }
+
+    /// The id of `term`, added to the vocabulary if new.
+    fn term_id(&mut self, term: String) -> u32 {
+        let next = self.vocab.len() as u32;
+        let t = *self.vocab.entry(term).or_insert(next);
+        if t == next {
+            self.postings.push(Vec::new());
+            self.df.push(0);
+            self.max_tf.push(0);
+            self.min_len.push(u16::MAX);
+        }
+        t
+    }
+
+    /// Adds a live document whose terms are in the vocabulary.
+    fn add(&mut self, doc: Doc) {
+        for &(t, _) in &doc.terms {
+            self.df[t as usize] += 1;
+        }
         self.live += 1;
-        self.total_len += u64::from(len);
+        self.total_len += u64::from(doc.len);
+        self.place(doc);
+    }
+
+    /// Appends `doc` at the next slot: its postings, bounds and slot (not its counts).
+    fn place(&mut self, doc: Doc) {
+        let slot = self.docs.len() as u32;
+        for &(t, tf) in &doc.terms {
+            let (t, posting) = (t as usize, Posting::new(slot, tf, doc.len));
+            self.postings[t].push(posting);
+            self.max_tf[t] = self.max_tf[t].max(tf);
+            self.min_len[t] = self.min_len[t].min(posting.len);
+        }
+        self.slots.insert(doc.id, slot);
+        self.docs.push(doc);
+        self.alive.push(true);
     }
 
     fn compact(&mut self) {
@@ -141,16 +159,7 @@ impl Inner {
         self.min_len.fill(u16::MAX);
         self.slots.clear();
         for (doc, _) in docs.into_iter().zip(alive).filter(|&(_, live)| live) {
-            let slot = self.docs.len() as u32;
-            for &(t, tf) in &doc.terms {
-                let (t, posting) = (t as usize, Posting::new(slot, tf, doc.len));
-                self.postings[t].push(posting);
-                self.max_tf[t] = self.max_tf[t].max(tf);
-                self.min_len[t] = self.min_len[t].min(posting.len);
-            }
-            self.slots.insert(doc.id, slot);
-            self.docs.push(doc);
-            self.alive.push(true);
+            self.place(doc);
         }
     }
 
@@ -591,7 +600,95 @@ impl LexicalIndex {
             })
             .collect()
     }
+
+    /// Whether document `id` is indexed.
+    pub fn contains(&self, id: u64) -> bool {
+        self.inner.reading().slots.contains_key(&id)
+    }
+
+    /// The indexed documents' ids, in no particular order.
+    pub fn ids(&self) -> Vec<u64> {
+        self.inner.reading().slots.keys().copied().collect()
+    }
+
+    /// Whether document `id` is indexed with exactly the terms of `text`.
+    pub fn holds(&self, id: u64, text: &str) -> bool {
+        let inner = self.inner.reading();
+        let Some(&slot) = inner.slots.get(&id) else {
+            return false;
+        };
+        let (mut counts, mut len) = (HashMap::<u32, u16>::new(), 0u32);
+        for term in terms(text) {
+            let Some(&t) = inner.vocab.get(&term) else {
+                return false;
+            };
+            let c = counts.entry(t).or_insert(0);
+            *c = c.saturating_add(1);
+            len += 1;
+        }
+        let mut fresh: Vec<(u32, u16)> = counts.into_iter().collect();
+        fresh.sort_unstable();
+        let doc = &inner.docs[slot as usize];
+        doc.len == len && doc.terms == fresh
+    }
+
+    /// What a saved index holds: its live documents in slot order and its vocabulary
+    /// (everything else is derived when it is read back).
+    pub(crate) fn snapshot(&self) -> LexicalSnapshot {
+        let inner = self.inner.reading();
+        let mut vocab = vec![String::new(); inner.vocab.len()];
+        for (term, &t) in &inner.vocab {
+            vocab[t as usize] = term.clone();
+        }
+        let docs = inner
+            .docs
+            .iter()
+            .zip(&inner.alive)
+            .filter(|&(_, &live)| live)
+            .map(|(d, _)| (d.id, d.len, d.terms.clone()))
+            .collect();
+        LexicalSnapshot { vocab, docs }
+    }
+
+    /// The index a snapshot was taken of; None when it does not hold together (a term id past
+    /// the vocabulary, a term twice in the vocabulary or in a document, an id twice).
+    pub(crate) fn from_snapshot(snapshot: LexicalSnapshot) -> Option<Self> {
+        let mut inner = Inner::default();
+        for term in snapshot.vocab {
+            let known = inner.vocab.len();
+            if inner.term_id(term) as usize != known {
+                return None;
+            }
+        }
+        let terms = inner.vocab.len();
+        for (id, len, doc_terms) in snapshot.docs {
+            let ascending = doc_terms.windows(2).all(|w| w[0].0 < w[1].0);
+            let known = doc_terms.iter().all(|&(t, _)| (t as usize) < terms);
+            if !ascending || !known || inner.slots.contains_key(&id) {
+                return None;
+            }
+            inner.add(Doc {
+                id,
+                terms: doc_terms,
+                len,
+            });
+        }
+        Some(LexicalIndex {
+            inner: RwLock::new(inner),
+        })
+    }
 }
+
+/// A saved lexical index ([`LexicalIndex::snapshot`]): the vocabulary by term id, and each
+/// live document as (internal id, number of terms, (term id, term frequency) ascending).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct LexicalSnapshot {
+    pub(super) vocab: Vec<String>,
+    pub(super) docs: Vec<SavedDoc>,
+}
+
+/// A saved document: (internal id, number of terms, (term id, term frequency) ascending).
+type SavedDoc = (u64, u32, Vec<(u32, u16)>);
 
 #[cfg(test)]
 mod tests {

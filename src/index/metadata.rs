@@ -53,7 +53,9 @@ impl Num {
 }
 
 /// A scalar metadata value as filters see it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 enum Scalar {
     Str(String),
     Bool(bool),
@@ -369,23 +371,47 @@ impl MetadataIndex {
     pub fn upsert(&self, id: u64, metadata: &JsonMap) {
         let mut inner = self.inner.writing();
         remove(&mut inner, id);
-        let mut pairs: Vec<(String, Scalar)> = metadata
-            .iter()
-            .flat_map(|(k, v)| scalars(v).map(move |s| (k.clone(), s)))
-            .collect();
-        pairs.sort_by(|a, b| a.0.cmp(&b.0));
-        pairs.dedup();
-        for (key, s) in &pairs {
-            let posting = inner.fields.entry(key.clone()).or_default().posting(s);
-            if posting.last().is_none_or(|&last| last < id) {
-                posting.push(id);
-            } else if let Err(at) = posting.binary_search(&id) {
-                posting.insert(at, id);
-            }
+        insert(&mut inner, id, pairs(metadata));
+    }
+
+    /// Whether document `id` is indexed with exactly `metadata`'s filterable values.
+    pub fn holds(&self, id: u64, metadata: &JsonMap) -> bool {
+        let pairs = pairs(metadata);
+        match self.inner.reading().docs.get(&id) {
+            Some(held) => *held == pairs,
+            None => pairs.is_empty(),
         }
-        if !pairs.is_empty() {
-            inner.docs.insert(id, pairs);
+    }
+
+    /// What a saved index holds: each document's (key, value) pairs, by ascending id.
+    pub(crate) fn snapshot(&self) -> MetadataSnapshot {
+        let inner = self.inner.reading();
+        let mut docs: Vec<(u64, Vec<(String, Scalar)>)> =
+            inner.docs.iter().map(|(&id, p)| (id, p.clone())).collect();
+        docs.sort_unstable_by_key(|d| d.0);
+        MetadataSnapshot { docs }
+    }
+
+    /// The index a snapshot was taken of; None when it does not hold together (ids out of
+    /// order, a document without values, unsorted or repeated pairs, a number that is not
+    /// finite).
+    pub(crate) fn from_snapshot(snapshot: MetadataSnapshot) -> Option<Self> {
+        let ascending = snapshot.docs.windows(2).all(|w| w[0].0 < w[1].0);
+        let sound = |p: &[(String, Scalar)]| {
+            !p.is_empty()
+                && p.windows(2).all(|w| w[0] < w[1])
+                && p.iter().all(|(_, s)| s.number().is_none_or(f64::is_finite))
+        };
+        if !ascending || !snapshot.docs.iter().all(|(_, p)| sound(p)) {
+            return None;
         }
+        let mut inner = Inner::default();
+        for (id, pairs) in snapshot.docs {
+            insert(&mut inner, id, pairs);
+        }
+        Some(MetadataIndex {
+            inner: RwLock::new(inner),
+        })
     }
 
     /// Forgets document `id` (no-op if absent).
@@ -413,6 +439,38 @@ impl MetadataIndex {
         let first = lists.next().unwrap_or_default();
         lists.fold(first, |acc, l| intersect(&acc, &l))
     }
+}
+
+/// A document's filterable (key, value) pairs, sorted and without repeats.
+fn pairs(metadata: &JsonMap) -> Vec<(String, Scalar)> {
+    let mut pairs: Vec<(String, Scalar)> = metadata
+        .iter()
+        .flat_map(|(k, v)| scalars(v).map(move |s| (k.clone(), s)))
+        .collect();
+    pairs.sort();
+    pairs.dedup();
+    pairs
+}
+
+/// Indexes document `id` (not indexed yet) with `pairs`.
+fn insert(inner: &mut Inner, id: u64, pairs: Vec<(String, Scalar)>) {
+    for (key, s) in &pairs {
+        let posting = inner.fields.entry(key.clone()).or_default().posting(s);
+        if posting.last().is_none_or(|&last| last < id) {
+            posting.push(id);
+        } else if let Err(at) = posting.binary_search(&id) {
+            posting.insert(at, id);
+        }
+    }
+    if !pairs.is_empty() {
+        inner.docs.insert(id, pairs);
+    }
+}
+
+/// A saved metadata index ([`MetadataIndex::snapshot`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct MetadataSnapshot {
+    docs: Vec<(u64, Vec<(String, Scalar)>)>,
 }
 
 fn remove(inner: &mut Inner, id: u64) {

@@ -271,6 +271,13 @@ pub struct OpenedFrom {
     pub inserted: usize,
     /// Documents replaced or deleted after that save, tombstoned when the graphs were read.
     pub removed: usize,
+    /// The store write the saved lexical and metadata indexes reflected, when they were read
+    /// from their file; null: filled from every stored record.
+    pub text_saved_seq: Option<u64>,
+    /// Stored records the open read: every one when it built an index from the store; with
+    /// every index file read, only the documents written since the save and a sample checked
+    /// against the files.
+    pub records_read: u64,
 }
 
 impl From<db::OpenedFrom> for OpenedFrom {
@@ -279,6 +286,8 @@ impl From<db::OpenedFrom> for OpenedFrom {
             saved_seq: o.saved_seq,
             inserted: o.inserted,
             removed: o.removed,
+            text_saved_seq: o.text_saved_seq,
+            records_read: o.records_read,
         }
     }
 }

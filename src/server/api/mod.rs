@@ -306,6 +306,8 @@ mod tests {
                         saved_seq: Some(12),
                         inserted: 4,
                         removed: 1,
+                        text_saved_seq: Some(13),
+                        records_read: 1004,
                     }),
                 },
                 search_defaults: defaults,

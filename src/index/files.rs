@@ -1,0 +1,105 @@
+//! How index files are saved at a store checkpoint, so that a crash never leaves half a save in
+//! force: `dir/BASENAME-SEQ.EXT` is written whole and synced, then `dir/BASENAME.meta.json`
+//! (naming that file and the checkpoint `seq`) is replaced atomically, then the folder is
+//! synced; older saves of the same basename are removed after the switch. What a file holds
+//! and how it is checked is its owner's: the graphs ([`super::hnsw`]) and the text indexes
+//! ([`super::text`]). Also the FNV-1a checksum both file formats end with.
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::{io_err, Result};
+
+/// FNV-1a (64-bit) over `bytes`, continuing from `h` ([`FNV_INIT`] to start).
+pub(crate) fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+/// FNV-1a's starting value.
+pub(crate) const FNV_INIT: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// The meta file of the save named `basename` in `dir`, if it is there and reads as `M`.
+pub(crate) fn read_meta<M: DeserializeOwned>(dir: &Path, basename: &str) -> Option<M> {
+    let path = dir.join(format!("{basename}.meta.json"));
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+/// The store checkpoint the save named `basename` in `dir` reflects, if its meta file is there
+/// and readable.
+pub fn saved_seq(dir: &Path, basename: &str) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Seq {
+        seq: u64,
+    }
+    read_meta::<Seq>(dir, basename).map(|m| m.seq)
+}
+
+/// Saves `basename` at checkpoint `seq`: `write` fills the new file, `meta` (given the file's
+/// name) is what its meta file records. On error the previous save stays in force.
+pub(crate) fn save<M: Serialize>(
+    dir: &Path,
+    (basename, ext): (&str, &str),
+    seq: u64,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    meta: impl FnOnce(String) -> M,
+) -> Result<()> {
+    let file = format!("{basename}-{seq}.{ext}");
+    std::fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
+    let target = dir.join(&file);
+    let tmp = dir.join(format!("{file}.tmp"));
+    let written = (|| {
+        let mut w = BufWriter::new(std::fs::File::create(&tmp)?);
+        write(&mut w)?;
+        w.flush()?;
+        w.into_inner().map_err(|e| e.into_error())?.sync_all()
+    })();
+    written.map_err(io_err(format!("writing {}", tmp.display())))?;
+    std::fs::rename(&tmp, &target).map_err(io_err("installing the index file"))?;
+    let meta_path = dir.join(format!("{basename}.meta.json"));
+    let meta_tmp = dir.join(format!("{basename}.meta.json.tmp"));
+    std::fs::write(
+        &meta_tmp,
+        serde_json::to_vec(&meta(file.clone())).expect("json"),
+    )
+    .map_err(io_err("writing index meta"))?;
+    std::fs::File::open(&meta_tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(io_err("syncing index meta"))?;
+    std::fs::rename(&meta_tmp, &meta_path).map_err(io_err("installing index meta"))?;
+    // The renames are durable only once the folder's entries are.
+    sync_dir(dir)?;
+    // Remove superseded saves (older files, and hnsw_rs dump folders of index format 1).
+    let prefix = format!("{basename}-");
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix) && name != file {
+                let path = e.path();
+                let _ = if path.is_dir() {
+                    std::fs::remove_dir_all(path)
+                } else {
+                    std::fs::remove_file(path)
+                };
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Syncs a folder's entries (new and renamed files) to disk (a no-op where folders cannot be
+/// opened, as on Windows).
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    #[cfg(unix)]
+    std::fs::File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(io_err(format!("syncing the folder {}", dir.display())))?;
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
