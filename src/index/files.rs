@@ -3,7 +3,7 @@
 //! (naming that file and the checkpoint `seq`) is replaced atomically, then the folder is
 //! synced; older saves of the same basename are removed after the switch. What a file holds
 //! and how it is checked is its owner's: the graphs ([`super::hnsw`]) and the text indexes
-//! ([`super::text`]). Also the FNV-1a checksum both file formats end with.
+//! ([`super::text`]). Also the checksum both file formats end with.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -13,16 +13,54 @@ use serde::Serialize;
 
 use crate::error::{io_err, Result};
 
-/// FNV-1a (64-bit) over `bytes`, continuing from `h` ([`FNV_INIT`] to start).
-pub(crate) fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
-    }
-    h
+/// The 8-byte checksum an index file ends with: CRC-32 (IEEE, zero-extended; SIMD, over 10
+/// GB/s) in files written now, FNV-1a 64 in graph files of format 1 and 2 (byte by byte:
+/// about 4 s over the 4.8 GB of a 1M-document collection's graphs).
+#[derive(Clone)]
+pub(crate) enum Checksum {
+    /// FNV-1a 64 so far.
+    Fnv(u64),
+    /// CRC-32 so far.
+    Crc32(crc32fast::Hasher),
 }
 
-/// FNV-1a's starting value.
-pub(crate) const FNV_INIT: u64 = 0xcbf2_9ce4_8422_2325;
+impl Checksum {
+    /// FNV-1a 64 (graph files of format 1 and 2).
+    pub(crate) fn fnv() -> Self {
+        Checksum::Fnv(0xcbf2_9ce4_8422_2325)
+    }
+
+    /// CRC-32.
+    pub(crate) fn crc32() -> Self {
+        Checksum::Crc32(crc32fast::Hasher::new())
+    }
+
+    /// Adds `bytes`.
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
+        match self {
+            Checksum::Fnv(h) => {
+                for &b in bytes {
+                    *h = (*h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+                }
+            }
+            Checksum::Crc32(c) => c.update(bytes),
+        }
+    }
+
+    /// The 8 bytes a file ends with.
+    pub(crate) fn value(&self) -> [u8; 8] {
+        match self {
+            Checksum::Fnv(h) => h.to_le_bytes(),
+            Checksum::Crc32(c) => u64::from(c.clone().finalize()).to_le_bytes(),
+        }
+    }
+
+    /// The checksum of `bytes` alone.
+    pub(crate) fn of(mut self, bytes: &[u8]) -> [u8; 8] {
+        self.update(bytes);
+        self.value()
+    }
+}
 
 /// The meta file of the save named `basename` in `dir`, if it is there and reads as `M`.
 pub(crate) fn read_meta<M: DeserializeOwned>(dir: &Path, basename: &str) -> Option<M> {

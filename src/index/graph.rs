@@ -42,10 +42,12 @@
 //! entry slot `u32` (`u32::MAX` = none), n×dim `f32` vectors, n `u64` ids, n `u8` levels,
 //! n `u8` flags (1 = tombstone), per node `count u32 + count u32` level-0 links, per node and
 //! level `1..=level` the same for upper links, (version 2) per node the anchor slot `u32`
-//! (`u32::MAX` = none) and its distance `f32`, then FNV-1a 64 of all preceding bytes.
-//! `read_from` checks the checksum first and then validates every count, id, level and link.
+//! (`u32::MAX` = none) and its distance `f32`, then the checksum of all preceding bytes (u64:
+//! version 3 the CRC-32, zero-extended; versions 1 and 2 FNV-1a 64).
+//! `read_from` validates every count, id, level and link as it reads, and the checksum at the
+//! end.
 
-use super::files::{fnv, FNV_INIT};
+use super::files::Checksum;
 use crate::sync::{MutexExt, RwLockExt};
 use rayon::prelude::*;
 use std::cell::{Cell, UnsafeCell};
@@ -119,7 +121,8 @@ const NO_ENTRY: u64 = u64::MAX;
 const NONE: u32 = u32::MAX;
 const MAGIC: &[u8; 8] = b"KNDHNSW\0";
 /// 2 added the anchors; version 1 files load with none (the next inserts adopt them again).
-const VERSION: u32 = 2;
+/// 3 ends with a CRC-32 instead of FNV-1a 64 (files of 1 and 2 still load).
+const VERSION: u32 = 3;
 const INITIAL_CAP: usize = 1024;
 
 // ---------------------------------------------------------------- distance kernels
@@ -1166,7 +1169,7 @@ impl Graph {
         let mut o = Out {
             w,
             buf: Vec::with_capacity(1 << 16),
-            h: FNV_INIT,
+            h: Checksum::crc32(),
         };
         o.put(MAGIC)?;
         o.put(&VERSION.to_le_bytes())?;
@@ -1213,15 +1216,17 @@ impl Graph {
     pub fn read_from(r: &mut dyn Read) -> Result<Graph, GraphError> {
         let mut buf = Vec::new();
         r.read_to_end(&mut buf)?;
+        Graph::read_sized(&mut buf.as_slice(), buf.len() as u64)
+    }
+
+    /// [`Graph::read_from`] for a reader of `len` bytes (a file: its length), streamed: the
+    /// file is never held in memory whole, and vectors go straight to their slots.
+    pub fn read_sized(r: &mut dyn Read, len: u64) -> Result<Graph, GraphError> {
+        let mut rd = Src::new(r, len)?;
         let bad = |m: &str| GraphError::Corrupt(m.to_string());
-        if buf.len() < 8 + 4 + 1 + 12 + 8 + 4 + 8 {
+        if rd.left() < 8 + 4 + 1 + 12 + 8 + 4 {
             return Err(bad("truncated header"));
         }
-        let (body, sum) = buf.split_at(buf.len() - 8);
-        if fnv(FNV_INIT, body).to_le_bytes() != sum {
-            return Err(bad("checksum mismatch"));
-        }
-        let mut rd = Rd { b: body, p: 0 };
         if rd.take(8)? != MAGIC {
             return Err(bad("bad magic"));
         }
@@ -1229,6 +1234,11 @@ impl Graph {
         if !(1..=VERSION).contains(&version) {
             return Err(bad("unsupported version"));
         }
+        rd.checksum(if version >= 3 {
+            Checksum::crc32()
+        } else {
+            Checksum::fnv()
+        });
         let metric = match rd.u8()? {
             0 => Metric::Cosine,
             1 => Metric::L2,
@@ -1241,7 +1251,7 @@ impl Graph {
         let n = rd.u64()?;
         let ep = rd.u32()?;
         // Each point needs at least dim*4 + 8 + 1 + 1 + 4 bytes: bound n before allocating.
-        if n > (rd.left() / (dim * 4 + 14)) as u64 {
+        if n > rd.left() / (dim as u64 * 4 + 14) {
             return Err(bad("point count exceeds data"));
         }
         let n = n as usize;
@@ -1253,20 +1263,27 @@ impl Graph {
                 ef_construction: efc,
             },
         );
-        let vecs = rd.take(n * dim * 4)?;
-        let floats: Vec<f32> = vecs
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        if floats.iter().any(|x| !x.is_finite()) {
-            return Err(bad("non-finite vector value"));
+        // Room for an eighth more: the writes a loaded graph is caught up with would otherwise
+        // double every array at the first insert.
+        g.ensure_cap(n + n / 8);
+        let st = g.store.reading();
+        let mut v = vec![0f32; dim];
+        for s in 0..n {
+            let bytes = rd.take(dim * 4)?;
+            for (x, c) in v.iter_mut().zip(bytes.chunks_exact(4)) {
+                *x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            }
+            if v.iter().any(|x| !x.is_finite()) {
+                return Err(bad("non-finite vector value"));
+            }
+            st.write_vec(s as u32, &v);
         }
         let mut ids = Vec::with_capacity(n);
         for _ in 0..n {
             ids.push(rd.u64()?);
         }
-        let levels = rd.take(n)?.to_vec();
-        let flags = rd.take(n)?.to_vec();
+        let levels = rd.bytes(n)?;
+        let flags = rd.bytes(n)?;
         if levels.iter().any(|&l| l as usize > MAX_LEVEL) || flags.iter().any(|&f| f > 1) {
             return Err(bad("bad level or flag"));
         }
@@ -1286,10 +1303,7 @@ impl Graph {
                 }
             }
         }
-        g.ensure_cap(n);
-        let st = g.store.reading();
         for s in 0..n {
-            st.write_vec(s as u32, &floats[s * dim..(s + 1) * dim]);
             st.ids[s].store(ids[s], Relaxed);
             st.levels[s].store(levels[s], Relaxed);
             if levels[s] > 0 {
@@ -1304,9 +1318,7 @@ impl Graph {
         if version >= 2 {
             read_anchors(&mut rd, &st, n)?;
         }
-        if rd.left() != 0 {
-            return Err(bad("trailing bytes"));
-        }
+        rd.finish()?;
         drop(st);
         if n > 0 {
             g.entry.store(((top as u64) << 32) | ep as u64, Release);
@@ -1319,7 +1331,7 @@ impl Graph {
 
 /// Reads every node's link lists (level 0, then each upper level) into `st`, validating each
 /// count and target, and counts level-0 in-degrees.
-fn read_links(rd: &mut Rd, st: &Store, m: usize, levels: &[u8]) -> Result<(), GraphError> {
+fn read_links(rd: &mut Src, st: &Store, m: usize, levels: &[u8]) -> Result<(), GraphError> {
     let bad = |m: &str| GraphError::Corrupt(m.to_string());
     let n = levels.len();
     let mut list = Vec::with_capacity(2 * m);
@@ -1351,7 +1363,7 @@ fn read_links(rd: &mut Rd, st: &Store, m: usize, levels: &[u8]) -> Result<(), Gr
 }
 
 /// Reads the `n` anchors (version 2) into `st`.
-fn read_anchors(rd: &mut Rd, st: &Store, n: usize) -> Result<(), GraphError> {
+fn read_anchors(rd: &mut Src, st: &Store, n: usize) -> Result<(), GraphError> {
     for s in 0..n {
         let (a, d) = (rd.u32()?, f32::from_bits(rd.u32()?));
         // A cosine distance may be a hair below 0 (1 − dot of near-identical unit vectors).
@@ -1469,7 +1481,7 @@ const PREFETCH_FLOATS: usize = 64;
 struct Out<'a> {
     w: &'a mut dyn Write,
     buf: Vec<u8>,
-    h: u64,
+    h: Checksum,
 }
 
 impl Out<'_> {
@@ -1481,34 +1493,89 @@ impl Out<'_> {
         Ok(())
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        self.h = fnv(self.h, &self.buf);
+        self.h.update(&self.buf);
         self.w.write_all(&self.buf)?;
         self.buf.clear();
         Ok(())
     }
     fn finish(mut self) -> std::io::Result<()> {
         self.flush()?;
-        self.w.write_all(&self.h.to_le_bytes())?;
+        self.w.write_all(&self.h.value())?;
         self.w.flush()
     }
 }
 
-/// Bounds-checked reader over the loaded bytes.
-struct Rd<'a> {
-    b: &'a [u8],
-    p: usize,
+/// Bounds-checked, checksumming reader of a graph file of known length: reads in blocks,
+/// hashes the body (all but the last 8 bytes) as it is consumed, never reads past it, and
+/// [`Src::finish`] compares the hash with the file's checksum. Nothing read is trusted before
+/// that: every value is validated as it is parsed, so damaged bytes are refused (at the
+/// latest by the checksum) without a panic or an allocation larger than the file.
+struct Src<'a> {
+    r: &'a mut dyn Read,
+    buf: Vec<u8>,
+    pos: usize,
+    end: usize,
+    /// Body bytes not yet read into `buf`.
+    unread: u64,
+    /// Over the body up to `buf[..0]`; `buf[..pos]` is added at the next refill (so the
+    /// header's version can choose the checksum first: [`Src::checksum`]).
+    sum: Checksum,
 }
 
-impl<'a> Rd<'a> {
-    fn left(&self) -> usize {
-        self.b.len() - self.p
+/// Bytes a [`Src`] reads at a time (and the most one `take` can ask for).
+const BLOCK: usize = 1 << 20;
+
+impl<'a> Src<'a> {
+    fn new(r: &'a mut dyn Read, len: u64) -> Result<Self, GraphError> {
+        let unread = len
+            .checked_sub(8)
+            .ok_or_else(|| GraphError::Corrupt("truncated header".into()))?;
+        Ok(Src {
+            r,
+            buf: vec![0; BLOCK],
+            pos: 0,
+            end: 0,
+            unread,
+            sum: Checksum::crc32(),
+        })
     }
-    fn take(&mut self, n: usize) -> Result<&'a [u8], GraphError> {
-        if n > self.left() {
+    /// Sets the checksum the file ends with; before any refill (the header fits the first).
+    fn checksum(&mut self, sum: Checksum) {
+        self.sum = sum;
+    }
+    /// Body bytes not consumed yet.
+    fn left(&self) -> u64 {
+        self.unread + (self.end - self.pos) as u64
+    }
+    fn take(&mut self, n: usize) -> Result<&[u8], GraphError> {
+        if self.end - self.pos < n {
+            if n > BLOCK || n as u64 > self.left() {
+                return Err(GraphError::Corrupt("truncated".into()));
+            }
+            self.sum.update(&self.buf[..self.pos]);
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.end -= self.pos;
+            self.pos = 0;
+            let want = ((BLOCK - self.end) as u64).min(self.unread) as usize;
+            self.r
+                .read_exact(&mut self.buf[self.end..self.end + want])?;
+            self.end += want;
+            self.unread -= want as u64;
+        }
+        self.pos += n;
+        Ok(&self.buf[self.pos - n..self.pos])
+    }
+    /// `n` bytes into a vector of their own (any `n` up to what is left).
+    fn bytes(&mut self, n: usize) -> Result<Vec<u8>, GraphError> {
+        if n as u64 > self.left() {
             return Err(GraphError::Corrupt("truncated".into()));
         }
-        self.p += n;
-        Ok(&self.b[self.p - n..self.p])
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            let step = (n - out.len()).min(BLOCK);
+            out.extend_from_slice(self.take(step)?);
+        }
+        Ok(out)
     }
     fn u8(&mut self) -> Result<u8, GraphError> {
         Ok(self.take(1)?[0])
@@ -1519,6 +1586,19 @@ impl<'a> Rd<'a> {
     }
     fn u64(&mut self) -> Result<u64, GraphError> {
         Ok(self.u32()? as u64 | (self.u32()? as u64) << 32)
+    }
+    /// Checks that the body was read to its end and that its hash is the file's checksum.
+    fn finish(mut self) -> Result<(), GraphError> {
+        if self.left() != 0 {
+            return Err(GraphError::Corrupt("trailing bytes".into()));
+        }
+        self.sum.update(&self.buf[..self.pos]);
+        let mut sum = [0u8; 8];
+        self.r.read_exact(&mut sum)?;
+        if sum != self.sum.value() {
+            return Err(GraphError::Corrupt("checksum mismatch".into()));
+        }
+        Ok(())
     }
 }
 
@@ -1818,10 +1898,15 @@ mod tests {
         assert_eq!(all_self_found(&g, &data), 0);
     }
 
+    /// `b` with the checksum its version's files end with.
     fn reseal(mut b: Vec<u8>) -> Vec<u8> {
         let n = b.len() - 8;
-        let h = fnv(FNV_INIT, &b[..n]);
-        b[n..].copy_from_slice(&h.to_le_bytes());
+        let sum = match u32::from_le_bytes([b[8], b[9], b[10], b[11]]) {
+            1 | 2 => Checksum::fnv(),
+            _ => Checksum::crc32(),
+        };
+        let h = sum.of(&b[..n]);
+        b[n..].copy_from_slice(&h);
         b
     }
 
@@ -2032,8 +2117,60 @@ mod tests {
         h.insert(10_000, &v).expect("inserts");
         assert_eq!(h.search(&v, 1, 64)[0].0, 10_000);
         let mut future = b.clone();
-        future[8..12].copy_from_slice(&3u32.to_le_bytes());
+        future[8..12].copy_from_slice(&(VERSION + 1).to_le_bytes());
         assert!(Graph::read_from(&mut reseal(future).as_slice()).is_err());
+    }
+
+    /// Version 2 files (FNV-1a checksum) still load; version 3 ends with a CRC-32, and each
+    /// version's file is refused under the other's checksum.
+    #[test]
+    fn version_2_files_with_the_fnv_checksum_still_load() {
+        let mut r = Rng(6);
+        let data: Vec<Vec<f32>> = (0..300).map(|_| r.unit(8)).collect();
+        let g = build(Metric::L2, &data, Params::default());
+        let mut v3 = Vec::new();
+        g.write_to(&mut v3).expect("write");
+        let n = v3.len() - 8;
+        assert_eq!(v3[n..], Checksum::crc32().of(&v3[..n]));
+        let mut v2 = v3.clone();
+        v2[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let v2 = reseal(v2);
+        assert_eq!(v2[n..], Checksum::fnv().of(&v2[..n]));
+        let h = Graph::read_from(&mut v2.as_slice()).expect("version 2 loads");
+        for _ in 0..30 {
+            let q = r.unit(8);
+            assert_eq!(g.search(&q, 10, 64), h.search(&q, 10, 64));
+        }
+        let mut crossed = v2.clone();
+        crossed[n..].copy_from_slice(&Checksum::crc32().of(&v2[..n]));
+        assert!(Graph::read_from(&mut crossed.as_slice()).is_err());
+        let mut crossed = v3.clone();
+        crossed[n..].copy_from_slice(&Checksum::fnv().of(&v3[..n]));
+        assert!(Graph::read_from(&mut crossed.as_slice()).is_err());
+    }
+
+    /// A graph larger than the reader's block streams in and reads back the same; every
+    /// truncation of it is refused.
+    #[test]
+    fn graphs_larger_than_a_read_block_stream_in() {
+        let mut r = Rng(9);
+        let data: Vec<Vec<f32>> = (0..3000).map(|_| r.unit(96)).collect();
+        let g = build(Metric::Cosine, &data, Params::default());
+        let mut b = Vec::new();
+        g.write_to(&mut b).expect("write");
+        assert!(b.len() > BLOCK, "{} bytes", b.len());
+        let h = Graph::read_sized(&mut b.as_slice(), b.len() as u64).expect("loads");
+        let mut again = Vec::new();
+        h.write_to(&mut again).expect("write");
+        assert_eq!(again, b, "reads back the same graph");
+        for cut in [b.len() - 1, BLOCK + 3, BLOCK - 1, 100] {
+            assert!(Graph::read_from(&mut &b[..cut]).is_err(), "cut at {cut}");
+            // A length that promises more than the reader has.
+            assert!(Graph::read_sized(&mut &b[..cut], b.len() as u64).is_err());
+        }
+        let mut flipped = b.clone();
+        flipped[BLOCK + 5] ^= 0x10;
+        assert!(Graph::read_from(&mut flipped.as_slice()).is_err());
     }
 
     /// Exact duplicates in a cosine graph anchor each other at a distance of 1 − dot, which

@@ -15,7 +15,6 @@
 //! it. `indexes/STORE` names the store the files were saved from ([`claim_folder`]), so a store
 //! swapped or emptied under them is refused rather than taken for theirs.
 
-use std::io::BufReader;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -271,9 +270,9 @@ impl VectorIndex {
         // The reader refuses every damaged file without panicking (unit-tested); a panic all
         // the same is caught here as a last guard and means "rebuild", never a dead process.
         let read = std::panic::catch_unwind(|| {
-            std::fs::File::open(&path)
-                .map_err(GraphError::from)
-                .and_then(|f| Graph::read_from(&mut BufReader::new(f)))
+            let mut f = std::fs::File::open(&path)?;
+            let len = f.metadata()?.len();
+            Graph::read_sized(&mut f, len)
         })
         .unwrap_or_else(|_| Err(GraphError::Corrupt("the reader panicked".into())));
         let graph = match read {

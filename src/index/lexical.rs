@@ -1,5 +1,6 @@
 //! Lexical recall over word unigrams and bigrams (papers/context-based-sentence-similarity-
-//! surrogate.txt §3.3): an in-memory inverted index, incremental, rebuilt from the store on open.
+//! surrogate.txt §3.3): an in-memory inverted index, incremental, saved at checkpoints with the
+//! metadata index (`super::text`) and rebuilt from the store when that file is unusable.
 //!
 //! Candidates are ranked by BM25 (k1 = 1.2, b = 0.75), the TF-IDF weighting with saturated
 //! term frequency and length normalisation, computed only over the postings of the query's

@@ -4,7 +4,7 @@
 //!
 //! Saved as `dir/text-SEQ.index` plus `dir/text.meta.json` ([`super::files`]). The file is
 //! `KNDTEXT\0`, a format version (u32 LE), the bincode 2 (standard configuration) encoding of
-//! both snapshots, and FNV-1a 64 of all preceding bytes. A missing, damaged or inconsistent
+//! both snapshots, and the CRC-32 of all preceding bytes (as a u64 LE). A missing, damaged or inconsistent
 //! file is reported (damaged ones are counted with the graphs': [`super::hnsw::refused_files`])
 //! and the caller fills the indexes from the store instead.
 
@@ -12,7 +12,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::files::{self, fnv, FNV_INIT};
+use super::files::{self, Checksum};
 use super::lexical::LexicalSnapshot;
 use super::metadata::MetadataSnapshot;
 use super::{LexicalIndex, MetadataIndex};
@@ -48,8 +48,8 @@ pub fn save(dir: &Path, seq: u64, lexical: &LexicalIndex, metadata: &MetadataInd
     bytes.extend_from_slice(&VERSION.to_le_bytes());
     bincode::serde::encode_into_std_write(&snapshots, &mut bytes, bincode::config::standard())
         .expect("in-memory encode");
-    let sum = fnv(FNV_INIT, &bytes);
-    bytes.extend_from_slice(&sum.to_le_bytes());
+    let sum = Checksum::crc32().of(&bytes);
+    bytes.extend_from_slice(&sum);
     let meta = |file| Meta {
         seq,
         documents: lexical.len(),
@@ -97,7 +97,7 @@ fn decode(bytes: &[u8]) -> std::result::Result<(LexicalIndex, MetadataIndex), &'
         return Err("truncated");
     }
     let (body, sum) = bytes.split_at(bytes.len() - 8);
-    if fnv(FNV_INIT, body).to_le_bytes() != sum {
+    if Checksum::crc32().of(body) != sum {
         return Err("checksum mismatch");
     }
     let (magic, rest) = body.split_at(MAGIC.len());
@@ -196,8 +196,8 @@ mod tests {
             let mut body = good[..good.len() - 8].to_vec();
             let at = MAGIC.len() + 4 + (rng.next_u64() as usize % (body.len() - 12));
             body[at] = rng.next_u64() as u8;
-            let sum = fnv(FNV_INIT, &body);
-            body.extend_from_slice(&sum.to_le_bytes());
+            let sum = Checksum::crc32().of(&body);
+            body.extend_from_slice(&sum);
             let _ = decode(&body);
         }
         // An id twice is refused.
