@@ -24,10 +24,9 @@ const TEXTS: [&str; 4] = [
     "How do I reset my password?",
     "What is the best way to learn Rust if I already know C++ and a little Haskell?",
     "café naïve résumé — 東京 🙂",
-    // About 60 wordpieces: attention's key blocks in pairs and one left over.
+    // 40 wordpieces: attention's three blocks of 16 keys go as a pair and one left over.
     "I moved to a new city last month and my bank account still lists the old address; \
-     the app refuses the change without a utility bill in my name, which I do not have yet. \
-     How can I update my address, and will my card keep working until then?",
+     the app refuses the change without a utility bill in my name. How can I update my address?",
 ];
 
 fn paths() -> Vec<KernelPath> {

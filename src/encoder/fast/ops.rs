@@ -229,12 +229,6 @@ multiversion! {
 /// Query rows attended together.
 const QROWS: usize = 4;
 
-/// Key blocks (for the scores) or value column blocks (for the weighted sum) of [`LANES`] each
-/// that one pass keeps in registers beside the [`QROWS`] rows: `QROWS × BLOCKS` independent
-/// FMA chains, enough to hide the FMA latency on two FMA pipes (four chains ran attention at
-/// half the pipes' rate: 40% of a 256-wordpiece encode).
-const BLOCKS: usize = 2;
-
 /// The [`LANES`] values of `x` from `at`.
 #[inline(always)]
 fn lanes(x: &[f32], at: usize) -> &[f32; LANES] {
@@ -243,8 +237,11 @@ fn lanes(x: &[f32], at: usize) -> &[f32; LANES] {
 
 /// Scores of the [`QROWS`] queries `q` against keys `jb·LANES..(jb + B)·LANES` (B = 1 or 2),
 /// read from the transposed keys `kt` (`dh × lp`), times `scale`, into `scores` (`QROWS × lp`).
-/// The two blocks are two loops of the same shape, each short enough for the compiler to
-/// unroll into registers.
+///
+/// Two blocks give `QROWS × 2` independent FMA chains, enough to hide the FMA latency on two
+/// FMA pipes (four chains ran attention at half the pipes' rate: 40% of a 256-wordpiece
+/// encode). They are two loops of the same shape, each short enough for the compiler to unroll
+/// into registers (one loop over both blocks was not unrolled: its accumulators went to memory).
 #[inline(always)]
 fn score_blocks<const B: usize>(
     q: &[&[f32]; QROWS],
@@ -284,7 +281,8 @@ fn score_blocks<const B: usize>(
 
 /// `Σ_j p_rj · v_j` over the `len` rows of `qkv` (row stride `stride`) for value columns
 /// `col..col + B·LANES` (B = 1 or 2) and the [`QROWS`] weight rows of `scores` (row stride
-/// `lp`).
+/// `lp`); the blocks as in [`score_blocks`]. Only the first `B` of the returned blocks are
+/// computed.
 #[inline(always)]
 fn weigh_blocks<const B: usize>(
     scores: &[f32],
@@ -354,9 +352,9 @@ multiversion! {
             let q: [&[f32]; QROWS] =
                 rows.map(|i| &qkv[i * stride + qo..i * stride + qo + dh]);
             let mut jb = 0;
-            while jb + BLOCKS <= key_blocks {
+            while jb + 2 <= key_blocks {
                 score_blocks::<2>(&q, kt, (lp, jb, scale), scores);
-                jb += BLOCKS;
+                jb += 2;
             }
             if jb < key_blocks {
                 score_blocks::<1>(&q, kt, (lp, jb, scale), scores);
@@ -383,11 +381,11 @@ multiversion! {
                 }
             };
             let mut cb = 0;
-            while cb + BLOCKS <= col_blocks {
+            while cb + 2 <= col_blocks {
                 let c0 = cb * LANES;
                 let acc = weigh_blocks::<2>(scores, qkv, (len, lp, stride, vo + c0));
                 put(c0, &acc, live_rows);
-                cb += BLOCKS;
+                cb += 2;
             }
             if cb < col_blocks {
                 let c0 = cb * LANES;
