@@ -23,7 +23,13 @@ impl DeviceKind {
         match self {
             DeviceKind::Cpu => Ok(Device::flex()),
             #[cfg(feature = "cuda")]
-            DeviceKind::Cuda(i) => Ok(Device::cuda(i)),
+            DeviceKind::Cuda(i) => {
+                cuda_probe(i).map_err(|problem| UserError::DeviceUnavailable {
+                    requested: self.to_string(),
+                    fix: format!("{problem}; use --device cpu on this machine"),
+                })?;
+                Ok(Device::cuda(i))
+            }
             #[cfg(not(feature = "cuda"))]
             DeviceKind::Cuda(_) => Err(UserError::DeviceUnavailable {
                 requested: self.to_string(),
@@ -34,6 +40,62 @@ impl DeviceKind {
             .into()),
         }
     }
+}
+
+/// Checks that GPU `index` can be used before burn-cuda is asked for it: burn-cuda panics on a
+/// device thread when the NVIDIA driver library is missing or the GPU does not exist, and the
+/// process then aborts. Loads the driver (`libcuda.so.1`) as burn-cuda would, initialises it
+/// and counts the GPUs; says what is wrong when that fails.
+#[cfg(all(feature = "cuda", target_os = "linux"))]
+fn cuda_probe(index: usize) -> std::result::Result<(), String> {
+    use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+    type CuInit = unsafe extern "C" fn(c_uint) -> c_int;
+    type CuDeviceGetCount = unsafe extern "C" fn(*mut c_int) -> c_int;
+    let names: [&CStr; 2] = [c"libcuda.so.1", c"libcuda.so"];
+    // SAFETY: dlopen/dlsym/dlclose with NUL-terminated names; the symbols are the CUDA driver
+    // API's cuInit and cuDeviceGetCount, called with the signatures the driver API documents,
+    // before the library is closed.
+    unsafe {
+        let lib: *mut c_void = names
+            .iter()
+            .map(|n| libc::dlopen(n.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL))
+            .find(|h| !h.is_null())
+            .ok_or(
+                "no NVIDIA driver here: libcuda.so.1 could not be loaded (install the \
+                    NVIDIA driver, or add its folder to LD_LIBRARY_PATH)",
+            )?;
+        let sym = |name: &CStr| libc::dlsym(lib, name.as_ptr() as *const c_char);
+        let (init, count) = (sym(c"cuInit"), sym(c"cuDeviceGetCount"));
+        let outcome = if init.is_null() || count.is_null() {
+            Err("the NVIDIA driver library lacks cuInit or cuDeviceGetCount".to_string())
+        } else {
+            let init: CuInit = std::mem::transmute(init);
+            let count: CuDeviceGetCount = std::mem::transmute(count);
+            let mut n: c_int = 0;
+            match init(0) {
+                0 => match count(&mut n) {
+                    0 if (index as i64) < i64::from(n) => Ok(()),
+                    0 => Err(format!(
+                        "this machine has {n} GPU(s), so there is no cuda:{index}"
+                    )),
+                    e => Err(format!(
+                        "the NVIDIA driver could not count the GPUs (CUDA error {e})"
+                    )),
+                },
+                e => Err(format!(
+                    "the NVIDIA driver did not start (cuInit: CUDA error {e}; 100 means no GPU)"
+                )),
+            }
+        };
+        libc::dlclose(lib);
+        outcome
+    }
+}
+
+/// Elsewhere burn-cuda's own checks are the only ones.
+#[cfg(all(feature = "cuda", not(target_os = "linux")))]
+fn cuda_probe(_index: usize) -> std::result::Result<(), String> {
+    Ok(())
 }
 
 impl fmt::Display for DeviceKind {
