@@ -74,7 +74,7 @@ fn cuda_probe(index: usize) -> std::result::Result<(), String> {
             let mut n: c_int = 0;
             match init(0) {
                 0 => match count(&mut n) {
-                    0 if (index as i64) < i64::from(n) => Ok(()),
+                    0 if usize::try_from(n).is_ok_and(|n| index < n) => Ok(()),
                     0 => Err(format!(
                         "this machine has {n} GPU(s), so there is no cuda:{index}"
                     )),
@@ -157,5 +157,20 @@ mod tests {
             .expect_err("no cuda")
             .to_string();
         assert!(err.contains("--features cuda"), "{err}");
+    }
+
+    /// No machine has this GPU, with or without a driver: refused with a reason, where
+    /// burn-cuda's panic on its device thread used to abort the process.
+    #[cfg(all(feature = "cuda", target_os = "linux"))]
+    #[test]
+    fn a_gpu_that_cannot_exist_is_refused_with_a_reason() {
+        let err = DeviceKind::Cuda(usize::MAX)
+            .device()
+            .expect_err("no such GPU")
+            .to_string();
+        assert!(
+            err.contains("is not available") && err.contains("--device cpu"),
+            "{err}"
+        );
     }
 }

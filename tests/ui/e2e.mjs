@@ -222,6 +222,9 @@ try {
   await check('an explanation from a hit: heatmap cells add up to the score; hover shows words', async () => {
     await page.locator('#hits li.hit').first().locator('button.explain').click();
     await page.waitForSelector('#view-explain:not([hidden]) svg.heatmap');
+    // The word links are drawn by a ResizeObserver once the alignment box has its layout,
+    // after the heatmap: wait for them (on a busy machine the first count could be 0).
+    await page.waitForSelector('#explanation .alignment line.link', { state: 'attached' });
     const m = await page.evaluate(() => {
       const svg = document.querySelector('#explanation svg.heatmap');
       const cells = [...svg.querySelectorAll('rect.cell')];
