@@ -351,13 +351,12 @@ multiversion! {
             let rows: [usize; QROWS] = std::array::from_fn(|r| (i0 + r).min(len - 1));
             let q: [&[f32]; QROWS] =
                 rows.map(|i| &qkv[i * stride + qo..i * stride + qo + dh]);
-            let mut jb = 0;
-            while jb + 2 <= key_blocks {
-                score_blocks::<2>(&q, kt, (lp, jb, scale), scores);
-                jb += 2;
-            }
-            if jb < key_blocks {
-                score_blocks::<1>(&q, kt, (lp, jb, scale), scores);
+            // Blocks in pairs; an odd count ends with one alone.
+            for jb in (0..key_blocks).step_by(2) {
+                match jb + 1 < key_blocks {
+                    true => score_blocks::<2>(&q, kt, (lp, jb, scale), scores),
+                    false => score_blocks::<1>(&q, kt, (lp, jb, scale), scores),
+                }
             }
             let mut inv = [0f32; QROWS];
             for (r, inv) in inv.iter_mut().enumerate() {
@@ -369,9 +368,9 @@ multiversion! {
                 *inv = 1.0 / sum(live);
             }
             let live_rows = QROWS.min(len - i0);
-            let mut put = |c0: usize, acc: &[[[f32; LANES]; QROWS]], live: usize| {
+            let mut put = |c0: usize, acc: &[[[f32; LANES]; QROWS]]| {
                 for (b, acc) in acc.iter().enumerate() {
-                    for (r, acc) in acc.iter().enumerate().take(live) {
+                    for (r, acc) in acc.iter().enumerate().take(live_rows) {
                         let i = i0 + r;
                         let out = &mut ctx[i * d + qo + c0 + b * LANES..][..LANES];
                         for l in 0..LANES {
@@ -380,17 +379,13 @@ multiversion! {
                     }
                 }
             };
-            let mut cb = 0;
-            while cb + 2 <= col_blocks {
+            for cb in (0..col_blocks).step_by(2) {
                 let c0 = cb * LANES;
-                let acc = weigh_blocks::<2>(scores, qkv, (len, lp, stride, vo + c0));
-                put(c0, &acc, live_rows);
-                cb += 2;
-            }
-            if cb < col_blocks {
-                let c0 = cb * LANES;
-                let acc = weigh_blocks::<1>(scores, qkv, (len, lp, stride, vo + c0));
-                put(c0, &acc[..1], live_rows);
+                let at = (len, lp, stride, vo + c0);
+                match cb + 1 < col_blocks {
+                    true => put(c0, &weigh_blocks::<2>(scores, qkv, at)),
+                    false => put(c0, &weigh_blocks::<1>(scores, qkv, at)[..1]),
+                }
             }
             for r in 0..live_rows {
                 let i = i0 + r;
