@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args as ClapArgs, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -13,6 +13,7 @@ use kindred::eval::LabelledPair;
 use kindred::model::heads::Heads;
 use kindred::model::ModelDir;
 use kindred::text::chunk::{self, ChunkCounts, Chunker, ContextualSpec, Method};
+use kindred::text::chunk_mlp::MlpOptions;
 use kindred::train::clrcmd::{self, ClrcmdOptions, Event, GradedScore};
 use kindred::train::intent::{train_intent, IntentOptions};
 use kindred::train::transition::{train_transition, TransitionOptions};
@@ -572,9 +573,9 @@ pub struct ChunkerArgs {
     /// in a checkout replaces the model kindred is built with.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Passes over the training sentences.
-    #[arg(long, default_value_t = 10, value_name = "N")]
-    pub epochs: usize,
+    /// Passes over the training sentences (default: 10; 30 with --neural).
+    #[arg(long, value_name = "N")]
+    pub epochs: Option<usize>,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -589,6 +590,18 @@ pub struct ChunkerArgs {
     /// With --contextual: what the states are multiplied by against the 0/1 word features.
     #[arg(long, default_value_t = 0.3, value_name = "X")]
     pub scale: f32,
+    /// With --contextual: learn the neural chunker instead (what kindred ships as
+    /// src/text/chunker-contextual.model): an MLP over the states of the units before, at and
+    /// after each boundary, no word features; an ensemble of --nets networks of --hidden units.
+    #[arg(long, requires = "contextual")]
+    pub neural: bool,
+    /// With --neural: hidden units per network.
+    #[arg(long, default_value_t = 32, value_name = "N", requires = "neural")]
+    pub hidden: usize,
+    /// With --neural: networks in the ensemble, each from its own seed (their mean logit
+    /// decides).
+    #[arg(long, default_value_t = 3, value_name = "N", requires = "neural")]
+    pub nets: usize,
     /// Score on development pairs (id % 5 == 1, then left out of training too) instead of the
     /// held-out ones: for choosing --layer and --scale without looking at the held-out pairs.
     #[arg(long)]
@@ -626,15 +639,31 @@ fn chunker(g: &Global, args: &ChunkerArgs) -> Result<()> {
         }
     );
     let started = std::time::Instant::now();
+    let epochs = args.epochs.unwrap_or(if args.neural { 30 } else { 10 });
+    if epochs == 0 || args.hidden == 0 || args.nets == 0 {
+        bail!("--epochs, --hidden and --nets must be at least 1");
+    }
     let report = |e: chunk::Epoch| {
         eprintln!(
-            "epoch {}/{}: {} of {} decisions wrong",
-            e.epoch, args.epochs, e.mistakes, e.decisions
+            "epoch {}/{epochs}: {} of {} decisions wrong",
+            e.epoch, e.mistakes, e.decisions
         )
     };
     let model = match spec {
-        Some(spec) => Chunker::train_contextual(&train, &states, spec, args.epochs, report),
-        None => Chunker::train_with(&train, args.epochs, report),
+        Some(spec) if args.neural => {
+            let options = MlpOptions {
+                hidden: args.hidden,
+                nets: args.nets,
+                epochs,
+                ..MlpOptions::default()
+            };
+            let b = super::eval::bar((epochs * args.nets) as u64, "network epochs")?;
+            let model = Chunker::train_neural(&train, &states, spec, &options, || b.inc(1));
+            b.finish_and_clear();
+            model
+        }
+        Some(spec) => Chunker::train_contextual(&train, &states, spec, epochs, report),
+        None => Chunker::train_with(&train, epochs, report),
     };
     let seconds = started.elapsed().as_secs_f64();
     let text = model.to_text();
@@ -656,6 +685,7 @@ fn chunker(g: &Global, args: &ChunkerArgs) -> Result<()> {
         })
         .collect();
     let summary = ChunkerSummary {
+        epochs,
         train_sentences: train.len(),
         held_out_sentences: held_out,
         features: model.len(),
@@ -698,6 +728,7 @@ fn add_unit_states(
 
 /// What `train chunker` reports beside the scores.
 struct ChunkerSummary {
+    epochs: usize,
     train_sentences: usize,
     held_out_sentences: usize,
     features: usize,
@@ -722,7 +753,7 @@ fn print_chunker_json(args: &ChunkerArgs, s: &ChunkerSummary, scores: &ChunkScor
     let summary = json!({
         "train_sentences": s.train_sentences,
         "held_out_sentences": s.held_out_sentences,
-        "epochs": args.epochs,
+        "epochs": s.epochs,
         "features": s.features,
         "model_bytes": s.model_bytes,
         "train_seconds": s.seconds,

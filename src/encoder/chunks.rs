@@ -1,6 +1,6 @@
 //! Phrase chunks read from the encoder's own hidden states. The contextual chunker
-//! ([`Chunker::builtin_contextual`]) adds to its word features a term over each word unit's
-//! hidden state after an early layer; this module runs the first layers for the texts an
+//! ([`Chunker::builtin_contextual`]) decides each chunk boundary from the word units' hidden
+//! states after an early layer; this module runs the first layers for the texts an
 //! explanation shows, maps the states onto the chunker's units, and falls back to the word
 //! chunker for a model whose states the shipped weights were not trained on.
 

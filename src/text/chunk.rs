@@ -10,10 +10,13 @@
 //! and of its own earlier decisions. The shipped model ([`Chunker::builtin`]) is a small text
 //! file compiled into the binary, made by `kindred train chunker`.
 //!
-//! A *contextual* chunker ([`Chunker::builtin_contextual`], `kindred train chunker --contextual`)
-//! adds a linear term over the encoder's hidden states after an early layer for the unit and
-//! the unit before it ([`Contextual`]): those states know the words' syntax in context, which
-//! word features guess at (title-cased headlines above all). It needs the states of the model
+//! A *contextual* chunker reads the encoder's hidden states after an early layer
+//! ([`Contextual`]): those states know the words' syntax in context, which word features guess
+//! at (title-cased headlines above all). Two kinds: `kindred train chunker --contextual` adds a
+//! linear term over the states of the unit and the unit before it to the perceptron's word
+//! features; `--contextual --neural` ([`Chunker::builtin_contextual`], the shipped one) decides
+//! each boundary by a small neural network over the states of the units before, at and after
+//! it ([`crate::text::chunk_mlp`]), with no word features. Either needs the states of the model
 //! it was trained on, which the caller computes ([`Chunker::chunk_with`]); without them the word
 //! chunker is the one to use.
 //!
@@ -35,6 +38,7 @@ use tokenizers::{
 
 use crate::error::{io_err, InternalError, Result, UserError};
 use crate::score::stats::SplitMix64;
+use crate::text::chunk_mlp::{self, Mlp, MlpOptions};
 
 /// One line of an iSTS `*.chunk.txt` file (`[ Former Nazi guard ] [ dead ] [ at 91 ]`): its
 /// tokens, and its chunks as ranges of token indices covering every token in order. Read
@@ -408,6 +412,8 @@ impl History {
 const FORMAT: &str = "kindred-chunker 1";
 /// The header of a model with a contextual term.
 const FORMAT_CONTEXTUAL: &str = "kindred-chunker 2";
+/// The header of a neural model (an MLP over the states, no word features).
+const FORMAT_NEURAL: &str = "kindred-chunker 3";
 
 /// Calls `emit` with every feature of unit `i` (i ≥ 1) given the decisions so far: the unit
 /// and its neighbours (words two either side; suffixes; shapes; classes and their n-grams),
@@ -496,17 +502,70 @@ pub struct Contextual {
     pub model: String,
     /// Multiplies the states in training, so that they weigh against the 0/1 word features.
     pub scale: f32,
-    /// `2 × dim` weights: the unit's state, then the state of the unit before.
-    weights: Vec<f32>,
+    /// What the term computes from the states.
+    term: Term,
+}
+
+/// The contextual term's function of the states.
+#[derive(Debug, Clone, PartialEq)]
+enum Term {
+    /// `weights · scale·[h_i; h_(i−1)]` (`2 × dim` weights: the unit's state, then the state
+    /// of the unit before), added to the word features' sum.
+    Linear(Vec<f32>),
+    /// A neural model ([`Mlp`]) over [`mlp_input`]: its logit decides alone (the model has no
+    /// word features; without states the shipped word chunker decides instead).
+    Mlp(Mlp),
+}
+
+/// The linear term for unit `i` (≥ 1): `scale · weights · [h_i; h_(i−1)]` over every unit's
+/// state row (`units × dim`).
+fn linear_term(weights: &[f32], scale: f32, dim: usize, rows: &[f32], i: usize) -> f32 {
+    let (own, before) = weights.split_at(dim);
+    let dot = |w: &[f32], r: &[f32]| w.iter().zip(r).map(|(w, r)| w * r).sum::<f32>();
+    scale * (dot(own, &rows[i * dim..(i + 1) * dim]) + dot(before, &rows[(i - 1) * dim..i * dim]))
+}
+
+/// The neural model's input for the boundary before unit `i` (≥ 1): the states of units
+/// `i − 1`, `i` and `i + 1` (zeros past the end), then whether unit `i` and unit `i + 1` are
+/// glued to the unit before (1 or 0): `3 × dim + 2` values into `out`.
+fn mlp_input(rows: &[f32], glued: &[bool], dim: usize, i: usize, out: &mut [f32]) {
+    let units = rows.len() / dim;
+    for (k, block) in out[..3 * dim].chunks_exact_mut(dim).enumerate() {
+        let u = i + k - 1;
+        match u < units {
+            true => block.copy_from_slice(&rows[u * dim..(u + 1) * dim]),
+            false => block.fill(0.0),
+        }
+    }
+    let flag = |u: usize| f32::from(u8::from(glued.get(u).copied().unwrap_or(false)));
+    out[3 * dim] = flag(i);
+    out[3 * dim + 1] = flag(i + 1);
+}
+
+/// Per unit, whether it starts a chunk by the neural model (the first always does), given
+/// every unit's state row (`units × dim`).
+fn neural_starts(net: &Mlp, rows: &[f32], glued: &[bool], dim: usize) -> Vec<bool> {
+    let units = rows.len() / dim;
+    let width = mlp_width(dim);
+    let mut xs = vec![0f32; units.saturating_sub(1) * width];
+    for (i, x) in (1..units).zip(xs.chunks_exact_mut(width)) {
+        mlp_input(rows, glued, dim, i, x);
+    }
+    let mut out = Vec::with_capacity(units);
+    out.extend((units > 0).then_some(true));
+    out.extend(net.logits(&xs).into_iter().map(|l| l > 0.0));
+    out
+}
+
+/// The neural model's input width for states of `dim` values.
+fn mlp_width(dim: usize) -> usize {
+    3 * dim + 2
 }
 
 impl Contextual {
-    /// The term for unit `i` (≥ 1) given every unit's state row (`units × dim`).
-    fn score(&self, rows: &[f32], i: usize) -> f32 {
-        let d = self.dim;
-        let (own, before) = self.weights.split_at(d);
-        let dot = |w: &[f32], r: &[f32]| w.iter().zip(r).map(|(w, r)| w * r).sum::<f32>();
-        self.scale * (dot(own, &rows[i * d..(i + 1) * d]) + dot(before, &rows[(i - 1) * d..i * d]))
+    /// Whether this is the neural model (no word features of its own).
+    pub fn is_neural(&self) -> bool {
+        matches!(self.term, Term::Mlp(_))
     }
 }
 
@@ -573,7 +632,8 @@ impl Chunker {
 
     /// Chunks of `text` as char ranges, each from its first unit's start to its last unit's
     /// end (so the spaces between chunks belong to none). A contextual model decides on its
-    /// word features alone here: see [`Chunker::chunk_with`].
+    /// word features alone here (a neural one, which has none, leaves the decisions to the
+    /// shipped word chunker): see [`Chunker::chunk_with`].
     pub fn chunk(&self, text: &str) -> Vec<Range<usize>> {
         self.chunk_with(text, |_| None)
     }
@@ -601,16 +661,35 @@ impl Chunker {
     /// for the contextual term (left out when None or not `units × dim`).
     fn starts(&self, units: &[impl AsRef<str>], glued: &[bool], rows: Option<&[f32]>) -> Vec<bool> {
         let cx = Context::new(units, glued);
-        let contextual = self
-            .contextual
-            .as_ref()
-            .zip(rows)
-            .filter(|(c, rows)| rows.len() == units.len() * c.dim);
+        let fitting = |c: &Contextual| rows.filter(|rows| rows.len() == units.len() * c.dim);
+        // The linear term's weights, scale and the states it reads, when it applies.
+        let linear = match &self.contextual {
+            Some(
+                c @ Contextual {
+                    term: Term::Mlp(net),
+                    ..
+                },
+            ) => {
+                return match fitting(c) {
+                    Some(rows) => neural_starts(net, rows, glued, c.dim),
+                    None => Chunker::builtin().starts(units, glued, None),
+                }
+            }
+            Some(
+                c @ Contextual {
+                    term: Term::Linear(weights),
+                    ..
+                },
+            ) => fitting(c).map(|rows| (weights.as_slice(), c.scale, c.dim, rows)),
+            None => None,
+        };
         let mut out = Vec::with_capacity(units.len());
         out.extend(units.first().map(|_| true));
         let mut h = History::START;
         for i in 1..units.len() {
-            let mut score = contextual.map_or(0.0, |(c, rows)| c.score(rows, i));
+            let mut score = linear.map_or(0.0, |(w, scale, dim, rows)| {
+                linear_term(w, scale, dim, rows, i)
+            });
             features(&cx, i, h, |f| {
                 score += self.weights.get(f).copied().unwrap_or(0.0)
             });
@@ -653,6 +732,55 @@ impl Chunker {
         progress: impl FnMut(Epoch),
     ) -> Chunker {
         Chunker::fit(sentences, Some((states, spec)), epochs, progress)
+    }
+
+    /// A neural chunker: an [`Mlp`] over each boundary's [`mlp_input`] (the states of the
+    /// units before, at and after it, and the glued flags), trained with `options` on every
+    /// unit after a sentence's first whose sentence has states of `spec.dim` (`states[s]` as
+    /// in [`Chunker::train_contextual`]; the others are left out). `spec.scale` is not used.
+    /// `progress` gets each finished epoch of any of the ensemble's networks.
+    pub fn train_neural(
+        sentences: &[(Vec<String>, Vec<Range<usize>>)],
+        states: &[Vec<f32>],
+        spec: ContextualSpec,
+        options: &MlpOptions,
+        progress: impl Fn() + Sync,
+    ) -> Chunker {
+        let dim = spec.dim;
+        let width = mlp_width(dim);
+        let (mut xs, mut ys) = (Vec::new(), Vec::new());
+        let mut x = vec![0f32; width];
+        for ((tokens, chunks), rows) in sentences.iter().zip(states) {
+            let sentence = UnitSentence::of_tokens(tokens, chunks);
+            if rows.is_empty() || rows.len() != sentence.units.len() * dim {
+                continue;
+            }
+            for i in 1..sentence.units.len() {
+                mlp_input(rows, &sentence.glued, dim, i, &mut x);
+                xs.extend_from_slice(&x);
+                ys.push(sentence.starts[i]);
+            }
+        }
+        let mut net = chunk_mlp::train(&xs, &ys, width, options, progress);
+        // The values as the model file writes them, so that a model read back is this one.
+        let all = (net.mean.iter_mut().chain(&mut net.inv_std))
+            .chain(&mut net.w1)
+            .chain(&mut net.b1)
+            .chain(&mut net.w2);
+        for w in all {
+            *w = rounded(*w);
+        }
+        net.b2 = rounded(net.b2);
+        Chunker {
+            weights: HashMap::new(),
+            contextual: Some(Contextual {
+                layer: spec.layer,
+                dim,
+                model: spec.model,
+                scale: 1.0,
+                term: Term::Mlp(net),
+            }),
+        }
     }
 
     fn fit(
@@ -750,7 +878,7 @@ impl Chunker {
             dim: spec.dim,
             model: spec.model,
             scale: spec.scale,
-            weights: dense,
+            term: Term::Linear(dense),
         });
         Chunker {
             weights,
@@ -775,7 +903,9 @@ impl Chunker {
             .filter(|&(_, w)| w.abs() >= MIN_WEIGHT)
             .collect();
         let contextual = self.contextual.map(|mut c| {
-            c.weights.iter_mut().for_each(|w| *w *= factor);
+            if let Term::Linear(weights) = &mut c.term {
+                weights.iter_mut().for_each(|w| *w *= factor);
+            }
             c
         });
         Chunker {
@@ -804,7 +934,17 @@ impl Chunker {
              starts a chunk when its features' weights sum above 0. {} features.\n",
             lines.len()
         );
+        if let Some(Contextual {
+            term: Term::Mlp(net),
+            ..
+        }) = &self.contextual
+        {
+            return self.neural_text(net);
+        }
         if let Some(c) = &self.contextual {
+            let Term::Linear(weights) = &c.term else {
+                unreachable!("the neural model returned above")
+            };
             out = format!(
                 "{FORMAT_CONTEXTUAL}\n# An averaged perceptron over unit features and the \
                  hidden states of the model below (src/text/chunk.rs): a unit starts a chunk when \
@@ -816,7 +956,7 @@ impl Chunker {
                 c.scale,
                 c.model
             );
-            for w in &c.weights {
+            for w in weights {
                 write!(out, " {w}").expect("writing to a String cannot fail");
             }
             out.push('\n');
@@ -827,21 +967,43 @@ impl Chunker {
         out
     }
 
+    /// A neural model's text: the header, a comment, its @contextual and @mlp lines and one
+    /// @weights line ([`Mlp::values`], four significant digits).
+    fn neural_text(&self, net: &Mlp) -> String {
+        let c = self
+            .contextual
+            .as_ref()
+            .expect("a neural model is contextual");
+        let mut out = format!(
+            "{FORMAT_NEURAL}\n# A neural chunker (src/text/chunk.rs, src/text/chunk_mlp.rs): a unit \
+             starts a chunk when the MLP's logit over the states of the units before, at and after \
+             it (and the glued flags) is above 0.\n@contextual layer={} dim={} scale={} model={}\n\
+             @mlp inputs={} hidden={}\n@weights",
+            c.layer, c.dim, c.scale, c.model, net.inputs, net.hidden
+        );
+        for w in net.values() {
+            write!(out, " {w:.3e}").expect("writing to a String cannot fail");
+        }
+        out.push('\n');
+        out
+    }
+
     /// Reads a model written by [`Chunker::to_text`].
     pub fn from_text(text: &str) -> Result<Chunker> {
         let corrupt = |line: usize, why: &str| {
             InternalError::Corrupt(format!("chunker model, line {line}: {why}")).into()
         };
         let mut lines = text.lines().enumerate();
-        let with_contextual = match lines.next() {
-            Some((_, header)) if header.trim_end() == FORMAT => false,
-            Some((_, header)) if header.trim_end() == FORMAT_CONTEXTUAL => true,
+        let (with_contextual, neural) = match lines.next() {
+            Some((_, header)) if header.trim_end() == FORMAT => (false, false),
+            Some((_, header)) if header.trim_end() == FORMAT_CONTEXTUAL => (true, false),
+            Some((_, header)) if header.trim_end() == FORMAT_NEURAL => (true, true),
             Some((_, header)) => {
                 return Err(corrupt(
                     1,
                     &format!(
-                        "header {header:?} is not {FORMAT:?} or {FORMAT_CONTEXTUAL:?}: a model of \
-                         another kindred version"
+                        "header {header:?} is not {FORMAT:?}, {FORMAT_CONTEXTUAL:?} or \
+                         {FORMAT_NEURAL:?}: a model of another kindred version"
                     ),
                 ))
             }
@@ -850,12 +1012,17 @@ impl Chunker {
         let mut weights = HashMap::new();
         let mut spec: Option<ContextualSpec> = None;
         let mut dense: Option<Vec<f32>> = None;
+        let mut shape: Option<(usize, usize)> = None;
         for (n, line) in lines {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
             if let Some(rest) = line.strip_prefix("@contextual ") {
                 spec = Some(parse_spec(rest).map_err(|why| corrupt(n + 1, &why))?);
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("@mlp ") {
+                shape = Some(parse_shape(rest).map_err(|why| corrupt(n + 1, &why))?);
                 continue;
             }
             if let Some(rest) = line.strip_prefix("@weights") {
@@ -881,15 +1048,26 @@ impl Chunker {
                 ));
             }
         }
+        if neural {
+            return neural_model(spec, shape, dense, weights.len()).map_err(|why| corrupt(1, &why));
+        }
+        if shape.is_some() {
+            return Err(corrupt(
+                1,
+                &format!("an @mlp line goes with {FORMAT_NEURAL:?} and only with it"),
+            ));
+        }
         let contextual = match (with_contextual, spec, dense) {
             (false, None, None) => None,
-            (true, Some(spec), Some(w)) if w.len() == 2 * spec.dim => Some(Contextual {
-                layer: spec.layer,
-                dim: spec.dim,
-                model: spec.model,
-                scale: spec.scale,
-                weights: w,
-            }),
+            (true, Some(spec), Some(w)) if w.len() == 2 * spec.dim => {
+                Some(Contextual {
+                    layer: spec.layer,
+                    dim: spec.dim,
+                    model: spec.model,
+                    scale: spec.scale,
+                    term: Term::Linear(w),
+                })
+            }
             (true, Some(spec), Some(w)) => {
                 return Err(corrupt(
                     3,
@@ -908,6 +1086,77 @@ impl Chunker {
             contextual,
         })
     }
+}
+
+/// The neural chunker a [`FORMAT_NEURAL`] file describes, from its `@contextual`, `@mlp` and
+/// `@weights` lines and the count of its word-feature lines (there must be none).
+fn neural_model(
+    spec: Option<ContextualSpec>,
+    shape: Option<(usize, usize)>,
+    values: Option<Vec<f32>>,
+    word_features: usize,
+) -> std::result::Result<Chunker, String> {
+    let (Some(spec), Some((inputs, hidden)), Some(values)) = (spec, shape, values) else {
+        return Err(format!(
+            "{FORMAT_NEURAL:?} needs an @contextual, an @mlp and a @weights line"
+        ));
+    };
+    if word_features > 0 {
+        return Err(format!(
+            "{FORMAT_NEURAL:?} has no word features, found {word_features}"
+        ));
+    }
+    if inputs != mlp_width(spec.dim) {
+        return Err(format!(
+            "@mlp inputs={inputs}, expected 3 × dim + 2 = {}",
+            mlp_width(spec.dim)
+        ));
+    }
+    let count = values.len();
+    let net = Mlp::from_values(inputs, hidden, &values).ok_or_else(|| {
+        format!(
+            "{count} weights, expected {} for inputs={inputs} hidden={hidden}",
+            Mlp::size(inputs, hidden)
+        )
+    })?;
+    Ok(Chunker {
+        weights: HashMap::new(),
+        contextual: Some(Contextual {
+            layer: spec.layer,
+            dim: spec.dim,
+            model: spec.model,
+            scale: spec.scale,
+            term: Term::Mlp(net),
+        }),
+    })
+}
+
+/// Reads `inputs=1154 hidden=96`.
+fn parse_shape(text: &str) -> std::result::Result<(usize, usize), String> {
+    let mut inputs = None;
+    let mut hidden = None;
+    for pair in text.split_whitespace() {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("expected key=value, got {pair:?}"))?;
+        let v: usize = v
+            .parse()
+            .map_err(|_| format!("{k} is not a whole number"))?;
+        match k {
+            "inputs" => inputs = Some(v),
+            "hidden" => hidden = Some(v),
+            _ => return Err(format!("unknown @mlp key {k:?}")),
+        }
+    }
+    Ok((
+        inputs.ok_or("no inputs= in @mlp")?,
+        hidden.ok_or("no hidden= in @mlp")?,
+    ))
+}
+
+/// A weight as a model file writes it (four significant digits).
+fn rounded(w: f32) -> f32 {
+    format!("{w:.3e}").parse().unwrap_or(w)
 }
 
 /// Reads `layer=2 dim=384 scale=0.3 model=sha256:…`.
@@ -1411,7 +1660,8 @@ mod tests {
         assert_eq!(
             err("kindred-chunker 9\n1 b\n"),
             "corrupt data: chunker model, line 1: header \"kindred-chunker 9\" is not \
-             \"kindred-chunker 1\" or \"kindred-chunker 2\": a model of another kindred version"
+             \"kindred-chunker 1\", \"kindred-chunker 2\" or \"kindred-chunker 3\": a model of \
+             another kindred version"
         );
         assert_eq!(
             err("kindred-chunker 1\n# note\nx b\n"),
@@ -1556,7 +1806,7 @@ mod tests {
     }
 
     #[test]
-    fn the_builtin_contextual_model_reads_the_default_models_second_layer() {
+    fn the_builtin_contextual_model_is_the_neural_one_over_the_default_models_second_layer() {
         let model = Chunker::builtin_contextual();
         let c = model.contextual().expect("contextual");
         assert_eq!((c.layer, c.dim), (2, 384));
@@ -1565,7 +1815,86 @@ mod tests {
             "{}",
             c.model
         );
-        assert!(model.len() > 1000, "{} word features", model.len());
+        assert!(c.is_neural());
+        assert!(model.is_empty(), "{} word features", model.len());
+        // Without states it leaves the decisions to the word chunker.
+        let text = "A black dog is running on the beach.";
+        assert_eq!(model.chunk(text), Chunker::builtin().chunk(text));
+    }
+
+    #[test]
+    fn a_neural_chunker_learns_from_states_and_round_trips() {
+        let (sentences, states) = stateful_sentences(200);
+        let spec = ContextualSpec {
+            layer: 2,
+            dim: 2,
+            model: "sha256:toy".into(),
+            scale: 1.0,
+        };
+        let options = MlpOptions {
+            hidden: 8,
+            nets: 2,
+            epochs: 20,
+            batch: 16,
+            lr: 1e-2,
+            ..MlpOptions::default()
+        };
+        let model = Chunker::train_neural(&sentences, &states, spec.clone(), &options, || {});
+        let c = model.contextual().expect("contextual");
+        assert!(c.is_neural() && model.is_empty());
+        // Every chunk of unseen sentences right with their states.
+        let (test, test_states) = stateful_sentences(240);
+        for ((tokens, gold), rows) in test.iter().zip(&test_states).skip(200) {
+            let t = tokens.join(" ");
+            let spans = units(&t);
+            let expected: Vec<Range<usize>> = gold
+                .iter()
+                .map(|r| spans[r.start].start..spans[r.end - 1].end)
+                .collect();
+            assert_eq!(
+                model.chunk_with(&t, |_| Some(rows.clone())),
+                expected,
+                "{t}"
+            );
+            // Without states (or with rows of the wrong size): the word chunker's chunks.
+            let words = Chunker::builtin().chunk(&t);
+            assert_eq!(model.chunk(&t), words);
+            assert_eq!(model.chunk_with(&t, |_| Some(vec![1.0; 3])), words);
+        }
+
+        let text = model.to_text();
+        assert!(text.starts_with("kindred-chunker 3\n"), "{}", &text[..80]);
+        let back = Chunker::from_text(&text).expect("parses");
+        assert_eq!(back, model);
+        assert_eq!(back.to_text(), text);
+        assert_eq!(
+            Chunker::train_neural(&sentences, &states, spec, &options, || {}),
+            model,
+            "training is deterministic"
+        );
+
+        let err = |t: &str| Chunker::from_text(t).expect_err("refused").to_string();
+        let header = "kindred-chunker 3\n@contextual layer=2 dim=1 scale=1 model=m\n";
+        // dim 1: inputs 5; hidden 1: 2 × 5 + 5 + 1 + 1 + 1 = 18 values.
+        let values: Vec<String> = (1..=18).map(|v| v.to_string()).collect();
+        let ok = format!(
+            "{header}@mlp inputs=5 hidden=1\n@weights {}\n",
+            values.join(" ")
+        );
+        assert!(Chunker::from_text(&ok).is_ok());
+        assert!(
+            err(&format!("{header}@mlp inputs=5 hidden=1\n@weights 1 2 3\n"))
+                .contains("3 weights, expected 18")
+        );
+        assert!(
+            err(&format!("{header}@mlp inputs=6 hidden=1\n@weights 1 2 3\n"))
+                .contains("expected 3 × dim + 2 = 5")
+        );
+        assert!(err(&format!("{header}@weights 1 2 3\n")).contains("needs an @contextual, an @mlp"));
+        assert!(err(&format!("{ok}3 b\n")).contains("has no word features, found 1"));
+        assert!(err(&format!("{header}@mlp inputs=5\n@weights 1\n")).contains("no hidden="));
+        assert!(err(&ok.replace("kindred-chunker 3", "kindred-chunker 2"))
+            .contains("an @mlp line goes with \"kindred-chunker 3\" and only with it"));
     }
 
     #[test]

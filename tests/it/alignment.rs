@@ -72,8 +72,9 @@ fn own_chunk_alignment_beats_word_overlap_and_writes_task_files() {
             f1(&v, genre, "kindred", "ali"),
             f1(&v, genre, "word_overlap", "ali"),
         );
-        // Measured 0.893-0.922 with the contextual chunker (EVALUATION.md).
-        assert!(ours >= 0.88, "{genre}: F1 Ali {ours}");
+        // Measured 0.904-0.922 with the neural contextual chunker (EVALUATION.md; the issue's
+        // bar is 0.90 on headlines and images): a little slack for other CPUs' states.
+        assert!(ours >= 0.895, "{genre}: F1 Ali {ours}");
         assert!(
             ours > overlap + 0.05,
             "{genre}: {ours} vs word overlap {overlap}"
