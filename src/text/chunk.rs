@@ -16,7 +16,7 @@
 //! linear term over the states of the unit and the unit before it to the perceptron's word
 //! features; `--contextual --neural` ([`Chunker::builtin_contextual`], the shipped one) decides
 //! each boundary by a small neural network over the states of the units before, at and after
-//! it ([`crate::text::chunk_mlp`]), with no word features. Either needs the states of the model
+//! it (`src/text/chunk_mlp.rs`), with no word features. Either needs the states of the model
 //! it was trained on, which the caller computes ([`Chunker::chunk_with`]); without them the word
 //! chunker is the one to use.
 //!
@@ -38,7 +38,8 @@ use tokenizers::{
 
 use crate::error::{io_err, InternalError, Result, UserError};
 use crate::score::stats::SplitMix64;
-use crate::text::chunk_mlp::{self, Mlp, MlpOptions};
+pub use crate::text::chunk_mlp::MlpOptions;
+use crate::text::chunk_mlp::{self, Mlp};
 
 /// One line of an iSTS `*.chunk.txt` file (`[ Former Nazi guard ] [ dead ] [ at 91 ]`): its
 /// tokens, and its chunks as ranges of token indices covering every token in order. Read
@@ -543,17 +544,31 @@ fn mlp_input(rows: &[f32], glued: &[bool], dim: usize, i: usize, out: &mut [f32]
 }
 
 /// Per unit, whether it starts a chunk by the neural model (the first always does), given
-/// every unit's state row (`units × dim`).
-fn neural_starts(net: &Mlp, rows: &[f32], glued: &[bool], dim: usize) -> Vec<bool> {
-    let units = rows.len() / dim;
+/// every unit's state row (`units × dim`). A boundary next to a unit without a state (an
+/// all-zero row: past the encoder's truncation) is the word chunker's decision instead.
+fn neural_starts(
+    net: &Mlp,
+    units: &[impl AsRef<str>],
+    rows: &[f32],
+    glued: &[bool],
+    dim: usize,
+) -> Vec<bool> {
+    let n = units.len();
     let width = mlp_width(dim);
-    let mut xs = vec![0f32; units.saturating_sub(1) * width];
-    for (i, x) in (1..units).zip(xs.chunks_exact_mut(width)) {
+    let mut xs = vec![0f32; n.saturating_sub(1) * width];
+    for (i, x) in (1..n).zip(xs.chunks_exact_mut(width)) {
         mlp_input(rows, glued, dim, i, x);
     }
-    let mut out = Vec::with_capacity(units);
-    out.extend((units > 0).then_some(true));
+    let mut out = Vec::with_capacity(n);
+    out.extend((n > 0).then_some(true));
     out.extend(net.logits(&xs).into_iter().map(|l| l > 0.0));
+    let stateless = |u: usize| rows[u * dim..(u + 1) * dim].iter().all(|&v| v == 0.0);
+    if (0..n).any(stateless) {
+        let words = Chunker::builtin().starts(units, glued, None);
+        for i in (1..n).filter(|&i| stateless(i - 1) || stateless(i)) {
+            out[i] = words[i];
+        }
+    }
     out
 }
 
@@ -671,7 +686,7 @@ impl Chunker {
                 },
             ) => {
                 return match fitting(c) {
-                    Some(rows) => neural_starts(net, rows, glued, c.dim),
+                    Some(rows) => neural_starts(net, units, rows, glued, c.dim),
                     None => Chunker::builtin().starts(units, glued, None),
                 }
             }
@@ -1860,6 +1875,26 @@ mod tests {
             let words = Chunker::builtin().chunk(&t);
             assert_eq!(model.chunk(&t), words);
             assert_eq!(model.chunk_with(&t, |_| Some(vec![1.0; 3])), words);
+            // Units without a state (zero rows, as past the encoder's truncation) take the word
+            // chunker's decisions; the others keep the model's.
+            let mut cut = rows.clone();
+            let kept = 2;
+            cut[kept * 2..].fill(0.0);
+            let starts_of = |chunks: &[Range<usize>]| -> Vec<bool> {
+                spans
+                    .iter()
+                    .map(|s| chunks.iter().any(|c| c.start == s.start))
+                    .collect()
+            };
+            let (ours, theirs) = (starts_of(&expected), starts_of(&words));
+            let mixed: Vec<bool> = (0..spans.len())
+                .map(|u| if u < kept { ours[u] } else { theirs[u] })
+                .collect();
+            assert_eq!(
+                starts_of(&model.chunk_with(&t, |_| Some(cut.clone()))),
+                mixed,
+                "{t}"
+            );
         }
 
         let text = model.to_text();

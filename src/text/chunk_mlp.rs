@@ -122,20 +122,9 @@ fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
 }
 
 impl Mlp {
-    /// The logit for input `x` (`inputs` values): above 0 means yes.
-    pub fn logit(&self, x: &[f32]) -> f32 {
-        debug_assert_eq!(x.len(), self.inputs);
-        let x: Vec<f32> = x
-            .iter()
-            .zip(self.mean.iter().zip(&self.inv_std))
-            .map(|(v, (m, s))| (v - m) * s)
-            .collect();
-        self.raw_logit(&x)
-    }
-
-    /// The logits of many inputs (`xs`: rows of `inputs` values), as [`Mlp::logit`] gives
-    /// each, computed a hidden unit at a time over all rows, so that each row of the first
-    /// layer is read once per call rather than once per input.
+    /// The logit of each input (`xs`: rows of `inputs` values; above 0 means yes), computed a
+    /// hidden unit at a time over all rows, so that each row of the first layer is read once
+    /// per call rather than once per input.
     pub fn logits(&self, xs: &[f32]) -> Vec<f32> {
         let n = xs.len() / self.inputs;
         let standard: Vec<f32> = xs
@@ -158,17 +147,6 @@ impl Mlp {
             }
         }
         out
-    }
-
-    /// The logit of an input already standardised.
-    fn raw_logit(&self, x: &[f32]) -> f32 {
-        self.w1
-            .chunks_exact(self.inputs)
-            .zip(&self.b1)
-            .zip(&self.w2)
-            .map(|((row, b), w)| w * gelu(dot(row, x) + b).0)
-            .sum::<f32>()
-            + self.b2
     }
 
     /// Every value in a fixed order (mean, inv_std, w1, b1, w2, b2): what a model file stores.
@@ -473,19 +451,17 @@ mod tests {
         let net = train(&xs, &ys, 3, &options, || {});
         assert_eq!((net.inputs, net.hidden), (3, 32));
         let (test, truth) = xor_examples(500, 2);
-        let right = test
-            .chunks_exact(3)
+        let logits = net.logits(&test);
+        let right = logits
+            .iter()
             .zip(&truth)
-            .filter(|(x, &y)| (net.logit(x) > 0.0) == y)
+            .filter(|(&l, &y)| (l > 0.0) == y)
             .count();
         assert!(right >= 470, "{right} of 500 right");
         assert_eq!(train(&xs, &ys, 3, &options, || {}), net, "deterministic");
         let values: Vec<f32> = net.values().collect();
-        let batch: Vec<f32> = test[..30].to_vec();
-        let one_by_one: Vec<f32> = batch.chunks_exact(3).map(|x| net.logit(x)).collect();
-        for (a, b) in net.logits(&batch).iter().zip(&one_by_one) {
-            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
-        }
+        let one_by_one: Vec<f32> = test.chunks_exact(3).flat_map(|x| net.logits(x)).collect();
+        assert_eq!(one_by_one, logits, "a batch gives each input's own logit");
         assert_eq!(values.len(), Mlp::size(3, 32));
         assert_eq!(Mlp::from_values(3, 32, &values), Some(net.clone()));
         assert_eq!(Mlp::from_values(3, 31, &values), None);
@@ -504,7 +480,7 @@ mod tests {
             .zip(mean.iter().zip(&std))
             .map(|(v, (m, s))| (v - m) / s)
             .collect();
-        let expected = (a.raw_logit(&z) + b.raw_logit(&z)) / 2.0;
-        assert!((stacked.logit(&x) - expected).abs() < 1e-5);
+        let expected = (a.logits(&z)[0] + b.logits(&z)[0]) / 2.0;
+        assert!((stacked.logits(&x)[0] - expected).abs() < 1e-5);
     }
 }

@@ -4,7 +4,7 @@
 //! Knows nothing of burn, sled or indexes.
 
 pub mod chunk;
-pub mod chunk_mlp;
+pub(crate) mod chunk_mlp;
 pub mod normalize;
 pub(crate) mod tokenize;
 

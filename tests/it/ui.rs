@@ -152,7 +152,7 @@ fn admin_ui_in_headless_chromium() {
         )
         .env(
             "LONG_B",
-            long("what is the best way for a support group to avoid answering identical customer questions again and again when they are phrased differently"),
+            long("what is the best way for a small support team to avoid answering the same customer question again and again in different words"),
         )
         .output()
         .expect("node runs");
