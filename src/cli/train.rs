@@ -602,7 +602,8 @@ pub struct ChunkerArgs {
     #[arg(long, default_value_t = 3, value_name = "N", requires = "neural")]
     pub nets: usize,
     /// Score on development pairs (id % 5 == 1, then left out of training too) instead of the
-    /// held-out ones: for choosing --layer and --scale without looking at the held-out pairs.
+    /// held-out ones: for choosing --layer, --scale and --neural's settings without looking at
+    /// the held-out pairs.
     #[arg(long)]
     pub dev: bool,
 }

@@ -501,7 +501,8 @@ pub struct Contextual {
     /// model.safetensors; the int8 variant's states are close enough to share them, and heads
     /// do not change them).
     pub model: String,
-    /// Multiplies the states in training, so that they weigh against the 0/1 word features.
+    /// Multiplies the states in training, so that they weigh against the 0/1 word features
+    /// (the linear term's; 1 and unused in a neural model).
     pub scale: f32,
     /// What the term computes from the states.
     term: Term,
@@ -942,13 +943,6 @@ impl Chunker {
     /// The model as text: a header line, then one `weight feature` line per feature, sorted;
     /// a contextual model has a second header and its weights on two `@` lines before them.
     pub fn to_text(&self) -> String {
-        let mut lines: Vec<(&String, f32)> = self.weights.iter().map(|(f, &w)| (f, w)).collect();
-        lines.sort_by(|a, b| a.0.cmp(b.0));
-        let mut out = format!(
-            "{FORMAT}\n# An averaged perceptron over unit features (src/text/chunk.rs): a unit \
-             starts a chunk when its features' weights sum above 0. {} features.\n",
-            lines.len()
-        );
         if let Some(Contextual {
             term: Term::Mlp(net),
             ..
@@ -956,10 +950,20 @@ impl Chunker {
         {
             return self.neural_text(net);
         }
-        if let Some(c) = &self.contextual {
-            let Term::Linear(weights) = &c.term else {
-                unreachable!("the neural model returned above")
-            };
+        let mut lines: Vec<(&String, f32)> = self.weights.iter().map(|(f, &w)| (f, w)).collect();
+        lines.sort_by(|a, b| a.0.cmp(b.0));
+        let mut out = format!(
+            "{FORMAT}\n# An averaged perceptron over unit features (src/text/chunk.rs): a unit \
+             starts a chunk when its features' weights sum above 0. {} features.\n",
+            lines.len()
+        );
+        if let Some(
+            c @ Contextual {
+                term: Term::Linear(weights),
+                ..
+            },
+        ) = &self.contextual
+        {
             out = format!(
                 "{FORMAT_CONTEXTUAL}\n# An averaged perceptron over unit features and the \
                  hidden states of the model below (src/text/chunk.rs): a unit starts a chunk when \

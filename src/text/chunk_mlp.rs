@@ -5,7 +5,7 @@
 //!
 //! Training fits several networks from different seeds (an ensemble) on standardised inputs,
 //! then stacks them into one wider network whose logit is their mean: inference is one small
-//! matrix-vector product per unit. The standardisation stays a step of its own (folding it
+//! matrix product per text (its units' boundaries at once). The standardisation stays a step of its own (folding it
 //! into the first layer would give near-constant inputs huge weights whose rounding in the
 //! model file no longer cancels).
 
@@ -239,8 +239,8 @@ fn moments(xs: &[f32], inputs: usize) -> (Vec<f32>, Vec<f32>) {
 /// Trains `options.nets` networks on examples `xs` (`ys.len()` rows of `inputs` values) with
 /// targets `ys` (binary cross-entropy on the logit), each from its own seed, and returns them
 /// as one network: the inputs standardised by the examples' mean and standard deviation, the
-/// hidden layers stacked, the output the networks' mean logit. `progress` gets each finished epoch of any network.
-/// Deterministic: the same examples and options give the same network.
+/// hidden layers stacked, the output the networks' mean logit. `progress` gets each finished
+/// epoch of any network. Deterministic: the same examples and options give the same network.
 pub fn train(
     xs: &[f32],
     ys: &[bool],
@@ -279,7 +279,8 @@ fn fit_one(
     let h = o.hidden;
     let mut net = Mlp::init(inputs, h, &mut rng);
     let mut adam = AdamW::new(h * inputs + 2 * h + 1);
-    // In training the inputs come standardised: `logit` would do it again.
+    // The examples come standardised: the network's own mean and inv_std stay 0 and 1 until
+    // `stack` sets them.
     let keep = 1.0 - o.dropout;
     let drop_below = (o.dropout * 256.0).round() as u8;
     let (mut x, mut z1, mut a1) = (vec![0f32; inputs], vec![0f32; h], vec![0f32; h]);
