@@ -1722,15 +1722,20 @@ mod tests {
         (sentences, states)
     }
 
-    #[test]
-    fn a_contextual_chunker_learns_from_states_and_round_trips() {
-        let (sentences, states) = stateful_sentences(200);
-        let spec = ContextualSpec {
+    /// What the toy models read: two-value states of layer 2 of a model "sha256:toy".
+    fn toy_spec() -> ContextualSpec {
+        ContextualSpec {
             layer: 2,
             dim: 2,
             model: "sha256:toy".into(),
             scale: 1.0,
-        };
+        }
+    }
+
+    #[test]
+    fn a_contextual_chunker_learns_from_states_and_round_trips() {
+        let (sentences, states) = stateful_sentences(200);
+        let spec = toy_spec();
         let model = Chunker::train_contextual(&sentences, &states, spec, 5, |_| {});
         let c = model.contextual().expect("contextual");
         assert_eq!((c.layer, c.dim, c.model.as_str()), (2, 2, "sha256:toy"));
@@ -1844,12 +1849,7 @@ mod tests {
     #[test]
     fn a_neural_chunker_learns_from_states_and_round_trips() {
         let (sentences, states) = stateful_sentences(200);
-        let spec = ContextualSpec {
-            layer: 2,
-            dim: 2,
-            model: "sha256:toy".into(),
-            scale: 1.0,
-        };
+        let spec = toy_spec();
         let options = MlpOptions {
             hidden: 8,
             nets: 2,

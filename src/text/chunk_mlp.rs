@@ -11,6 +11,7 @@
 
 use rayon::prelude::*;
 
+use crate::score::cosine;
 use crate::score::stats::SplitMix64;
 
 /// Standardised inputs, one hidden layer, GELU (tanh form), one logit:
@@ -82,43 +83,22 @@ fn gelu(x: f32) -> (f32, f32) {
     )
 }
 
-/// `a · b` in 32 partial sums (the same order on every path, so every path gives the same
-/// bits), with AVX2 where the CPU has it: a neural chunker's unit is ~100,000 multiply-adds.
+/// `a · b` by the crate's dot-product kernel ([`cosine::dot`]), compiled with AVX2 where the
+/// CPU has it (the same partial sums on every path, so the same bits): a neural chunker's unit
+/// is ~100,000 multiply-adds.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    {
-        static AVX2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        if *AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2")) {
-            // SAFETY: the CPU has AVX2 (checked above).
-            return unsafe { dot_avx2(a, b) };
-        }
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked above).
+        return unsafe { dot_avx2(a, b) };
     }
-    dot_lanes(a, b)
+    cosine::dot(a, b)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
-    dot_lanes(a, b)
-}
-
-#[inline(always)]
-fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
-    const LANES: usize = 32;
-    let mut acc = [0f32; LANES];
-    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for k in 0..LANES {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
+    cosine::dot(a, b)
 }
 
 impl Mlp {
