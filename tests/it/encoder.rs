@@ -60,6 +60,39 @@ fn vectors_do_not_depend_on_batch_companions() {
 }
 
 #[test]
+fn vectors_are_the_same_bits_on_one_thread_and_in_a_team() {
+    // A batch of one, a few and a long text: on a one-thread pool every product runs inline;
+    // on a pool of three, forwards up to 1024 wordpieces run as a team (its helpers take
+    // products, heads and row blocks), longer ones as rayon jobs.
+    let enc = encoder();
+    let long = TEXTS.join(" ").repeat(4);
+    let mut texts: Vec<&str> = TEXTS.to_vec();
+    texts.push(&long);
+    let pool = |n| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .expect("pool")
+    };
+    let run = |n| {
+        pool(n).install(|| {
+            let mut out = vec![enc.encode(&texts[..1]).expect("encodes")];
+            out.push(enc.encode(&texts).expect("encodes"));
+            out.push(enc.encode(&[long.as_str()]).expect("encodes"));
+            // Five truncated long texts: 1280 wordpieces, past a team's size.
+            out.push(enc.encode(&[long.as_str(); 5]).expect("encodes"));
+            out
+        })
+    };
+    let (one, team) = (run(1), run(3));
+    for (a, b) in one.iter().flatten().zip(team.iter().flatten()) {
+        assert_eq!(a.sentence, b.sentence);
+        assert_eq!(a.token_vectors, b.token_vectors);
+        assert_eq!(a.intent.mu, b.intent.mu);
+    }
+}
+
+#[test]
 fn outputs_are_normalised_and_shaped() {
     let e = encoder()
         .encode_one("How do I learn Rust?")

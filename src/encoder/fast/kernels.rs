@@ -176,7 +176,11 @@ impl PackedF32 {
                 r += rows;
             }
         };
-        run_tasks(blocks * panels, m * k * n >= F32_PARALLEL_MACS, task);
+        run_tasks(
+            blocks * panels,
+            product_split(m * k * n, F32_PARALLEL_MACS),
+            task,
+        );
     }
 }
 
@@ -188,9 +192,35 @@ const F32_PARALLEL_MACS: usize = 1 << 20;
 /// 1 on 2 cores: 442 texts/s on one thread, 376 with every product split).
 const I8_PARALLEL_MACS: usize = 1 << 24;
 
-/// Runs `task(0..count)` on the current rayon pool when `parallel` (else inline).
-fn run_tasks(count: usize, parallel: bool, task: impl Fn(usize) + Sync + Send) {
-    if !parallel || count == 1 || rayon::current_num_threads() == 1 {
+/// Multiply-adds from which a product is shared with the forward's team helper
+/// ([`super::team`]): a handover costs well under a microsecond.
+const TEAM_PARALLEL_MACS: usize = 1 << 18;
+
+/// How a product's tasks may be spread, by its number of multiply-adds.
+fn product_split(macs: usize, rayon_from: usize) -> Split {
+    Split {
+        team: macs >= TEAM_PARALLEL_MACS,
+        rayon: macs >= rayon_from,
+    }
+}
+
+/// Whether some work is worth spreading over the forward's team, and over rayon workers.
+#[derive(Clone, Copy)]
+struct Split {
+    team: bool,
+    rayon: bool,
+}
+
+/// Runs `task(0..count)`: with the forward's team when it has one and `split.team`, else on
+/// the current rayon pool when `split.rayon`, else inline.
+fn run_tasks(count: usize, split: Split, task: impl Fn(usize) + Sync + Send) {
+    if super::team::leading() {
+        if split.team {
+            super::team::run(count, &task);
+        } else {
+            (0..count).for_each(task);
+        }
+    } else if !split.rayon || count == 1 || rayon::current_num_threads() == 1 {
         (0..count).for_each(task);
     } else {
         (0..count).into_par_iter().for_each(task);
@@ -317,23 +347,27 @@ pub fn quantize_rows(path: KernelPath, x: &[f32], m: usize, k: usize, into: &mut
     into.zp.clear();
     into.zp.resize(m, 0);
     let rows_per_task = 32;
-    into.q
-        .par_chunks_mut(rows_per_task * kp)
-        .zip(into.scale.par_chunks_mut(rows_per_task))
-        .zip(into.zp.par_chunks_mut(rows_per_task))
-        .enumerate()
-        .for_each(|(t, ((q, scale), zp))| {
-            for (i, (q, (s, z))) in q
-                .chunks_exact_mut(kp)
-                .zip(scale.iter_mut().zip(zp.iter_mut()))
-                .enumerate()
-            {
-                let r = t * rows_per_task + i;
-                let (sc, zero) = super::ops::quantize_row(path, &x[r * k..(r + 1) * k], q);
-                *s = sc;
-                *z = zero;
+    let tasks = m.div_ceil(rows_per_task);
+    let (q, scale, zp) = (
+        SendPtr(into.q.as_mut_ptr()),
+        SendPtr(into.scale.as_mut_ptr()),
+        SendPtr(into.zp.as_mut_ptr()),
+    );
+    let split = Split {
+        team: tasks > 1,
+        rayon: tasks > 1,
+    };
+    run_tasks(tasks, split, |t| {
+        for r in t * rows_per_task..m.min((t + 1) * rows_per_task) {
+            // SAFETY: row r of q, scale and zp (sized for m rows above) is this task's alone.
+            let row = unsafe { std::slice::from_raw_parts_mut(q.get().add(r * kp), kp) };
+            let (s, z) = super::ops::quantize_row(path, &x[r * k..(r + 1) * k], row);
+            unsafe {
+                *scale.get().add(r) = s;
+                *zp.get().add(r) = z;
             }
-        });
+        }
+    });
 }
 
 impl PackedI8 {
@@ -459,7 +493,11 @@ impl PackedI8 {
                 r += rows;
             }
         };
-        run_tasks(blocks * panels, m * kp * n >= I8_PARALLEL_MACS, task);
+        run_tasks(
+            blocks * panels,
+            product_split(m * kp * n, I8_PARALLEL_MACS),
+            task,
+        );
     }
 }
 
@@ -686,6 +724,40 @@ mod tests {
             for o in &outs[1..] {
                 assert_eq!(o, &outs[0], "{m}x{k}x{n}");
             }
+        }
+    }
+
+    #[test]
+    fn products_shared_with_a_team_helper_give_the_same_bits() {
+        // Batch-1-sized products, above the team's threshold, in a pool with a free worker.
+        let (m, k, n) = (15, 384, 1536);
+        let (x, w, b) = (values(m * k, 10), values(k * n, 11), values(n, 12));
+        let (f, i) = (PackedF32::new(&w, &b, k, n), PackedI8::new(&w, &b, k, n));
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for path in paths() {
+            let run = |team: bool| {
+                let work = || {
+                    let mut a = vec![f32::NAN; m * n];
+                    f.apply(path, &x, m, &mut a, Epilogue::Gelu { tanh: false });
+                    let mut q = QuantRows::default();
+                    quantize_rows(path, &x, m, k, &mut q);
+                    let mut c = vec![f32::NAN; m * n];
+                    i.apply(path, &q, m, &mut c, Epilogue::Bias);
+                    (a, c, super::super::team::leading())
+                };
+                if team {
+                    pool.install(|| super::super::team::lead(work))
+                } else {
+                    work()
+                }
+            };
+            let (alone, shared) = (run(false), run(true));
+            assert!(!alone.2 && shared.2, "the second run leads a team");
+            assert_eq!(alone.0, shared.0, "{path:?} fp32");
+            assert_eq!(alone.1, shared.1, "{path:?} int8");
         }
     }
 

@@ -18,8 +18,7 @@
 
 pub mod kernels;
 pub mod ops;
-
-use rayon::prelude::*;
+mod team;
 
 pub use kernels::KernelPath;
 use kernels::{Epilogue, PackedF32, PackedI8, QuantRows};
@@ -178,6 +177,11 @@ pub struct PackedBert {
 /// Rows per parallel task of the row-wise passes.
 const ROWS_PER_TASK: usize = 16;
 
+/// Most wordpieces of a forward that forms a team ([`PackedBert::run`]). Measured on 2
+/// cores (BENCHMARKS.md): a team is faster than rayon jobs up to batch 32 of questions
+/// (about 480 wordpieces) and level with them at batch 128.
+const TEAM_ROWS: usize = 1024;
+
 impl PackedBert {
     /// Packs `host` for `precision`, running on `path`.
     pub fn new(host: HostBert, precision: Precision, path: KernelPath) -> Self {
@@ -232,7 +236,11 @@ impl PackedBert {
 
     /// Like [`PackedBert::forward`], calling `trace(i, hidden)` with the hidden states after
     /// the embeddings (`i` = 0) and after each layer `i` (1-based).
-    pub fn forward_traced(&self, texts: &[&[u32]], trace: impl FnMut(usize, &[f32])) -> Vec<f32> {
+    pub fn forward_traced(
+        &self,
+        texts: &[&[u32]],
+        trace: impl FnMut(usize, &[f32]) + Send,
+    ) -> Vec<f32> {
         self.run(texts, self.layers.len(), trace)
     }
 
@@ -242,8 +250,26 @@ impl PackedBert {
         self.run(texts, layers.min(self.layers.len()), |_, _| {})
     }
 
-    /// The embeddings and the first `layers` layers, tracing each.
+    /// The embeddings and the first `layers` layers, tracing each. A forward of at most
+    /// [`TEAM_ROWS`] wordpieces (batch 1 to about 32 questions, or a few long texts) runs as
+    /// a [`team`]: its products, heads and row blocks are shared with the pool's free workers
+    /// without a rayon job each.
     fn run(
+        &self,
+        texts: &[&[u32]],
+        layers: usize,
+        trace: impl FnMut(usize, &[f32]) + Send,
+    ) -> Vec<f32> {
+        let m: usize = texts.iter().map(|t| t.len()).sum();
+        if m <= TEAM_ROWS {
+            team::lead(|| self.run_layers(texts, layers, trace))
+        } else {
+            self.run_layers(texts, layers, trace)
+        }
+    }
+
+    /// [`PackedBert::run`]'s work.
+    fn run_layers(
         &self,
         texts: &[&[u32]],
         layers: usize,
@@ -309,43 +335,60 @@ impl PackedBert {
     fn norm_rows(&self, x: &mut [f32], residual: Option<&[f32]>, norm: &HostNorm) {
         let (d, path, eps) = (self.d, self.path, self.eps);
         let chunk = ROWS_PER_TASK * d;
-        x.par_chunks_mut(chunk).enumerate().for_each(|(t, rows)| {
+        let lens: Vec<usize> = (0..x.len())
+            .step_by(chunk)
+            .map(|at| chunk.min(x.len() - at))
+            .collect();
+        team::for_each_part_mut(x, &lens, |t, rows| {
             let res = residual.map(|r| &r[t * chunk..t * chunk + rows.len()]);
             ops::layer_norm(path, rows, res, &norm.gamma, &norm.beta, eps);
         });
     }
 
-    /// Multi-head self-attention of every text, one task per (text, head).
+    /// Multi-head self-attention of every text: one task per text (its heads in sequence,
+    /// so a task owns its rows), or, for a single text in a team's forward, one task per head
+    /// (each into a buffer of its own, then copied into place).
     fn attention(&self, qkv: &[f32], lens: &[usize], ctx: &mut [f32]) {
         let (d, heads, path) = (self.d, self.heads, self.path);
         let dh = d / heads;
+        if let [len] = *lens {
+            if team::leading() {
+                let mut own = vec![0f32; heads * len * dh];
+                team::for_each_part_mut(&mut own, &vec![len * dh; heads], |h, out| {
+                    ops::attend(path, qkv, len, d, h, dh, out, dh, &mut Vec::new());
+                });
+                for (i, row) in ctx.chunks_exact_mut(d).take(len).enumerate() {
+                    for (h, cols) in row.chunks_exact_mut(dh).enumerate() {
+                        cols.copy_from_slice(&own[(h * len + i) * dh..][..dh]);
+                    }
+                }
+                return;
+            }
+        }
         let mut starts = Vec::with_capacity(lens.len());
         let mut s = 0;
         for &l in lens {
             starts.push(s);
             s += l;
         }
-        // Each text's rows of ctx, split per text; heads of one text run in sequence so a
-        // task owns its rows (the texts give the parallelism in a batch).
-        let mut parts: Vec<&mut [f32]> = Vec::with_capacity(lens.len());
-        let mut rest = ctx;
-        for &l in lens {
-            let (head, tail) = rest.split_at_mut(l * d);
-            parts.push(head);
-            rest = tail;
-        }
-        let one = |(t, out): (usize, &mut &mut [f32])| {
+        let parts: Vec<usize> = lens.iter().map(|l| l * d).collect();
+        team::for_each_part_mut(ctx, &parts, |t, out| {
             let (start, len) = (starts[t], lens[t]);
             let rows = &qkv[start * 3 * d..(start + len) * 3 * d];
             let mut scratch = Vec::new();
             for h in 0..heads {
-                ops::attend(path, rows, len, d, h, dh, out, &mut scratch);
+                ops::attend(
+                    path,
+                    rows,
+                    len,
+                    d,
+                    h,
+                    dh,
+                    &mut out[h * dh..],
+                    d,
+                    &mut scratch,
+                );
             }
-        };
-        if lens.len() == 1 || rayon::current_num_threads() == 1 {
-            parts.iter_mut().enumerate().for_each(one);
-        } else {
-            parts.par_iter_mut().enumerate().for_each(one);
-        }
+        });
     }
 }

@@ -314,8 +314,10 @@ fn weigh_blocks<const B: usize>(
 
 multiversion! {
     /// Self-attention of one text and one head: `qkv` holds the text's `len` rows of
-    /// `[q | k | v]` (each `d` wide, row stride `3d`); writes the head's `dh` columns
-    /// (`head·dh..`) of each row of `ctx` (row stride `d`). `scratch` is reused between calls.
+    /// `[q | k | v]` (each `d` wide, row stride `3d`); writes the head's `dh` values of each
+    /// row to `ctx` (row `i` at `i·ldc`: `ldc = d` with `ctx` starting at column `head·dh` of
+    /// a `len × d` matrix, or `ldc = dh` for a head of its own). `scratch` is reused between
+    /// calls.
     ///
     /// The head's keys are first copied transposed (`dh × len`, padded to 16 columns), so
     /// scores are multiply-adds across 16 keys at a time rather than one horizontal sum per
@@ -329,6 +331,7 @@ multiversion! {
         head: usize,
         dh: usize,
         ctx: &mut [f32],
+        ldc: usize,
         scratch: &mut Vec<f32>,
     ) {
         let stride = 3 * d;
@@ -372,7 +375,7 @@ multiversion! {
                 for (b, acc) in acc.iter().enumerate() {
                     for (r, acc) in acc.iter().enumerate().take(live_rows) {
                         let i = i0 + r;
-                        let out = &mut ctx[i * d + qo + c0 + b * LANES..][..LANES];
+                        let out = &mut ctx[i * ldc + c0 + b * LANES..][..LANES];
                         for l in 0..LANES {
                             out[l] = acc[l] * inv[r];
                         }
@@ -394,7 +397,7 @@ multiversion! {
                     for j in 0..len {
                         acc = scores[r * lp + j].mul_add(qkv[j * stride + vo + c], acc);
                     }
-                    ctx[i * d + qo + c] = acc * inv[r];
+                    ctx[i * ldc + c] = acc * inv[r];
                 }
             }
         }
@@ -522,7 +525,23 @@ mod tests {
             let mut ctx = vec![0f32; len * d];
             let mut scratch = Vec::new();
             for h in 0..d / dh {
-                attend(path, &qkv, len, d, h, dh, &mut ctx, &mut scratch);
+                attend(
+                    path,
+                    &qkv,
+                    len,
+                    d,
+                    h,
+                    dh,
+                    &mut ctx[h * dh..],
+                    d,
+                    &mut scratch,
+                );
+                // A head written to a buffer of its own holds the same bits.
+                let mut own = vec![0f32; len * dh];
+                attend(path, &qkv, len, d, h, dh, &mut own, dh, &mut scratch);
+                for i in 0..len {
+                    assert_eq!(own[i * dh..][..dh], ctx[i * d + h * dh..][..dh]);
+                }
             }
             for h in 0..d / dh {
                 for i in 0..len {

@@ -1,0 +1,359 @@
+//! A team for small forward passes: the calling thread leads, the other workers of the
+//! current rayon pool help, and work is handed over through atomics instead of rayon jobs.
+//!
+//! At batch 1 a product or a LayerNorm is a few microseconds of work, about what handing a
+//! job to a sleeping rayon worker costs, so rayon either left the second core idle or spent
+//! the gain on wake-ups (BENCHMARKS.md). A team's helpers spin for the length of one forward
+//! pass (about a millisecond), so each product, each head of attention and each block of
+//! rows can be split for the price of a few atomic operations. Helpers are asked for with
+//! `rayon::join`: one only comes when a worker of the pool is free, so a team never takes a
+//! core a concurrent job of that pool holds, and a forward whose helpers never come runs
+//! every task itself. A pool of one thread (the search path's `Encoder::encode_one`, the
+//! API's write pool on 2 cores) forms no team.
+//!
+//! Which thread runs a task never changes its arithmetic, so results are bit-identical with
+//! and without a team (tested).
+
+use std::cell::{Cell, UnsafeCell};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+
+/// A job: `count` tasks, each run once by whichever thread claims it.
+type Job = (*const (dyn Fn(usize) + Sync), usize);
+
+/// State shared by the leader (the forward's thread) and its helpers. Every atomic operation
+/// is SeqCst; the protocol around `job`: the leader writes it only while `active` is false
+/// and, after clearing `active`, it has seen `helpers_in` at zero; a helper reads it only
+/// between entering (`helpers_in` + 1) and leaving (− 1), and only after seeing `active`
+/// true.
+struct Shared {
+    job: UnsafeCell<Job>,
+    active: AtomicBool,
+    helpers_in: AtomicUsize,
+    /// The next unclaimed task of the job.
+    next: AtomicUsize,
+    /// Tasks of the job finished (by either thread).
+    done: AtomicUsize,
+    /// A task panicked on a helper.
+    panicked: AtomicBool,
+    /// The forward is over (or unwinding): the helpers leave.
+    finished: AtomicBool,
+    /// The leader's pool thread index (`usize::MAX` until known): a helper started on the
+    /// leader's own thread (rayon runs a join's pending half there when nobody took it)
+    /// would wait for itself, so it leaves at once.
+    leader: AtomicUsize,
+}
+
+// SAFETY: `job` is only touched under the protocol above; the closure it points to is `Sync`.
+unsafe impl Sync for Shared {}
+
+/// A no-op job for the slot's initial value.
+fn nothing(_: usize) {}
+
+thread_local! {
+    /// The team the forward on this thread leads, if any.
+    static TEAM: Cell<*const Shared> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Runs `f` (one forward pass) as the leader of a team with the other workers of the current
+/// rayon pool as helpers, each joining when it is free; in a pool of one thread (or inside
+/// another team's forward) simply runs `f`. Work inside `f` reaches the team through [`run`]
+/// and [`for_each_part_mut`].
+pub fn lead<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if rayon::current_num_threads() < 2 || leading() {
+        return f();
+    }
+    let shared = Shared {
+        job: UnsafeCell::new((&nothing as &(dyn Fn(usize) + Sync), 0)),
+        active: AtomicBool::new(false),
+        helpers_in: AtomicUsize::new(0),
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+        panicked: AtomicBool::new(false),
+        finished: AtomicBool::new(false),
+        leader: AtomicUsize::new(usize::MAX),
+    };
+    let (out, ()) = rayon::join(
+        || {
+            shared
+                .leader
+                .store(rayon::current_thread_index().unwrap_or(usize::MAX), SeqCst);
+            // Set the team for this thread; the guard clears it and releases the helper even
+            // when `f` unwinds.
+            struct Guard<'a>(&'a Shared);
+            impl Drop for Guard<'_> {
+                fn drop(&mut self) {
+                    TEAM.with(|t| t.set(std::ptr::null()));
+                    self.0.finished.store(true, SeqCst);
+                }
+            }
+            TEAM.with(|t| t.set(&shared));
+            let _guard = Guard(&shared);
+            f()
+        },
+        || summon(rayon::current_num_threads() - 1, &shared),
+    );
+    out
+}
+
+/// Asks for `n` helpers: this thread helps, and the rest are offered to the pool's other
+/// workers (a nested join each).
+fn summon(n: usize, s: &Shared) {
+    if n > 1 {
+        rayon::join(|| help(s), || summon(n - 1, s));
+    } else if n == 1 {
+        help(s);
+    }
+}
+
+/// True while this thread leads a team.
+pub fn leading() -> bool {
+    TEAM.with(|t| !t.get().is_null())
+}
+
+/// Runs `task(0..count)`, shared with this thread's team if it leads one (with whichever
+/// helpers have come), else on this thread alone. Returns after every task has run.
+pub fn run(count: usize, task: &(dyn Fn(usize) + Sync)) {
+    let team = TEAM.with(|t| t.get());
+    if team.is_null() || count < 2 {
+        (0..count).for_each(task);
+        return;
+    }
+    // SAFETY: the pointer is set by `lead` on this thread for the duration of `f`, and
+    // `shared` outlives `f`.
+    let s = unsafe { &*team };
+    // Post the job. `active` is false and every helper is out (the previous `run` waited for
+    // that), so nobody reads the slot now.
+    // SAFETY: as said; the lifetime is erased because the job is withdrawn (below) before
+    // this function returns, and no helper touches it after.
+    let job: Job = (
+        unsafe {
+            std::mem::transmute::<*const (dyn Fn(usize) + Sync + '_), *const (dyn Fn(usize) + Sync)>(
+                task,
+            )
+        },
+        count,
+    );
+    unsafe { *s.job.get() = job };
+    s.next.store(0, SeqCst);
+    s.done.store(0, SeqCst);
+    s.active.store(true, SeqCst);
+    let mut mine = 0;
+    loop {
+        let i = s.next.fetch_add(1, SeqCst);
+        if i >= count {
+            break;
+        }
+        task(i);
+        mine += 1;
+    }
+    s.done.fetch_add(mine, SeqCst);
+    let mut spins = 0u32;
+    while s.done.load(SeqCst) < count {
+        backoff(&mut spins);
+    }
+    // Withdraw the job and wait until every helper has let go of it.
+    s.active.store(false, SeqCst);
+    while s.helpers_in.load(SeqCst) > 0 {
+        std::hint::spin_loop();
+    }
+    if s.panicked.load(SeqCst) {
+        panic!("a task of the encoder's team panicked on a helper thread");
+    }
+}
+
+/// Runs `f(i, part)` for consecutive parts of `data`, part `i` holding `lens[i]` elements
+/// (`Σ lens ≤ data.len()`): with this thread's team if it leads one, else on the current
+/// rayon pool (inline for a single part).
+pub fn for_each_part_mut<T: Send>(
+    data: &mut [T],
+    lens: &[usize],
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    assert!(
+        lens.iter().sum::<usize>() <= data.len(),
+        "parts past the data"
+    );
+    if leading() {
+        let mut starts = Vec::with_capacity(lens.len());
+        let mut at = 0;
+        for &l in lens {
+            starts.push(at);
+            at += l;
+        }
+        let base = Parts(data.as_mut_ptr());
+        run(lens.len(), &|i| {
+            // SAFETY: parts are disjoint ranges of `data`, and each index runs exactly once.
+            let part = unsafe { std::slice::from_raw_parts_mut(base.at(starts[i]), lens[i]) };
+            f(i, part);
+        });
+    } else {
+        use rayon::prelude::*;
+        let mut parts = Vec::with_capacity(lens.len());
+        let mut rest = data;
+        for &l in lens {
+            let (head, tail) = rest.split_at_mut(l);
+            parts.push(head);
+            rest = tail;
+        }
+        if parts.len() == 1 || rayon::current_num_threads() == 1 {
+            parts.into_iter().enumerate().for_each(|(i, p)| f(i, p));
+        } else {
+            parts.into_par_iter().enumerate().for_each(|(i, p)| f(i, p));
+        }
+    }
+}
+
+/// The base pointer of [`for_each_part_mut`]'s data, shared by its tasks.
+struct Parts<T>(*mut T);
+// SAFETY: tasks write through it to disjoint parts only.
+unsafe impl<T: Send> Sync for Parts<T> {}
+
+impl<T> Parts<T> {
+    /// The element `i` places on (a method, so closures capture the wrapper).
+    fn at(&self, i: usize) -> *mut T {
+        // SAFETY: `i` is within the data (the caller's parts are).
+        unsafe { self.0.add(i) }
+    }
+}
+
+/// A helper's loop: claim tasks of each posted job until the forward is over.
+fn help(s: &Shared) {
+    if rayon::current_thread_index() == Some(s.leader.load(SeqCst)) {
+        // Not taken by another worker: the leader's own thread runs this after `f`.
+        return;
+    }
+    let mut spins = 0u32;
+    while !s.finished.load(SeqCst) {
+        s.helpers_in.fetch_add(1, SeqCst);
+        let mut worked = false;
+        if s.active.load(SeqCst) {
+            // SAFETY: `active` was seen true after entering, so the leader waits for this
+            // helper to leave before it withdraws or rewrites the job.
+            let (task, count) = unsafe { *s.job.get() };
+            let task = unsafe { &*task };
+            let mut mine = 0;
+            loop {
+                let i = s.next.fetch_add(1, SeqCst);
+                if i >= count {
+                    break;
+                }
+                if catch_unwind(AssertUnwindSafe(|| task(i))).is_err() {
+                    s.panicked.store(true, SeqCst);
+                }
+                mine += 1;
+            }
+            if mine > 0 {
+                s.done.fetch_add(mine, SeqCst);
+                worked = true;
+            }
+        }
+        s.helpers_in.fetch_sub(1, SeqCst);
+        if worked {
+            spins = 0;
+        } else {
+            backoff(&mut spins);
+        }
+    }
+}
+
+/// Waits a little: spin first, then give the core away (a helper whose leader is between
+/// products, or a leader whose helper was preempted mid-task).
+fn backoff(spins: &mut u32) {
+    *spins = spins.saturating_add(1);
+    if *spins < 4096 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rayon::prelude::*;
+    use std::sync::atomic::AtomicU64;
+
+    fn pool(threads: usize) -> rayon::ThreadPool {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn every_task_runs_exactly_once_with_or_without_a_helper() {
+        for threads in [1, 2, 3] {
+            pool(threads).install(|| {
+                let hits: Vec<AtomicU64> = (0..1000).map(|_| AtomicU64::new(0)).collect();
+                let helped = lead(|| {
+                    for round in 0..200usize {
+                        let count = round % 17 + 1;
+                        run(count, &|i| {
+                            hits[i].fetch_add(1, SeqCst);
+                        });
+                    }
+                    leading()
+                });
+                assert_eq!(helped, threads > 1, "{threads} threads");
+                let total: u64 = hits.iter().map(|h| h.load(SeqCst)).sum();
+                let expected: usize = (0..200usize).map(|r| r % 17 + 1).sum();
+                assert_eq!(total, expected as u64);
+                assert!(!leading(), "the team ends with the forward");
+            });
+        }
+    }
+
+    #[test]
+    fn an_idle_worker_comes_to_help() {
+        pool(2).install(|| {
+            let threads: Vec<AtomicUsize> = (0..40).map(|_| AtomicUsize::new(0)).collect();
+            lead(|| {
+                run(40, &|i| {
+                    threads[i].store(rayon::current_thread_index().unwrap(), SeqCst);
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                })
+            });
+            let mut used: Vec<usize> = threads.iter().map(|t| t.load(SeqCst)).collect();
+            used.sort_unstable();
+            used.dedup();
+            assert_eq!(used, [0, 1], "both workers ran tasks");
+        });
+    }
+
+    #[test]
+    fn a_busy_pool_leaves_the_leader_alone_and_nested_rayon_work_does_not_deadlock() {
+        pool(2).install(|| {
+            // Both workers lead at once: neither can help the other, and each finishes.
+            let sums: Vec<usize> = (0..8usize)
+                .map(|n| {
+                    let (a, b) = rayon::join(
+                        || {
+                            lead(|| {
+                                let acc = AtomicUsize::new(0);
+                                run(64, &|i| {
+                                    acc.fetch_add(i + n, SeqCst);
+                                });
+                                // Nested rayon work inside a forward (a parallel LayerNorm).
+                                let v: usize = (0..1000usize).into_par_iter().sum();
+                                acc.load(SeqCst) + v
+                            })
+                        },
+                        || lead(|| (0..64).map(|i| i + n).sum::<usize>()),
+                    );
+                    a - 499_500 - b
+                })
+                .collect();
+            assert!(sums.iter().all(|&d| d == 0), "{sums:?}");
+        });
+    }
+
+    #[test]
+    fn a_panicking_forward_releases_its_helper() {
+        let p = pool(2);
+        let r = p.install(|| catch_unwind(AssertUnwindSafe(|| lead(|| panic!("boom")))));
+        assert!(r.is_err());
+        // The pool still works (the helper left).
+        assert_eq!(p.install(|| lead(|| 7)), 7);
+    }
+}
