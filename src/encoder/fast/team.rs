@@ -1,4 +1,4 @@
-//! A team for small forward passes: the calling thread leads, the other workers of the
+//! A team for small forward passes: the calling thread leads, up to three other workers of the
 //! current rayon pool help, and work is handed over through atomics instead of rayon jobs.
 //!
 //! At batch 1 a product or a LayerNorm is a few microseconds of work, about what handing a
@@ -47,6 +47,11 @@ struct Shared {
 // SAFETY: `job` is only touched under the protocol above; the closure it points to is `Sync`.
 unsafe impl Sync for Shared {}
 
+/// Most helpers of one team. A batch-1 product has 6 to 24 tasks (64-column panels), so a
+/// few threads share it evenly; measured on 2 cores only (one helper), so larger pools keep
+/// their other workers for other jobs rather than spin on tasks they would rarely get.
+const MAX_HELPERS: usize = 3;
+
 /// A no-op job for the slot's initial value.
 fn nothing(_: usize) {}
 
@@ -91,7 +96,7 @@ pub fn lead<R: Send>(f: impl FnOnce() -> R + Send) -> R {
             let _guard = Guard(&shared);
             f()
         },
-        || summon(rayon::current_num_threads() - 1, &shared),
+        || summon((rayon::current_num_threads() - 1).min(MAX_HELPERS), &shared),
     );
     out
 }
