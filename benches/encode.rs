@@ -1,5 +1,7 @@
 //! Criterion bench for the encoder: realistic short questions (demo/faq.txt), batch 1 (a query,
-//! on one thread as `encode_one` runs) and 32, at both precisions.
+//! on one thread as `encode_one` runs) and 32, at both precisions; and the phrase chunks an
+//! explained search computes (the query and 10 hits: the first layers' states, then the
+//! contextual chunker).
 //! Needs the model (KINDRED_MODEL or the cached default; fetched on first use).
 //! The peer comparison (torch, ONNX Runtime fp32/int8) is benches/encode_peers.py.
 
@@ -8,6 +10,7 @@ use std::path::PathBuf;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kindred::model;
+use kindred::score::explain::ChunkSource;
 use kindred::{Encoder, EncoderOptions, Precision};
 
 fn encoder(batch_size: usize, precision: Precision) -> Encoder {
@@ -52,5 +55,18 @@ fn bench_encode(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_encode);
+fn bench_chunks(c: &mut Criterion) {
+    let faq: Vec<&str> = include_str!("../demo/faq.txt").lines().collect();
+    let texts = &faq[..11];
+    let enc = encoder(32, Precision::Int8);
+    let mut group = c.benchmark_group("chunks");
+    group.sample_size(20);
+    group.throughput(Throughput::Elements(texts.len() as u64));
+    group.bench_function("int8_query_and_10_hits", |b| {
+        b.iter(|| enc.chunks(black_box(texts)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_encode, bench_chunks);
 criterion_main!(benches);
