@@ -236,11 +236,7 @@ impl PackedBert {
 
     /// Like [`PackedBert::forward`], calling `trace(i, hidden)` with the hidden states after
     /// the embeddings (`i` = 0) and after each layer `i` (1-based).
-    pub fn forward_traced(
-        &self,
-        texts: &[&[u32]],
-        trace: impl FnMut(usize, &[f32]) + Send,
-    ) -> Vec<f32> {
+    pub fn forward_traced(&self, texts: &[&[u32]], trace: impl FnMut(usize, &[f32])) -> Vec<f32> {
         self.run(texts, self.layers.len(), trace)
     }
 
@@ -254,12 +250,7 @@ impl PackedBert {
     /// [`TEAM_ROWS`] wordpieces (batch 1 to about 32 questions, or a few long texts) runs as
     /// a [`team`]: its products, heads and row blocks are shared with the pool's free workers
     /// without a rayon job each.
-    fn run(
-        &self,
-        texts: &[&[u32]],
-        layers: usize,
-        trace: impl FnMut(usize, &[f32]) + Send,
-    ) -> Vec<f32> {
+    fn run(&self, texts: &[&[u32]], layers: usize, trace: impl FnMut(usize, &[f32])) -> Vec<f32> {
         let m: usize = texts.iter().map(|t| t.len()).sum();
         if m <= TEAM_ROWS {
             team::lead(|| self.run_layers(texts, layers, trace))

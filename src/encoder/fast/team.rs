@@ -5,10 +5,10 @@
 //! job to a sleeping rayon worker costs, so rayon either left the second core idle or spent
 //! the gain on wake-ups (BENCHMARKS.md). A team's helpers spin for the length of one forward
 //! pass (about a millisecond), so each product, each head of attention and each block of
-//! rows can be split for the price of a few atomic operations. Helpers are asked for with
-//! `rayon::join`: one only comes when a worker of the pool is free, so a team never takes a
-//! core a concurrent job of that pool holds, and a forward whose helpers never come runs
-//! every task itself. A pool of one thread (the search path's `Encoder::encode_one`, the
+//! rows can be split for the price of a few atomic operations. Helpers are offered to the
+//! pool as `rayon::spawn` jobs: one only comes when a worker of the pool is free, so a team
+//! never takes a core a concurrent job of that pool holds, the leader never waits for one to
+//! start, and a forward whose helpers never come runs every task itself. A pool of one thread (the search path's `Encoder::encode_one`, the
 //! API's write pool on 2 cores) forms no team.
 //!
 //! Which thread runs a task never changes its arithmetic, so results are bit-identical with
@@ -17,6 +17,7 @@
 use std::cell::{Cell, UnsafeCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
 
 /// A job: `count` tasks, each run once by whichever thread claims it.
 type Job = (*const (dyn Fn(usize) + Sync), usize);
@@ -38,14 +39,17 @@ struct Shared {
     panicked: AtomicBool,
     /// The forward is over (or unwinding): the helpers leave.
     finished: AtomicBool,
-    /// The leader's pool thread index (`usize::MAX` until known): a helper started on the
-    /// leader's own thread (rayon runs a join's pending half there when nobody took it)
-    /// would wait for itself, so it leaves at once.
+    /// The leader's pool thread index (`usize::MAX` outside a pool): a helper started on the
+    /// leader's own thread (rayon may run a pending job there while the leader waits inside
+    /// nested rayon work) would wait for itself, so it leaves at once.
     leader: AtomicUsize,
 }
 
-// SAFETY: `job` is only touched under the protocol above; the closure it points to is `Sync`.
+// SAFETY: `job` is only touched under the protocol above; the closure it points to is `Sync`,
+// and a helper that outlives the forward (it holds an `Arc`) never dereferences it.
 unsafe impl Sync for Shared {}
+// SAFETY: as above; the pointer is data until the protocol lets a helper use it.
+unsafe impl Send for Shared {}
 
 /// Most helpers of one team. A batch-1 product has 6 to 24 tasks (64-column panels), so a
 /// few threads share it evenly; measured on 2 cores only (one helper), so larger pools keep
@@ -64,11 +68,12 @@ thread_local! {
 /// rayon pool as helpers, each joining when it is free; in a pool of one thread (or inside
 /// another team's forward) simply runs `f`. Work inside `f` reaches the team through [`run`]
 /// and [`for_each_part_mut`].
-pub fn lead<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    if rayon::current_num_threads() < 2 || leading() {
+pub fn lead<R>(f: impl FnOnce() -> R) -> R {
+    let helpers = (rayon::current_num_threads() - 1).min(MAX_HELPERS);
+    if helpers == 0 || leading() {
         return f();
     }
-    let shared = Shared {
+    let shared = Arc::new(Shared {
         job: UnsafeCell::new((&nothing as &(dyn Fn(usize) + Sync), 0)),
         active: AtomicBool::new(false),
         helpers_in: AtomicUsize::new(0),
@@ -76,39 +81,26 @@ pub fn lead<R: Send>(f: impl FnOnce() -> R + Send) -> R {
         done: AtomicUsize::new(0),
         panicked: AtomicBool::new(false),
         finished: AtomicBool::new(false),
-        leader: AtomicUsize::new(usize::MAX),
-    };
-    let (out, ()) = rayon::join(
-        || {
-            shared
-                .leader
-                .store(rayon::current_thread_index().unwrap_or(usize::MAX), SeqCst);
-            // Set the team for this thread; the guard clears it and releases the helper even
-            // when `f` unwinds.
-            struct Guard<'a>(&'a Shared);
-            impl Drop for Guard<'_> {
-                fn drop(&mut self) {
-                    TEAM.with(|t| t.set(std::ptr::null()));
-                    self.0.finished.store(true, SeqCst);
-                }
-            }
-            TEAM.with(|t| t.set(&shared));
-            let _guard = Guard(&shared);
-            f()
-        },
-        || summon((rayon::current_num_threads() - 1).min(MAX_HELPERS), &shared),
-    );
-    out
-}
-
-/// Asks for `n` helpers: this thread helps, and the rest are offered to the pool's other
-/// workers (a nested join each).
-fn summon(n: usize, s: &Shared) {
-    if n > 1 {
-        rayon::join(|| help(s), || summon(n - 1, s));
-    } else if n == 1 {
-        help(s);
+        leader: AtomicUsize::new(rayon::current_thread_index().unwrap_or(usize::MAX)),
+    });
+    // Offered, not awaited: a worker that is free takes one; one taken after the forward
+    // finds it finished and returns at once. The leader never waits for a helper to start,
+    // so a busy pool (a reindex, a parallel evaluation) delays nothing.
+    for _ in 0..helpers {
+        let s = Arc::clone(&shared);
+        rayon::spawn(move || help(&s));
     }
+    // The guard clears the team and releases the helpers even when `f` unwinds.
+    struct Guard<'a>(&'a Shared);
+    impl Drop for Guard<'_> {
+        fn drop(&mut self) {
+            TEAM.with(|t| t.set(std::ptr::null()));
+            self.0.finished.store(true, SeqCst);
+        }
+    }
+    TEAM.with(|t| t.set(Arc::as_ptr(&shared)));
+    let _guard = Guard(&shared);
+    f()
 }
 
 /// True while this thread leads a team.
@@ -351,6 +343,49 @@ mod tests {
                 .collect();
             assert!(sums.iter().all(|&d| d == 0), "{sums:?}");
         });
+    }
+
+    #[test]
+    fn a_leader_never_waits_for_a_busy_pool() {
+        // Every worker of the global pool held; a forward from outside any pool still runs
+        // at once, all on its own thread (under rayon::join it would wait for a worker).
+        let workers = rayon::current_num_threads();
+        let (hold, held) = std::sync::mpsc::channel::<()>();
+        let held = Arc::new(std::sync::Mutex::new(held));
+        let (started, all_started) = std::sync::mpsc::channel();
+        for _ in 0..workers {
+            let (held, started) = (Arc::clone(&held), started.clone());
+            rayon::spawn(move || {
+                started.send(()).unwrap();
+                let _ = held.lock().unwrap().recv();
+            });
+        }
+        // Wait until one worker holds the lock and the rest are blocked on it (all busy).
+        for _ in 0..workers {
+            all_started.recv().unwrap();
+        }
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let me = std::thread::current().id();
+            let here = AtomicUsize::new(0);
+            lead(|| {
+                run(8, &|_| {
+                    if std::thread::current().id() == me {
+                        here.fetch_add(1, SeqCst);
+                    }
+                })
+            });
+            done.send(here.load(SeqCst)).unwrap();
+        });
+        let ran_here = finished.recv_timeout(std::time::Duration::from_secs(20));
+        for _ in 0..workers {
+            hold.send(()).unwrap();
+        }
+        assert_eq!(
+            ran_here,
+            Ok(8),
+            "every task ran on the leader, without waiting"
+        );
     }
 
     #[test]
