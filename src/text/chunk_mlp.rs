@@ -101,6 +101,81 @@ unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
     cosine::dot(a, b)
 }
 
+/// `w · x` for four `x` at once, each with exactly [`cosine::dot`]'s partial sums (the same
+/// bits), so the four accumulator chains overlap and `w` is read once.
+#[inline(always)]
+fn dot4_body(w: &[f32], x: [&[f32]; 4]) -> [f32; 4] {
+    let (mut a0, mut a1, mut a2, mut a3) = ([0f32; 8], [0f32; 8], [0f32; 8], [0f32; 8]);
+    let rows = w
+        .chunks_exact(8)
+        .zip(x[0].chunks_exact(8))
+        .zip(x[1].chunks_exact(8))
+        .zip(x[2].chunks_exact(8))
+        .zip(x[3].chunks_exact(8));
+    for ((((w, x0), x1), x2), x3) in rows {
+        for k in 0..8 {
+            a0[k] += w[k] * x0[k];
+            a1[k] += w[k] * x1[k];
+            a2[k] += w[k] * x2[k];
+            a3[k] += w[k] * x3[k];
+        }
+    }
+    let whole = w.len() - w.len() % 8;
+    let acc = [a0, a1, a2, a3];
+    std::array::from_fn(|r| {
+        let tail: f32 = w[whole..]
+            .iter()
+            .zip(&x[r][whole..])
+            .map(|(a, b)| a * b)
+            .sum();
+        acc[r].iter().sum::<f32>() + tail
+    })
+}
+
+/// [`dot4_body`], compiled with AVX2 where the CPU has it.
+fn dot4(w: &[f32], x: [&[f32]; 4]) -> [f32; 4] {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked above).
+        return unsafe { dot4_avx2(w, x) };
+    }
+    dot4_body(w, x)
+}
+
+/// [`dot4_body`] in AVX2 intrinsics (the compiler's own vectorisation of it shuffles lanes):
+/// per row, the eight lanes are eight accumulators, each a separate multiply then add as in
+/// [`cosine::dot`], summed in lane order at the end.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dot4_avx2(w: &[f32], x: [&[f32]; 4]) -> [f32; 4] {
+    use std::arch::x86_64::*;
+    let n = w.len();
+    assert!(x.iter().all(|x| x.len() == n), "dot4 lengths");
+    let whole = n - n % 8;
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    while i < whole {
+        // SAFETY: i + 8 <= whole <= n, the length of w and of every x (asserted).
+        let wv = unsafe { _mm256_loadu_ps(w.as_ptr().add(i)) };
+        for (acc, x) in acc.iter_mut().zip(&x) {
+            let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(i)) };
+            *acc = _mm256_add_ps(*acc, _mm256_mul_ps(wv, xv));
+        }
+        i += 8;
+    }
+    std::array::from_fn(|r| {
+        let mut lanes = [0f32; 8];
+        // SAFETY: lanes holds 8 values.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc[r]) };
+        let tail: f32 = w[whole..]
+            .iter()
+            .zip(&x[r][whole..])
+            .map(|(a, b)| a * b)
+            .sum();
+        lanes.iter().sum::<f32>() + tail
+    })
+}
+
 impl Mlp {
     /// The logit of each input (`xs`: rows of `inputs` values; above 0 means yes), computed a
     /// hidden unit at a time over all rows, so that each row of the first layer is read once
@@ -122,8 +197,20 @@ impl Mlp {
             .zip(&self.b1)
             .zip(&self.w2)
         {
-            for (o, x) in out.iter_mut().zip(standard.chunks_exact(self.inputs)) {
-                *o += w * gelu(dot(row, x) + b).0;
+            let mut rows = standard.chunks_exact(self.inputs);
+            let mut outs = out.chunks_mut(4);
+            for o in outs.by_ref() {
+                if o.len() < 4 {
+                    for (o, x) in o.iter_mut().zip(rows.by_ref()) {
+                        *o += w * gelu(dot(row, x) + b).0;
+                    }
+                    break;
+                }
+                let x: [&[f32]; 4] =
+                    std::array::from_fn(|_| rows.next().expect("a row per output"));
+                for (o, v) in o.iter_mut().zip(dot4(row, x)) {
+                    *o += w * gelu(v + b).0;
+                }
             }
         }
         out
@@ -399,6 +486,24 @@ mod tests {
                 "{x}: {numeric} vs {}",
                 gelu(x).1
             );
+        }
+    }
+
+    #[test]
+    fn four_dots_at_once_are_the_same_bits_as_one_at_a_time() {
+        let mut rng = SplitMix64(3);
+        for len in [1, 7, 8, 17, 1154] {
+            let v = |rng: &mut SplitMix64| -> Vec<f32> {
+                (0..len)
+                    .map(|_| rng.next_f64() as f32 * 2.0 - 1.0)
+                    .collect()
+            };
+            let w = v(&mut rng);
+            let xs: Vec<Vec<f32>> = (0..4).map(|_| v(&mut rng)).collect();
+            let four = dot4(&w, std::array::from_fn(|r| xs[r].as_slice()));
+            for (x, got) in xs.iter().zip(four) {
+                assert_eq!(got.to_bits(), dot(&w, x).to_bits(), "length {len}");
+            }
         }
     }
 
