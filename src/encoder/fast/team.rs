@@ -135,13 +135,18 @@ pub fn run(count: usize, task: &(dyn Fn(usize) + Sync)) {
     s.next.store(0, SeqCst);
     s.done.store(0, SeqCst);
     s.active.store(true, SeqCst);
+    // A task that panics here must not unwind past the helpers still running the job's other
+    // tasks (the job lives in this caller's frame): the panic is held until they are out.
     let mut mine = 0;
+    let mut caught = None;
     loop {
         let i = s.next.fetch_add(1, SeqCst);
         if i >= count {
             break;
         }
-        task(i);
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| task(i))) {
+            caught.get_or_insert(p);
+        }
         mine += 1;
     }
     s.done.fetch_add(mine, SeqCst);
@@ -153,6 +158,9 @@ pub fn run(count: usize, task: &(dyn Fn(usize) + Sync)) {
     s.active.store(false, SeqCst);
     while s.helpers_in.load(SeqCst) > 0 {
         std::hint::spin_loop();
+    }
+    if let Some(p) = caught {
+        std::panic::resume_unwind(p);
     }
     if s.panicked.load(SeqCst) {
         panic!("a task of the encoder's team panicked on a helper thread");
@@ -386,6 +394,28 @@ mod tests {
             Ok(8),
             "every task ran on the leader, without waiting"
         );
+    }
+
+    #[test]
+    fn a_task_that_panics_on_either_thread_is_reported_after_the_others_finish() {
+        let p = pool(2);
+        for bad in [0usize, 63] {
+            let finished = AtomicUsize::new(0);
+            let r = p.install(|| {
+                catch_unwind(AssertUnwindSafe(|| {
+                    lead(|| {
+                        run(64, &|i| {
+                            std::thread::sleep(std::time::Duration::from_micros(200));
+                            assert_ne!(i, bad, "task {i} fails");
+                            finished.fetch_add(1, SeqCst);
+                        })
+                    })
+                }))
+            });
+            assert!(r.is_err(), "the panic reaches the caller");
+            assert_eq!(finished.load(SeqCst), 63, "every other task ran to its end");
+        }
+        assert_eq!(p.install(|| lead(|| 7)), 7, "the pool still works");
     }
 
     #[test]
