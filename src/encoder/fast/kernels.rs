@@ -11,7 +11,8 @@
 //!
 //! Every kernel has a portable version over the same packed layout; [`KernelPath`] picks one
 //! at run time ([`KernelPath::detect`]) and tests force each to check they agree. Work is
-//! split over (row block, panel) tasks on the current rayon pool.
+//! split over (row block, panel) tasks, shared with the forward's team (`team.rs`) when it
+//! has one, else run on the current rayon pool.
 
 use rayon::prelude::*;
 
@@ -192,7 +193,7 @@ const F32_PARALLEL_MACS: usize = 1 << 20;
 /// 1 on 2 cores: 442 texts/s on one thread, 376 with every product split).
 const I8_PARALLEL_MACS: usize = 1 << 24;
 
-/// Multiply-adds from which a product is shared with the forward's team helper
+/// Multiply-adds from which a product is shared with the forward's team helpers
 /// ([`super::team`]): a handover costs well under a microsecond.
 const TEAM_PARALLEL_MACS: usize = 1 << 18;
 

@@ -8,8 +8,9 @@
 //! rows can be split for the price of a few atomic operations. Helpers are offered to the
 //! pool as `rayon::spawn` jobs: one only comes when a worker of the pool is free, so a team
 //! never takes a core a concurrent job of that pool holds, the leader never waits for one to
-//! start, and a forward whose helpers never come runs every task itself. A pool of one thread (the search path's `Encoder::encode_one`, the
-//! API's write pool on 2 cores) forms no team.
+//! start, and a forward whose helpers never come runs every task itself. A pool of one
+//! thread (the search path's `Encoder::encode_one`, the API's write pool on 2 cores) forms
+//! no team.
 //!
 //! Which thread runs a task never changes its arithmetic, so results are bit-identical with
 //! and without a team (tested).
@@ -64,9 +65,9 @@ thread_local! {
     static TEAM: Cell<*const Shared> = const { Cell::new(std::ptr::null()) };
 }
 
-/// Runs `f` (one forward pass) as the leader of a team with the other workers of the current
-/// rayon pool as helpers, each joining when it is free; in a pool of one thread (or inside
-/// another team's forward) simply runs `f`. Work inside `f` reaches the team through [`run`]
+/// Runs `f` (one forward pass) as the leader of a team with up to [`MAX_HELPERS`] other
+/// workers of the current rayon pool as helpers, each joining when it is free; in a pool of
+/// one thread (or inside another team's forward) simply runs `f`. Work inside `f` reaches the team through [`run`]
 /// and [`for_each_part_mut`].
 pub fn lead<R>(f: impl FnOnce() -> R) -> R {
     let helpers = (rayon::current_num_threads() - 1).min(MAX_HELPERS);
@@ -215,7 +216,7 @@ struct Parts<T>(*mut T);
 unsafe impl<T: Send> Sync for Parts<T> {}
 
 impl<T> Parts<T> {
-    /// The element `i` places on (a method, so closures capture the wrapper).
+    /// A pointer to element `i` (a method, so closures capture the wrapper, not the field).
     fn at(&self, i: usize) -> *mut T {
         // SAFETY: `i` is within the data (the caller's parts are).
         unsafe { self.0.add(i) }
@@ -225,7 +226,8 @@ impl<T> Parts<T> {
 /// A helper's loop: claim tasks of each posted job until the forward is over.
 fn help(s: &Shared) {
     if rayon::current_thread_index() == Some(s.leader.load(SeqCst)) {
-        // Not taken by another worker: the leader's own thread runs this after `f`.
+        // Not taken by another worker: the leader's own thread runs it (after `f`, or while
+        // waiting inside nested rayon work); waiting here would wait for itself.
         return;
     }
     let mut spins = 0u32;
