@@ -132,7 +132,8 @@ fn dot4_body(w: &[f32], x: [&[f32]; 4]) -> [f32; 4] {
     })
 }
 
-/// [`dot4_body`], compiled with AVX2 where the CPU has it.
+/// [`dot4_body`]'s four dot products: in AVX2 intrinsics ([`dot4_avx2`]) where the CPU has
+/// AVX2, else the plain body.
 fn dot4(w: &[f32], x: [&[f32]; 4]) -> [f32; 4] {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
