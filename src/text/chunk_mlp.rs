@@ -120,16 +120,17 @@ fn dot4_body(w: &[f32], x: [&[f32]; 4]) -> [f32; 4] {
             a3[k] += w[k] * x3[k];
         }
     }
-    let whole = w.len() - w.len() % 8;
     let acc = [a0, a1, a2, a3];
-    std::array::from_fn(|r| {
-        let tail: f32 = w[whole..]
-            .iter()
-            .zip(&x[r][whole..])
-            .map(|(a, b)| a * b)
-            .sum();
-        acc[r].iter().sum::<f32>() + tail
-    })
+    std::array::from_fn(|r| finish_dot(&acc[r], w, x[r]))
+}
+
+/// One row's dot product from its eight lane accumulators: the lanes summed in order, plus
+/// the products past the last whole group of eight (as [`cosine::dot`] ends).
+#[inline(always)]
+fn finish_dot(lanes: &[f32; 8], w: &[f32], x: &[f32]) -> f32 {
+    let whole = w.len() - w.len() % 8;
+    let tail: f32 = w[whole..].iter().zip(&x[whole..]).map(|(a, b)| a * b).sum();
+    lanes.iter().sum::<f32>() + tail
 }
 
 /// [`dot4_body`]'s four dot products: in AVX2 intrinsics ([`dot4_avx2`]) where the CPU has
@@ -168,12 +169,7 @@ unsafe fn dot4_avx2(w: &[f32], x: [&[f32]; 4]) -> [f32; 4] {
         let mut lanes = [0f32; 8];
         // SAFETY: lanes holds 8 values.
         unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc[r]) };
-        let tail: f32 = w[whole..]
-            .iter()
-            .zip(&x[r][whole..])
-            .map(|(a, b)| a * b)
-            .sum();
-        lanes.iter().sum::<f32>() + tail
+        finish_dot(&lanes, w, x[r])
     })
 }
 
