@@ -412,6 +412,7 @@ fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> 
         train: &train,
         dev: &dev,
         graded: &graded,
+        keep: &[],
         out: &args.out,
         options: &options,
         device,
@@ -558,6 +559,8 @@ impl ClrcmdArgs {
                 GradedScoreArg::Rcmd => GradedScore::Rcmd,
                 GradedScoreArg::Both => GradedScore::Both,
             },
+            // `train clrcmd` keeps no general pairs (`train context --general` does).
+            ..ClrcmdOptions::default()
         }
     }
 }

@@ -10,9 +10,10 @@ use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
+use kindred::eval::ScoredPair;
 use kindred::model::ModelDir;
 use kindred::train::clrcmd::{self, ClrcmdOptions};
-use kindred::train::context::{self, ContextDoc, HarvestOptions, Signal};
+use kindred::train::context::{self, ContextDoc, GeneralOptions, HarvestOptions, Signal};
 use kindred::train::transition::{train_transition, TransitionOptions};
 use kindred::train::{write_model_dir, TrainedBy};
 use kindred::{DeviceKind, Precision};
@@ -45,6 +46,10 @@ pub struct ContextArgs {
     /// Nearest neighbours mined per question (by question and by context cosine each).
     #[arg(long, default_value_t = 10)]
     pub neighbours: usize,
+    /// Share of the mined pairs, best graded first, that become InfoNCE positives (encoder)
+    /// or duplicates (transition).
+    #[arg(long, default_value_t = HarvestOptions::default().positive_share, value_name = "SHARE")]
+    pub positive_share: f64,
     /// One question in N (by id hash) is held out: its pairs select the model (and `tune`
     /// searches them).
     #[arg(long, default_value_t = HarvestOptions::default().held_out_every, value_name = "N")]
@@ -68,6 +73,16 @@ pub struct ContextArgs {
     /// Weight of the CoSENT loss on the grades beside InfoNCE on the positives.
     #[arg(long, default_value_t = 1.0)]
     pub graded_weight: f32,
+    /// General questions (a text file, one per line, no labels: another site's questions, a
+    /// public dump) whose similarity order the adapted encoder keeps: each is paired with its
+    /// nearest neighbours and a stranger, graded by the base model's cosine, and CoSENT holds
+    /// that order beside the harvested loss — so that learning this site's notion of "same"
+    /// does not undo the base model's elsewhere (EVALUATION.md). Encoder only.
+    #[arg(long, value_name = "FILE")]
+    pub general: Option<PathBuf>,
+    /// Weight of the CoSENT loss on the general pairs (with --general).
+    #[arg(long, default_value_t = 1.0, value_name = "W")]
+    pub general_weight: f32,
     /// Measure the held-out agreement every N steps (the best model is kept).
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub eval_every: usize,
@@ -157,6 +172,31 @@ pub(super) fn on_step(bar: &ProgressBar) -> impl FnMut(&str, u64, u64) + '_ {
 
 /// Trains as `args` say; returns the model directory written.
 pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf> {
+    let negative_share = HarvestOptions::default().negative_share;
+    if !(args.positive_share > 0.0 && args.positive_share < 1.0 - negative_share) {
+        anyhow::bail!(
+            "--positive-share {}: give a share of the mined pairs above 0 and below {} \
+             (the worst {} are the hard negatives); the default is {}",
+            args.positive_share,
+            1.0 - negative_share,
+            negative_share,
+            HarvestOptions::default().positive_share
+        );
+    }
+    if args.general.is_some() && args.method != MethodArg::Encoder {
+        anyhow::bail!(
+            "--general keeps the encoder's order on general text, and --method transition \
+             leaves the encoder frozen; drop --general or train the encoder"
+        );
+    }
+    // Read before the harvest, so that a wrong path fails in a second, not after it.
+    let general_text = match &args.general {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading --general {}", path.display()))?,
+        ),
+        None => None,
+    };
     let out = args.out(g);
     let db = g.database()?;
     let base = g.collection_model_dir(&db, &args.collection)?;
@@ -167,6 +207,7 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         neighbours: args.neighbours,
         signal: args.signal,
         held_out_every: args.held_out_every.max(2),
+        positive_share: args.positive_share,
         ..HarvestOptions::default()
     };
     let bar = step_bar()?;
@@ -175,6 +216,26 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
     bar.finish_and_clear();
     let harvest_seconds = started.elapsed().as_secs_f64();
     let sets = context::training_sets(&docs, &harvest, &options);
+    let general_options = GeneralOptions::default();
+    let general: Vec<ScoredPair> = match &general_text {
+        Some(text) => {
+            let bar = step_bar()?;
+            let pairs = context::general_training_pairs(
+                &encoder,
+                text,
+                &general_options,
+                &mut on_step(&bar),
+            )?;
+            bar.finish_and_clear();
+            eprintln!(
+                "general text: {} pairs to keep in order, weight {}",
+                pairs.len(),
+                args.general_weight
+            );
+            pairs
+        }
+        None => Vec::new(),
+    };
     let positives = sets.train.iter().filter(|p| p.duplicate).count();
     eprintln!(
         "harvested {} pairs from {} of {} questions ({} context texts) in {:.0} s: {} positives, \
@@ -192,7 +253,10 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
     );
     let started = std::time::Instant::now();
     let (method, selection) = match args.method {
-        MethodArg::Encoder => ("encoder", train_encoder(args, &base, &sets, &out, device)?),
+        MethodArg::Encoder => (
+            "encoder",
+            train_encoder(args, &base, &sets, &general, &out, device)?,
+        ),
         MethodArg::Transition => (
             "transition",
             train_transition_head(args, &base, &encoder, &sets, &out)?,
@@ -216,6 +280,12 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
             "grade_vs_question_spearman": harvest.grade_vs_question_spearman,
             "seconds": harvest_seconds,
         },
+        "general": args.general.as_ref().map(|path| json!({
+            "file": path,
+            "options": general_options,
+            "pairs": general.len(),
+            "weight": args.general_weight,
+        })),
         "selection": selection,
         "train_seconds": started.elapsed().as_secs_f64(),
         "out": out,
@@ -246,6 +316,7 @@ fn train_encoder(
     args: &ContextArgs,
     base: &ModelDir,
     sets: &context::TrainingSets,
+    general: &[ScoredPair],
     out: &Path,
     device: DeviceKind,
 ) -> Result<serde_json::Value> {
@@ -268,6 +339,8 @@ fn train_encoder(
         hard_negatives: true,
         graded_batch: args.graded_batch,
         graded_weight: args.graded_weight,
+        keep_batch: args.graded_batch,
+        keep_weight: args.general_weight,
         ..ClrcmdOptions::default()
     };
     let run = clrcmd::ClrcmdRun {
@@ -275,6 +348,7 @@ fn train_encoder(
         train: &sets.train,
         dev: &sets.dev,
         graded: &sets.graded,
+        keep: general,
         out,
         options: &options,
         device,

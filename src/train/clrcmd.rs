@@ -70,6 +70,12 @@ pub struct ClrcmdOptions {
     /// Which similarity CoSENT ranks on graded pairs.
     #[serde(default)]
     pub graded_score: GradedScore,
+    /// Kept pairs per step (when the run has kept pairs: [`ClrcmdRun::keep`]).
+    #[serde(default = "default_graded_batch")]
+    pub keep_batch: usize,
+    /// Weight of the CoSENT loss that keeps the kept pairs' order.
+    #[serde(default = "default_keep_weight")]
+    pub keep_weight: f32,
 }
 
 /// The similarity whose order CoSENT teaches on graded pairs.
@@ -94,6 +100,10 @@ fn default_graded_weight() -> f32 {
     0.2
 }
 
+fn default_keep_weight() -> f32 {
+    1.0
+}
+
 /// CoSENT's scale λ (the paper's).
 const COSENT_SCALE: f32 = 20.0;
 
@@ -113,6 +123,8 @@ impl Default for ClrcmdOptions {
             graded_batch: default_graded_batch(),
             graded_weight: default_graded_weight(),
             graded_score: GradedScore::default(),
+            keep_batch: default_graded_batch(),
+            keep_weight: default_keep_weight(),
         }
     }
 }
@@ -209,6 +221,11 @@ pub struct ClrcmdRun<'a> {
     pub dev: &'a [LabelledPair],
     /// Graded pairs for CoSENT beside InfoNCE (may be empty).
     pub graded: &'a [ScoredPair],
+    /// Pairs whose order the run keeps (may be empty): graded by the base model's own cosine,
+    /// CoSENT on their sentence cosines holds that order while the rest of the loss moves the
+    /// model (rehearsal on general text, so that adapting to one site does not undo what the
+    /// base model knows elsewhere).
+    pub keep: &'a [ScoredPair],
     /// The model directory written (with `checkpoint/` inside).
     pub out: &'a Path,
     /// The settings.
@@ -224,7 +241,11 @@ fn bad(name: &'static str, reason: String) -> UserError {
 }
 
 /// Refuses settings no run can use, before any model is loaded.
-fn check_options(options: &ClrcmdOptions, graded: &[ScoredPair]) -> Result<()> {
+fn check_options(
+    options: &ClrcmdOptions,
+    graded: &[ScoredPair],
+    keep: &[ScoredPair],
+) -> Result<()> {
     if options.batch_size < 2 {
         return Err(bad(
             "batch size",
@@ -249,6 +270,19 @@ fn check_options(options: &ClrcmdOptions, graded: &[ScoredPair]) -> Result<()> {
             format!(
                 "--graded-batch {} / --graded-weight {}: CoSENT compares pairs within a batch, so give at least 2 per step and a positive weight",
                 options.graded_batch, options.graded_weight
+            ),
+        )
+        .into());
+    }
+    if !keep.is_empty()
+        && (options.keep_batch < 2
+            || options.keep_weight.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater))
+    {
+        return Err(bad(
+            "kept pairs",
+            format!(
+                "{} per step, weight {}: CoSENT compares pairs within a batch, so give at least 2 per step and a positive weight",
+                options.keep_batch, options.keep_weight
             ),
         )
         .into());
@@ -377,12 +411,13 @@ pub fn train_clrcmd(run: &ClrcmdRun<'_>, mut on: impl FnMut(Event)) -> Result<Cl
         train,
         dev,
         graded,
+        keep,
         out,
         options,
         device,
         resume,
     } = *run;
-    check_options(options, graded)?;
+    check_options(options, graded, keep)?;
     let (mut data, total) = plan(train, options)?;
     let base_identity = base.identity()?;
     let ckpt = checkpoint_dir(out, resume)?;
@@ -449,11 +484,23 @@ pub fn train_clrcmd(run: &ClrcmdRun<'_>, mut on: impl FnMut(Event)) -> Result<Cl
                 .into_iter()
                 .map(|i| &graded[i])
                 .collect();
+        let keep_step: Vec<&ScoredPair> = graded_batch(
+            keep.len(),
+            state.step,
+            options.keep_batch,
+            options.seed ^ KEEP_SEED,
+        )
+        .into_iter()
+        .map(|i| &keep[i])
+        .collect();
         let (loss, grads) = step_grads(
             &bert,
             &tokenizer,
             (&data, &batch, options.tau),
-            (&graded_step, options.graded_weight, options.graded_score),
+            &[
+                (&graded_step, options.graded_weight, options.graded_score),
+                (&keep_step, options.keep_weight, GradedScore::Cosine),
+            ],
             &device,
         )?;
         bert = optim.step(lr, bert, grads);
@@ -572,13 +619,16 @@ fn save_checkpoint(
     Ok(())
 }
 
-/// One step's loss (InfoNCE, plus the weighted CoSENT loss when `graded` has pairs) and
-/// parameter gradients.
+/// Seeds the kept pairs' batch order apart from the graded pairs'.
+const KEEP_SEED: u64 = 0x6b65_6570;
+
+/// One step's loss (InfoNCE, plus a weighted CoSENT loss for each non-empty set of graded
+/// pairs: the harvested or labelled grades, the kept pairs) and parameter gradients.
 fn step_grads(
     bert: &Bert,
     tokenizer: &crate::text::TextTokenizer,
     (data, batch, tau): (&Dataset, &[(&super::data::Item, Option<&str>)], f32),
-    (graded, graded_weight, graded_score): (&[&ScoredPair], f32, GradedScore),
+    graded_sets: &[(&[&ScoredPair], f32, GradedScore)],
     device: &Device,
 ) -> Result<(f64, GradientsParams)> {
     // Distinct texts; anchors, then candidates = positives, then hard negatives.
@@ -613,7 +663,10 @@ fn step_grads(
     let (tokenized, hidden) = forward(bert, tokenizer, &texts, device)?;
     let (mut loss, mut surrogate) =
         rcmd_surrogate(hidden, &content_positions(&tokenized), &infonce, tau)?;
-    if !graded.is_empty() {
+    for &(graded, graded_weight, graded_score) in graded_sets {
+        if graded.is_empty() {
+            continue;
+        }
         let texts: Vec<&str> = graded
             .iter()
             .map(|p| p.a.as_str())

@@ -339,6 +339,109 @@ fn id_hash(id: &str) -> u64 {
     u64::from_le_bytes(h[..8].try_into().expect("8 bytes"))
 }
 
+/// How the general texts that an adaptation keeps in order are paired (see [`general_pairs`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeneralOptions {
+    /// Nearest neighbours paired with each text (by the base model's cosine).
+    pub neighbours: usize,
+    /// Texts read at most (mining is O(n²)): a longer file is sampled, the same texts every
+    /// run (by hash).
+    pub max_texts: usize,
+}
+
+impl Default for GeneralOptions {
+    fn default() -> Self {
+        GeneralOptions {
+            neighbours: 3,
+            max_texts: 10_000,
+        }
+    }
+}
+
+/// The pairs of general texts an adaptation keeps in order (pure): each text with its `k`
+/// nearest neighbours and one partner drawn at random (so that the pairs span near
+/// paraphrases to strangers, as a duplicate detector meets them), each pair once, graded by
+/// the base model's cosine. Vectors are unit rows.
+pub fn general_pairs(vectors: &[Vec<f32>], k: usize) -> Vec<(usize, usize, f32)> {
+    use rayon::prelude::*;
+    let n = vectors.len();
+    if n < 2 {
+        return Vec::new();
+    }
+    let rows: Vec<Vec<usize>> = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let scores: Vec<f32> = vectors.iter().map(|x| dot(&vectors[i], x)).collect();
+            let mut row = top_k(&scores, k, i);
+            let random = (id_hash(&format!("general {i}")) % (n as u64 - 1)) as usize;
+            row.push(if random >= i { random + 1 } else { random });
+            row
+        })
+        .collect();
+    let mut seen: HashSet<(usize, usize)> = HashSet::new();
+    let mut pairs = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        for &j in row {
+            let key = (i.min(j), i.max(j));
+            if seen.insert(key) {
+                pairs.push((key.0, key.1, dot(&vectors[key.0], &vectors[key.1])));
+            }
+        }
+    }
+    pairs
+}
+
+/// Reads general texts (one per line; blank lines and repeats skipped; at most
+/// `options.max_texts`, sampled by hash), encodes them with the base `encoder` and returns
+/// their [`general_pairs`] as graded pairs (gold = the base cosine) for
+/// [`crate::train::clrcmd::ClrcmdRun::keep`].
+pub fn general_training_pairs(
+    encoder: &Encoder,
+    lines: &str,
+    options: &GeneralOptions,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<Vec<ScoredPair>> {
+    let mut seen = HashSet::new();
+    let mut texts: Vec<&str> = lines
+        .lines()
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && seen.insert(*t))
+        .collect();
+    if texts.len() > options.max_texts {
+        texts.sort_by_key(|t| id_hash(t));
+        texts.truncate(options.max_texts);
+    }
+    if texts.len() < 2 {
+        return Err(UserError::InvalidArgument {
+            name: "general texts",
+            reason: format!(
+                "{} distinct non-blank lines; give a text file of general questions, one per \
+                 line (a few thousand keep the order well)",
+                texts.len()
+            ),
+        }
+        .into());
+    }
+    let total = texts.len() as u64;
+    let mut done = 0u64;
+    let vectors: Vec<Vec<f32>> = encoder
+        .encode_with_progress(&texts, |k| {
+            done += k as u64;
+            progress("encoding general texts", done, total);
+        })?
+        .into_iter()
+        .map(|e| e.sentence)
+        .collect();
+    Ok(general_pairs(&vectors, options.neighbours)
+        .into_iter()
+        .map(|(a, b, cos)| ScoredPair {
+            a: texts[a].to_string(),
+            b: texts[b].to_string(),
+            gold: f64::from(cos),
+        })
+        .collect())
+}
+
 /// Whether a question is in the held-out slice (stable across runs: a hash of its id).
 pub fn held_out(id: &str, every: u64) -> bool {
     every > 0 && id_hash(id).is_multiple_of(every)
@@ -440,6 +543,34 @@ mod tests {
     fn top_k_skips_the_question_itself_and_orders_best_first() {
         assert_eq!(top_k(&[0.9, 1.0, 0.2, 0.5], 2, 1), vec![0, 3]);
         assert_eq!(top_k(&[1.0], 3, 0), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn general_pairs_link_each_text_to_its_nearest_and_a_stranger_once_each() {
+        // Two tight clusters on the unit circle: {0, 1, 2} near angle 0, {3, 4, 5} near π/2.
+        let unit = |a: f32| vec![a.cos(), a.sin()];
+        let v: Vec<Vec<f32>> = [0.0, 0.05, 0.1, 1.5, 1.55, 1.6]
+            .iter()
+            .map(|&a| unit(a))
+            .collect();
+        let pairs = general_pairs(&v, 1);
+        let mut keys: Vec<(usize, usize)> = pairs.iter().map(|&(a, b, _)| (a, b)).collect();
+        keys.sort_unstable();
+        let n = keys.len();
+        keys.dedup();
+        assert_eq!(keys.len(), n, "each pair once: {pairs:?}");
+        for &(a, b, cos) in &pairs {
+            assert!(a < b, "ordered, never a text with itself: {pairs:?}");
+            assert_eq!(cos, dot(&v[a], &v[b]), "graded by the base cosine");
+        }
+        // Every text is paired with its nearest neighbour (same cluster) ...
+        for (i, j) in [(0, 1), (1, 2), (3, 4), (4, 5)] {
+            assert!(keys.contains(&(i, j)), "{i}–{j} missing: {keys:?}");
+        }
+        // ... and with one drawn partner, so pairs span the range of cosines (n ≤ 2 per text).
+        assert!(n <= 6 * 2 && n > 4, "{keys:?}");
+        assert_eq!(general_pairs(&v, 1), pairs, "the same pairs every run");
+        assert!(general_pairs(&v[..1], 3).is_empty());
     }
 
     #[test]

@@ -7,7 +7,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use kindred::train::context::{harvest, ContextDoc, HarvestOptions, Signal};
+use kindred::train::context::{
+    general_training_pairs, harvest, ContextDoc, GeneralOptions, HarvestOptions, Signal,
+};
 
 use crate::common::{encoder, model_dir};
 
@@ -170,6 +172,73 @@ fn a_collection_without_context_is_refused_with_the_fix() {
     );
 }
 
+#[test]
+fn general_texts_are_paired_with_their_nearest_and_graded_by_the_base_cosine() {
+    let lines = "How do I learn French quickly?\n\nWhat is the fastest way to learn French?\n\
+                 How do I learn French quickly?\nWhy is the sky blue?\nBest laptop for gaming?\n\
+                 Which gaming laptop should I buy?\n";
+    let pairs = general_training_pairs(
+        encoder(),
+        lines,
+        &GeneralOptions {
+            neighbours: 1,
+            ..GeneralOptions::default()
+        },
+        &mut |_, _, _| {},
+    )
+    .expect("pairs");
+    // Five distinct texts (the blank line and the repeat are skipped).
+    let texts: std::collections::HashSet<&str> = pairs
+        .iter()
+        .flat_map(|p| [p.a.as_str(), p.b.as_str()])
+        .collect();
+    assert_eq!(texts.len(), 5, "{pairs:?}");
+    assert!(pairs.iter().all(|p| p.a != p.b));
+    let gold = |a: &str, b: &str| {
+        pairs
+            .iter()
+            .find(|p| (p.a == a && p.b == b) || (p.a == b && p.b == a))
+            .map(|p| p.gold)
+    };
+    let french = gold(
+        "How do I learn French quickly?",
+        "What is the fastest way to learn French?",
+    )
+    .expect("the paraphrases are nearest neighbours");
+    let laptops = gold(
+        "Best laptop for gaming?",
+        "Which gaming laptop should I buy?",
+    )
+    .expect("the paraphrases are nearest neighbours");
+    let e = encoder()
+        .encode(&[
+            "How do I learn French quickly?",
+            "What is the fastest way to learn French?",
+        ])
+        .unwrap();
+    let cosine = f64::from(kindred::score::dot(&e[0].sentence, &e[1].sentence));
+    assert!((french - cosine).abs() < 1e-4, "{french} vs {cosine}");
+    // The paraphrases outrank every pair with the stranger.
+    for p in pairs
+        .iter()
+        .filter(|p| p.a.contains("sky") || p.b.contains("sky"))
+    {
+        assert!(p.gold < french.min(laptops), "{p:?}");
+    }
+    let e = general_training_pairs(
+        encoder(),
+        "only one line\n\n",
+        &GeneralOptions::default(),
+        &mut |_, _, _| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("1 distinct non-blank lines") && e.contains("one per"),
+        "{e}"
+    );
+}
+
 fn kindred(data: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kindred"));
     cmd.env("KINDRED_MODEL", &model_dir().path)
@@ -218,6 +287,49 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
         }
     });
 
+    // General questions whose order the adapted encoder keeps; refused without an encoder to
+    // keep it in, and when there is too little of it.
+    let general = dir.path().join("general.txt");
+    std::fs::write(
+        &general,
+        "How do I learn French quickly?\nWhat is the fastest way to learn French?\n\
+         Why is the sky blue?\nBest laptop for gaming?\nWhich gaming laptop should I buy?\n",
+    )
+    .unwrap();
+    let refused = kindred(&data)
+        .args([
+            "train",
+            "context",
+            "-c",
+            "forum",
+            "--method",
+            "transition",
+            "--general",
+        ])
+        .arg(&general)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && err.contains("--general") && err.contains("frozen"),
+        "{err}"
+    );
+    let one_line = dir.path().join("one.txt");
+    std::fs::write(&one_line, "just one question?\n").unwrap();
+    let refused = kindred(&data)
+        .args(["train", "context", "-c", "forum", "--general"])
+        .arg(&one_line)
+        .args(["--out"])
+        .arg(dir.path().join("never"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && err.contains("general texts"),
+        "{err}"
+    );
+    assert!(!dir.path().join("never").exists(), "nothing written");
+
     let out = dir.path().join("adapted");
     let summary = run_ok(
         kindred(&data)
@@ -240,7 +352,9 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
                 "--max-steps",
                 "2",
             ])
-            .args(["--eval-every", "1", "--out"])
+            .args(["--eval-every", "1", "--general-weight", "2", "--general"])
+            .arg(&general)
+            .arg("--out")
             .arg(&out),
     );
     let v: serde_json::Value = serde_json::from_str(&summary).expect("JSON summary");
@@ -250,6 +364,8 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
         "context and the metadata key are read: {v}"
     );
     assert_eq!(v["method"], "encoder");
+    assert!(v["general"]["pairs"].as_u64().unwrap() >= 4, "{v}");
+    assert_eq!(v["general"]["weight"], 2.0, "{v}");
     let recorded: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("kindred-context.json")).unwrap()).unwrap();
     assert_eq!(recorded["collection"], "forum");
