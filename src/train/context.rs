@@ -6,6 +6,9 @@
 //! the best pairs as InfoNCE positives with the worst as hard negatives, and a held-out slice
 //! the run is selected on — all without a single label.
 //!
+//! Optionally, general questions from elsewhere are paired ([`general_pairs`]) and graded by the
+//! base model, so that training can keep their order while it learns this site's.
+//!
 //! Two views of the signal, both from the current encoder:
 //! - **context similarity**: the cosine of the two questions' context vectors (each the
 //!   normalised mean of its context texts' sentence vectors);

@@ -171,6 +171,27 @@ pub fn ndcg_at_10(ranked: &[f64], all_gains: &[f64]) -> f64 {
     }
 }
 
+/// The row to choose (pure): the best nDCG@10 if it beats the built-in default (row 0) by
+/// [`MIN_GAIN`], else row 0. Of equals, the first: configurations that rerank the same pool by
+/// the same score tie, and the earlier one is the simpler.
+pub fn choose(rows: &[TuneRow]) -> usize {
+    let best = (0..rows.len()).fold(0, |best, i| {
+        if rows[i].ndcg_at_10 > rows[best].ndcg_at_10 {
+            i
+        } else {
+            best
+        }
+    });
+    if rows
+        .get(best)
+        .is_some_and(|b| b.ndcg_at_10 >= rows[0].ndcg_at_10 + MIN_GAIN)
+    {
+        best
+    } else {
+        0
+    }
+}
+
 /// Searches the held-out questions of `harvest` in `collection` with every [`candidates`]
 /// configuration and chooses one. A query's gains are its harvested partners' grades above the
 /// middle (grade − 2.5, over 2.5); the query itself and copies of its text are skipped in
@@ -238,14 +259,7 @@ pub fn tune(
         }
         row.ndcg_at_10 = sum / queries.len() as f64;
     }
-    let best = (0..rows.len())
-        .max_by(|&a, &b| rows[a].ndcg_at_10.total_cmp(&rows[b].ndcg_at_10))
-        .unwrap_or(0);
-    let chosen = if rows[best].ndcg_at_10 >= rows[0].ndcg_at_10 + MIN_GAIN {
-        best
-    } else {
-        0
-    };
+    let chosen = choose(&rows);
     Ok(Tuning {
         queries: queries.len(),
         rows,
@@ -283,6 +297,27 @@ mod tests {
         let names: std::collections::HashSet<&str> = rows.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names.len(), rows.len());
         assert_eq!(rows[0].name, "hybrid 1/1/1 → RCMD");
+    }
+
+    #[test]
+    fn the_first_of_equal_configurations_is_chosen_and_the_default_without_a_clear_gain() {
+        let mut rows = candidates();
+        let score = |rows: &mut [TuneRow], v: &[(usize, f64)]| {
+            for r in rows.iter_mut() {
+                r.ndcg_at_10 = 0.5;
+            }
+            for &(i, x) in v {
+                rows[i].ndcg_at_10 = x;
+            }
+        };
+        // Rows 3, 7 and 11 tie at the top (the same pool reranked by the same score).
+        score(&mut rows, &[(3, 0.8), (7, 0.8), (11, 0.8)]);
+        assert_eq!(choose(&rows), 3);
+        // Within MIN_GAIN of the built-in default: the default stays.
+        score(&mut rows, &[(0, 0.8), (5, 0.8 + MIN_GAIN / 2.0)]);
+        assert_eq!(choose(&rows), 0);
+        score(&mut rows, &[(0, 0.8), (5, 0.8 + 2.0 * MIN_GAIN)]);
+        assert_eq!(choose(&rows), 5);
     }
 
     #[test]
