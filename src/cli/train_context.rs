@@ -84,6 +84,10 @@ pub struct ContextArgs {
     /// where 1 kept 70% of it, at no cost on the forum: EVALUATION.md).
     #[arg(long, default_value_t = 3.0, value_name = "W")]
     pub general_weight: f32,
+    /// Seed of the batch order (encoder): runs with other seeds show how much of a difference
+    /// between two settings is chance.
+    #[arg(long, default_value_t = ClrcmdOptions::default().seed)]
+    pub seed: u64,
     /// Measure the held-out agreement every N steps (the best model is kept).
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub eval_every: usize,
@@ -350,6 +354,7 @@ fn train_encoder(
         graded_weight: args.graded_weight,
         keep_batch: args.graded_batch,
         keep_weight: args.general_weight,
+        seed: args.seed,
         ..ClrcmdOptions::default()
     };
     let run = clrcmd::ClrcmdRun {
