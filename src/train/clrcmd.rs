@@ -264,32 +264,37 @@ fn check_options(
     {
         return Err(bad("tau / learning rate", "must be positive".into()).into());
     }
-    if !graded.is_empty()
-        && (options.graded_batch < 2
-            || options.graded_weight.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater))
-    {
-        return Err(bad(
-            "graded pairs",
+    let cosent_set = |name: &'static str,
+                      pairs: &[ScoredPair],
+                      batch: usize,
+                      weight: f32,
+                      flags: &str| {
+        if pairs.is_empty()
+            || (batch >= 2 && weight.partial_cmp(&0.0) == Some(std::cmp::Ordering::Greater))
+        {
+            return Ok(());
+        }
+        Err(bad(
+            name,
             format!(
-                "--graded-batch {} / --graded-weight {}: CoSENT compares pairs within a batch, so give at least 2 per step and a positive weight",
-                options.graded_batch, options.graded_weight
+                "{flags} {batch} / {weight}: CoSENT compares pairs within a batch, so give at least 2 per step and a positive weight"
             ),
-        )
-        .into());
-    }
-    if !keep.is_empty()
-        && (options.keep_batch < 2
-            || options.keep_weight.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater))
-    {
-        return Err(bad(
-            "kept pairs",
-            format!(
-                "{} per step (--graded-batch), weight {} (--general-weight): CoSENT compares pairs within a batch, so give at least 2 per step and a positive weight",
-                options.keep_batch, options.keep_weight
-            ),
-        )
-        .into());
-    }
+        ))
+    };
+    cosent_set(
+        "graded pairs",
+        graded,
+        options.graded_batch,
+        options.graded_weight,
+        "--graded-batch / --graded-weight",
+    )?;
+    cosent_set(
+        "kept pairs",
+        keep,
+        options.keep_batch,
+        options.keep_weight,
+        "--graded-batch / --general-weight",
+    )?;
     Ok(())
 }
 

@@ -233,16 +233,9 @@ pub fn harvest(
 
     let (ctx, context_texts) = context_vectors(encoder, &kept, options, progress)?;
     let neighbours = neighbours(&q, &ctx, options.neighbours, progress);
-    let mut seen: HashSet<(usize, usize)> = HashSet::new();
-    let mut pairs: Vec<(usize, usize)> = Vec::new();
-    for (i, row) in neighbours.iter().enumerate() {
-        for &j in row {
-            let key = (i.min(j), i.max(j));
-            if kept[i].text.trim() != kept[j].text.trim() && seen.insert(key) {
-                pairs.push(key);
-            }
-        }
-    }
+    let pairs = unique_pairs(&neighbours, |i, j| {
+        kept[i].text.trim() != kept[j].text.trim()
+    });
     let context: Vec<f32> = pairs.iter().map(|&(a, b)| dot(&ctx[a], &ctx[b])).collect();
     let retrieval: Vec<f32> = pairs
         .iter()
@@ -381,13 +374,22 @@ pub fn general_pairs(vectors: &[Vec<f32>], k: usize) -> Vec<(usize, usize, f32)>
             row
         })
         .collect();
+    unique_pairs(&rows, |_, _| true)
+        .into_iter()
+        .map(|(a, b)| (a, b, dot(&vectors[a], &vectors[b])))
+        .collect()
+}
+
+/// Each (i, j) of row i of `rows` as one pair (lower index first), in first-seen order, each
+/// pair once, those that `keep(i, j)` (pure).
+fn unique_pairs(rows: &[Vec<usize>], keep: impl Fn(usize, usize) -> bool) -> Vec<(usize, usize)> {
     let mut seen: HashSet<(usize, usize)> = HashSet::new();
     let mut pairs = Vec::new();
     for (i, row) in rows.iter().enumerate() {
         for &j in row {
             let key = (i.min(j), i.max(j));
-            if seen.insert(key) {
-                pairs.push((key.0, key.1, dot(&vectors[key.0], &vectors[key.1])));
+            if keep(i, j) && seen.insert(key) {
+                pairs.push(key);
             }
         }
     }
