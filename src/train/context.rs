@@ -133,6 +133,9 @@ pub struct Harvest {
     /// Spearman correlation of the grade with the question cosine over the pairs: how much
     /// the context says that the current model does not already know (1: nothing).
     pub grade_vs_question_spearman: f64,
+    /// Grades pairs that were not mined (not serialised).
+    #[serde(skip)]
+    pub grader: Grader,
 }
 
 /// Normalised mean of unit vectors; None when empty.
@@ -151,29 +154,114 @@ pub fn mean_direction(rows: &[&[f32]]) -> Option<Vec<f32>> {
 /// Grades from the two signals of each pair (pure): each standardised over the pairs, the
 /// chosen view (or their mean), mapped to 0–5 by rank (ties share their mean rank).
 pub fn grades(context: &[f32], retrieval: &[f32], signal: Signal) -> Vec<f64> {
-    let z = |v: &[f32]| -> Vec<f64> {
-        let n = v.len().max(1) as f64;
-        let mean = v.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
-        let var = v
-            .iter()
-            .map(|&x| (f64::from(x) - mean).powi(2))
-            .sum::<f64>()
-            / n;
-        let sd = var.sqrt().max(1e-12);
-        v.iter().map(|&x| (f64::from(x) - mean) / sd).collect()
-    };
-    let raw: Vec<f64> = match signal {
-        Signal::Context => z(context),
-        Signal::Retrieval => z(retrieval),
-        Signal::Both => z(context)
-            .into_iter()
-            .zip(z(retrieval))
-            .map(|(a, b)| 0.5 * (a + b))
-            .collect(),
-    };
+    let scale = SignalScale::of(context, retrieval, signal);
+    let raw: Vec<f64> = context
+        .iter()
+        .zip(retrieval)
+        .map(|(&c, &r)| scale.raw(c, r))
+        .collect();
     let ranks = crate::score::stats::average_ranks(&raw);
     let top = (raw.len().max(2) - 1) as f64;
     ranks.iter().map(|r| 5.0 * (r - 1.0) / top).collect()
+}
+
+/// How a pair's two signals become one raw score: each standardised by the mean and standard
+/// deviation it has over the mined pairs, then the chosen view (or their mean).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SignalScale {
+    signal: Signal,
+    context: (f64, f64),
+    retrieval: (f64, f64),
+}
+
+impl SignalScale {
+    /// The scale of a set of pairs' signals.
+    pub fn of(context: &[f32], retrieval: &[f32], signal: Signal) -> Self {
+        let mean_sd = |v: &[f32]| -> (f64, f64) {
+            let n = v.len().max(1) as f64;
+            let mean = v.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
+            let var = v
+                .iter()
+                .map(|&x| (f64::from(x) - mean).powi(2))
+                .sum::<f64>()
+                / n;
+            (mean, var.sqrt().max(1e-12))
+        };
+        SignalScale {
+            signal,
+            context: mean_sd(context),
+            retrieval: mean_sd(retrieval),
+        }
+    }
+
+    /// The raw score of one pair's signals.
+    pub fn raw(&self, context: f32, retrieval: f32) -> f64 {
+        let z = |x: f32, (mean, sd): (f64, f64)| (f64::from(x) - mean) / sd;
+        let (c, r) = (z(context, self.context), z(retrieval, self.retrieval));
+        match self.signal {
+            Signal::Context => c,
+            Signal::Retrieval => r,
+            Signal::Both => 0.5 * (c + r),
+        }
+    }
+}
+
+/// The grade (0–5) a raw score would have among the mined pairs' raw scores `sorted`
+/// (ascending), as [`grades`] ranks them (pure): a value equal to mined pairs' gets their
+/// grade, one between two of them a grade halfway between theirs, one outside their range 0
+/// or 5.
+pub fn grade_among(sorted: &[f64], raw: f64) -> f64 {
+    if sorted.len() < 2 {
+        return 2.5;
+    }
+    let below = sorted.partition_point(|&x| x < raw);
+    let equal = sorted[below..].partition_point(|&x| x <= raw);
+    // The 0-based rank it would share with its equals, or fall between its neighbours at.
+    let rank = if equal == 0 {
+        below as f64 - 0.5
+    } else {
+        below as f64 + (equal - 1) as f64 / 2.0
+    };
+    (5.0 * rank / (sorted.len() - 1) as f64).clamp(0.0, 5.0)
+}
+
+/// Grades any pair of harvested questions, not only the mined ones, on the mined pairs' scale:
+/// what lets [`super::tune`] judge every hit a configuration returns instead of only the
+/// pairs that the harvest's own (cosine) mining found — a pool bias that held every lexical
+/// hit at gain 0.
+#[derive(Clone, Default, PartialEq)]
+pub struct Grader {
+    scale: SignalScale,
+    /// Position among the harvested questions of each document (None: no context, or not
+    /// sampled).
+    slot: Vec<Option<usize>>,
+    question: Vec<Vec<f32>>,
+    context: Vec<Vec<f32>>,
+    /// The mined pairs' raw scores, ascending.
+    sorted: Vec<f64>,
+}
+
+impl std::fmt::Debug for Grader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grader")
+            .field("questions", &self.question.len())
+            .field("mined", &self.sorted.len())
+            .finish()
+    }
+}
+
+impl Grader {
+    /// The grade (0–5) of documents `a` and `b` (indices into the harvested documents); None
+    /// when either was not harvested.
+    pub fn grade(&self, a: usize, b: usize) -> Option<f64> {
+        let (i, j) = ((*self.slot.get(a)?)?, (*self.slot.get(b)?)?);
+        let (q, c) = (&self.question, &self.context);
+        let raw = self.scale.raw(
+            dot(&c[i], &c[j]),
+            0.5 * (dot(&q[i], &c[j]) + dot(&q[j], &c[i])),
+        );
+        Some(grade_among(&self.sorted, raw))
+    }
 }
 
 /// Indices of the `k` largest values of `scores` except `skip`, best first.
@@ -243,6 +331,17 @@ pub fn harvest(
         .collect();
     let question: Vec<f32> = pairs.iter().map(|&(a, b)| dot(&q[a], &q[b])).collect();
     let g = grades(&context, &retrieval, options.signal);
+    let scale = SignalScale::of(&context, &retrieval, options.signal);
+    let mut sorted: Vec<f64> = context
+        .iter()
+        .zip(&retrieval)
+        .map(|(&c, &r)| scale.raw(c, r))
+        .collect();
+    sorted.sort_by(f64::total_cmp);
+    let mut slot = vec![None; docs.len()];
+    for (k, &i) in index_of.iter().enumerate() {
+        slot[i] = Some(k);
+    }
     let qf: Vec<f64> = question.iter().map(|&x| f64::from(x)).collect();
     let spearman = crate::score::stats::spearman(&g, &qf).unwrap_or(0.0);
     Ok(Harvest {
@@ -262,6 +361,13 @@ pub fn harvest(
             })
             .collect(),
         grade_vs_question_spearman: spearman,
+        grader: Grader {
+            scale,
+            slot,
+            question: q,
+            context: ctx,
+            sorted,
+        },
     })
 }
 
@@ -520,6 +626,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_new_pair_is_graded_on_the_mined_pairs_scale() {
+        let raw = [0.1, 0.5, 0.5, 0.9];
+        let mined = grades(&[0.0; 4], &raw.map(|x| x as f32), Signal::Retrieval);
+        let scale = SignalScale::of(&[0.0; 4], &raw.map(|x| x as f32), Signal::Retrieval);
+        let mut sorted: Vec<f64> = raw.iter().map(|&x| scale.raw(0.0, x as f32)).collect();
+        sorted.sort_by(f64::total_cmp);
+        // The mined pairs' own grades, ties included.
+        for (x, g) in raw.iter().zip(&mined) {
+            assert!((grade_among(&sorted, scale.raw(0.0, *x as f32)) - g).abs() < 1e-9);
+        }
+        assert_eq!(mined, vec![0.0, 2.5, 2.5, 5.0]);
+        // Between two mined values: between their grades; outside: clamped.
+        let between = grade_among(&sorted, scale.raw(0.0, 0.7));
+        assert!(between > 2.5 && between < 5.0, "{between}");
+        assert_eq!(grade_among(&sorted, scale.raw(0.0, -1.0)), 0.0);
+        assert_eq!(grade_among(&sorted, scale.raw(0.0, 2.0)), 5.0);
+        assert_eq!(grade_among(&[], 1.0), 2.5);
+    }
+
+    #[test]
     fn grades_follow_the_chosen_signal_by_rank_from_0_to_5() {
         // Exactly representable, so that the opposite signals cancel exactly.
         let context = [0.25, 0.75, 0.5];
@@ -603,6 +729,7 @@ mod tests {
             context_texts: 40,
             pairs,
             grade_vs_question_spearman: 0.0,
+            grader: Grader::default(),
         };
         let opts = HarvestOptions::default();
         let s = training_sets(&docs, &h, &opts);

@@ -193,9 +193,12 @@ pub fn choose(rows: &[TuneRow]) -> usize {
 }
 
 /// Searches the held-out questions of `harvest` in `collection` with every [`candidates`]
-/// configuration and chooses one. A query's gains are its harvested partners' grades above the
-/// middle (grade − 2.5, over 2.5); the query itself and copies of its text are skipped in
-/// its hits. At most `max_queries` queries (in document order). `progress(done, total)`.
+/// configuration and chooses one. A query's judged documents are its harvested partners and
+/// every hit of any configuration (pooled, so that a hit only one first stage finds — say a
+/// lexical one — is judged like the rest, [`super::context::Grader`]); a document's gain is its grade
+/// above the middle (grade − 2.5, over 2.5). The query itself and copies of its text are
+/// skipped in its hits. At most `max_queries` queries (in document order).
+/// `progress(done, total)`.
 pub fn tune(
     collection: &Collection<'_>,
     docs: &[ContextDoc],
@@ -204,15 +207,15 @@ pub fn tune(
     max_queries: usize,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Tuning> {
-    let mut gains: HashMap<usize, HashMap<&str, f64>> = HashMap::new();
+    let gain = |grade: f64| ((grade - 2.5) / 2.5).max(0.0);
+    let mut gains: HashMap<usize, HashMap<usize, f64>> = HashMap::new();
     for p in &harvest.pairs {
-        let g = (p.grade - 2.5) / 2.5;
-        if g <= 0.0 {
+        if gain(p.grade) <= 0.0 {
             continue;
         }
         for (q, d) in [(p.a, p.b), (p.b, p.a)] {
             if held_out(&docs[q].id, held_out_every) {
-                gains.entry(q).or_default().insert(docs[d].id.as_str(), g);
+                gains.entry(q).or_default().insert(d, gain(p.grade));
             }
         }
     }
@@ -228,6 +231,11 @@ pub fn tune(
         }
         .into());
     }
+    let position: HashMap<&str, usize> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.id.as_str(), i))
+        .collect();
     let encoder = collection.encoder();
     let encoded = queries
         .iter()
@@ -236,27 +244,53 @@ pub fn tune(
     let mut rows = candidates();
     let total = (rows.len() * queries.len()) as u64;
     let mut done = 0u64;
-    for row in &mut rows {
+    // ranked[row][query]: the documents of the top 10 hits (None: not a harvested document).
+    let mut ranked: Vec<Vec<Vec<Option<usize>>>> = Vec::with_capacity(rows.len());
+    for row in &rows {
         let params = SearchParams {
             k: 12,
             ..row.params()
         };
-        let mut sum = 0.0;
+        let mut lists = Vec::with_capacity(queries.len());
         for (&q, query) in queries.iter().zip(&encoded) {
             let doc = &docs[q];
-            let g = &gains[&q];
             let hits = collection.search_encoded(&doc.text, query, &params)?.hits;
-            let ranked: Vec<f64> = hits
-                .iter()
-                .filter(|h| h.id != doc.id && h.text.trim() != doc.text.trim())
-                .take(10)
-                .map(|h| g.get(h.id.as_str()).copied().unwrap_or(0.0))
-                .collect();
-            let all: Vec<f64> = g.values().copied().collect();
-            sum += ndcg_at_10(&ranked, &all);
+            lists.push(
+                hits.iter()
+                    .filter(|h| h.id != doc.id && h.text.trim() != doc.text.trim())
+                    .take(10)
+                    .map(|h| position.get(h.id.as_str()).copied())
+                    .collect(),
+            );
             done += 1;
             progress(done, total);
         }
+        ranked.push(lists);
+    }
+    // Pool: every hit of every configuration is judged.
+    for (k, &q) in queries.iter().enumerate() {
+        let judged = gains.entry(q).or_default();
+        for d in ranked.iter().flat_map(|lists| lists[k].iter().flatten()) {
+            if !judged.contains_key(d) {
+                let g = harvest.grader.grade(q, *d).map_or(0.0, gain);
+                judged.insert(*d, g);
+            }
+        }
+    }
+    for (row, lists) in rows.iter_mut().zip(&ranked) {
+        let sum: f64 = queries
+            .iter()
+            .zip(lists)
+            .map(|(q, list)| {
+                let g = &gains[q];
+                let got: Vec<f64> = list
+                    .iter()
+                    .map(|d| d.and_then(|d| g.get(&d).copied()).unwrap_or(0.0))
+                    .collect();
+                let all: Vec<f64> = g.values().copied().collect();
+                ndcg_at_10(&got, &all)
+            })
+            .sum();
         row.ndcg_at_10 = sum / queries.len() as f64;
     }
     let chosen = choose(&rows);

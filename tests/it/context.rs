@@ -148,6 +148,53 @@ fn harvested_grades_find_the_known_pairs_better_than_the_models_own_cosine() {
     }
 }
 
+/// What lets `kindred tune` judge every hit of every configuration, not only the pairs the
+/// harvest mined by cosine (the pool bias that held lexical hits at gain 0).
+#[test]
+fn pairs_the_harvest_did_not_mine_are_graded_on_its_scale() {
+    let mut docs = forum();
+    docs.push(ContextDoc {
+        id: "no context".into(),
+        text: "How can I renew my driving licence online?".into(),
+        context: vec![],
+    });
+    let options = HarvestOptions {
+        neighbours: 2,
+        ..HarvestOptions::default()
+    };
+    let h = harvest(encoder(), &docs, &options, &mut |_, _, _| {}).expect("harvests");
+    for p in &h.pairs {
+        let g = h.grader.grade(p.a, p.b).expect("both were harvested");
+        assert!(
+            (g - p.grade).abs() < 1e-9,
+            "{g} against the mined {}",
+            p.grade
+        );
+        assert_eq!(h.grader.grade(p.b, p.a), Some(g), "symmetric");
+    }
+    let mined: std::collections::HashSet<(usize, usize)> = h
+        .pairs
+        .iter()
+        .map(|p| (p.a.min(p.b), p.a.max(p.b)))
+        .collect();
+    let same = |a: usize, b: usize| QUESTIONS[a].0 == QUESTIONS[b].0;
+    let unmined: Vec<(bool, f64)> = (0..QUESTIONS.len())
+        .flat_map(|a| (a + 1..QUESTIONS.len()).map(move |b| (a, b)))
+        .filter(|pair| !mined.contains(pair))
+        .map(|(a, b)| (same(a, b), h.grader.grade(a, b).expect("harvested")))
+        .collect();
+    assert!(unmined.len() > 40, "2 neighbours leave most pairs unmined");
+    assert!(unmined.iter().all(|p| (0.0..=5.0).contains(&p.1)));
+    assert!(
+        auc(&unmined) > 0.9,
+        "same-topic AUC over unmined pairs {:.3}",
+        auc(&unmined)
+    );
+    // A document without context, or past the end, has no grade.
+    assert_eq!(h.grader.grade(0, 16), None);
+    assert_eq!(h.grader.grade(0, 99), None);
+}
+
 #[test]
 fn a_collection_without_context_is_refused_with_the_fix() {
     let docs: Vec<ContextDoc> = QUESTIONS
