@@ -304,6 +304,18 @@ pub struct ForumRow {
     /// Questions whose search returned fewer than their related questions (the rest were
     /// appended in search-engine order; 0 for the vector stages, which see every document).
     pub incomplete: usize,
+    /// Each original question's average precision ×100, in file order: what a paired
+    /// comparison of two runs needs (`scripts/forum-paired.py`).
+    #[serde(default)]
+    pub ap: Vec<f64>,
+}
+
+/// Each ranking's average precision over the top [`TOP`], ×100.
+pub fn per_question_ap(rankings: &[Vec<bool>]) -> Vec<f64> {
+    rankings
+        .iter()
+        .map(|r| 100.0 * average_precision(r, TOP))
+        .collect()
 }
 
 /// The report of [`eval_forum`].
@@ -381,6 +393,7 @@ pub fn eval_forum(
         map,
         mrr,
         incomplete: 0,
+        ap: per_question_ap(&baseline),
     }];
     let mut configs: Vec<(String, SearchParams)> =
         [Mode::Cosine, Mode::W2, Mode::Lexical, Mode::Hybrid]
@@ -431,6 +444,7 @@ pub fn eval_forum(
             map,
             mrr,
             incomplete,
+            ap: per_question_ap(&rankings),
         });
         if *name == config_name(Mode::Hybrid, Rerank::Rcmd, Weighting::Uniform) {
             // The built-in default's hits, ordered by P(duplicate) instead.
@@ -440,6 +454,7 @@ pub fn eval_forum(
                 map,
                 mrr,
                 incomplete,
+                ap: per_question_ap(&by_probability),
             });
         }
         progress("ranking", c as u64 + 1, configs.len() as u64);
@@ -577,6 +592,11 @@ mod tests {
         assert_eq!(reciprocal_rank(&[false, true], 10), 0.5);
         let (map, mrr) = map_mrr(&[vec![true], vec![false, false]]);
         assert_eq!((map, mrr), (50.0, 50.0));
+        // Per question, in order; their mean is the MAP.
+        assert_eq!(
+            per_question_ap(&[vec![true], vec![false, false]]),
+            vec![100.0, 0.0]
+        );
     }
 
     #[test]
