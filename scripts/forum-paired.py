@@ -17,6 +17,7 @@ import random
 def rows(path):
     with open(path) as f:
         report = json.load(f)
+    report = report.get("report", report)  # the file wraps the report with model and data
     out = {}
     for r in report["rows"]:
         if not r.get("ap"):

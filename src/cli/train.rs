@@ -39,8 +39,9 @@ pub enum TrainCommand {
     Transition(TransitionArgs),
     /// Blend a tuned encoder back toward its base (--model): every weight becomes
     /// (1 − α)·base + α·tuned (WiSE-FT). Keeps much of fine-tuning's gain and gives back much
-    /// of what it cost elsewhere (e.g. STS-B after CLRCMD on QQP). Heads are not carried over:
-    /// train them again on the blend.
+    /// of what it cost elsewhere (e.g. STS-B after CLRCMD on QQP). With --tuned given several
+    /// times, tuned is their mean (a model soup: e.g. `train context` runs with other --seed
+    /// values, --alpha 1). Heads are not carried over: train them again on the blend.
     Blend(BlendArgs),
     /// Fit the phrase aligner (chunk links, relation types, 0–5 scores) on SemEval-2016 iSTS
     /// training pairs outside the held-out part; write it as JSON to --out.
@@ -70,10 +71,11 @@ pub fn run(g: &Global, command: &TrainCommand) -> Result<()> {
 
 #[derive(Debug, ClapArgs)]
 pub struct BlendArgs {
-    /// The tuned model directory (trained from --model).
+    /// The tuned model directory (trained from --model); give it several times to average
+    /// several (a model soup).
     #[arg(long, required = true, value_name = "DIR")]
-    pub tuned: PathBuf,
-    /// Weight of the tuned model, 0 to 1.
+    pub tuned: Vec<PathBuf>,
+    /// Weight of the tuned model (of their mean, with several), 0 to 1.
     #[arg(long, required = true)]
     pub alpha: f32,
     /// The model directory to write.
@@ -83,23 +85,46 @@ pub struct BlendArgs {
 
 fn blend(base: &ModelDir, args: &BlendArgs) -> Result<()> {
     kindred::train::blend::check_alpha(args.alpha)?;
-    let tuned = ModelDir::open(&args.tuned)?;
+    for (i, path) in args.tuned.iter().enumerate() {
+        if args.tuned[..i].contains(path) {
+            return Err(kindred::UserError::InvalidArgument {
+                name: "--tuned",
+                reason: format!(
+                    "{} is given twice; name each tuned model once (a soup weighs them equally)",
+                    path.display()
+                ),
+            }
+            .into());
+        }
+    }
+    let tuned = args
+        .tuned
+        .iter()
+        .map(|p| ModelDir::open(p))
+        .collect::<kindred::Result<Vec<_>>>()?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let bert = kindred::train::blend::blend_models(base, &tuned, args.alpha, &args.out)?;
     let by = TrainedBy::Blend {
         alpha: args.alpha,
-        tuned: tuned.identity()?,
+        tuned: tuned
+            .iter()
+            .map(ModelDir::identity)
+            .collect::<kindred::Result<Vec<_>>>()?,
     };
     write_model_dir(base, &args.out, Some(&bert), Some(&Heads::default()), &by)
         .with_context(|| format!("writing {}", args.out.display()))?;
+    let names: Vec<&str> = tuned.iter().map(|t| t.id.as_str()).collect();
+    let what = match names.as_slice() {
+        [one] => one.to_string(),
+        many => format!("the mean of {}", many.join(", ")),
+    };
     println!(
-        "wrote {} ({:.2} × {} + {:.2} × {})",
+        "wrote {} ({:.2} × {} + {:.2} × {what})",
         args.out.display(),
         1.0 - args.alpha,
         base.id,
         args.alpha,
-        tuned.id
     );
     Ok(())
 }

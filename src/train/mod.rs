@@ -50,12 +50,12 @@ pub enum TrainedBy {
         /// The settings.
         options: clrcmd::ClrcmdOptions,
     },
-    /// A weight-space blend of a base and a tuned encoder ([`blend`]).
+    /// A weight-space blend of a base and the mean of tuned encoders ([`blend`]).
     Blend {
-        /// Weight of the tuned model (0: the base, 1: the tuned model).
+        /// Weight of the tuned models' mean (0: the base, 1: their mean).
         alpha: f32,
-        /// The tuned model.
-        tuned: crate::model::ModelIdentity,
+        /// The tuned models (more than one: a model soup).
+        tuned: Vec<crate::model::ModelIdentity>,
     },
     /// A head trained on a frozen encoder.
     Head {

@@ -410,6 +410,57 @@ fn blends_of_the_trained_model_lie_between_it_and_its_base(tuned: &Path, work: &
     assert!(close(&blended[0], &base), "α = 0 is the base");
     assert!(close(&blended[1], &trained), "α = 1 is the tuned model");
     assert!(!close(&blended[2], &base) && !close(&blended[2], &trained));
+
+    // A soup: the mean of the tuned model and the α = 0 blend (the base's weights) is the
+    // α = 0.5 blend. The same directory twice is refused.
+    let soup = work.join("soup");
+    let (tuned_s, base_copy) = (
+        tuned.to_str().expect("utf8"),
+        work.join("blend-0").to_str().expect("utf8").to_string(),
+    );
+    let soup_args = |second: &str| {
+        vec![
+            "train".to_string(),
+            "blend".into(),
+            "--model".into(),
+            model.clone(),
+            "--tuned".into(),
+            tuned_s.into(),
+            "--tuned".into(),
+            second.into(),
+            "--alpha".into(),
+            "1".into(),
+            "--out".into(),
+            soup.to_str().expect("utf8").into(),
+        ]
+    };
+    let run = kindred(&as_strs(&soup_args(&base_copy)))
+        .output()
+        .expect("runs");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(String::from_utf8_lossy(&run.stdout).contains("the mean of"));
+    assert!(
+        close(&sentence_of(&soup), &blended[2]),
+        "soup = half-way blend"
+    );
+    let identity: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(soup.join("kindred-model.json")).expect("identity"),
+    )
+    .expect("json");
+    assert_eq!(
+        identity["trained_by"]["tuned"].as_array().map(Vec::len),
+        Some(2),
+        "{identity}"
+    );
+    let twice = kindred(&as_strs(&soup_args(tuned_s)))
+        .output()
+        .expect("runs");
+    assert!(!twice.status.success());
+    assert!(String::from_utf8_lossy(&twice.stderr).contains("given twice"));
 }
 
 #[test]
@@ -729,4 +780,8 @@ fn numbered_docs(texts: &[&str]) -> Vec<kindred::db::NewDocument> {
             context: Vec::new(),
         })
         .collect()
+}
+
+fn as_strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
 }
