@@ -85,8 +85,14 @@ pub struct BlendArgs {
 
 fn blend(base: &ModelDir, args: &BlendArgs) -> Result<()> {
     kindred::train::blend::check_alpha(args.alpha)?;
+    // The same directory however it is spelled ("m", "./m").
+    let real: Vec<PathBuf> = args
+        .tuned
+        .iter()
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+        .collect();
     for (i, path) in args.tuned.iter().enumerate() {
-        if args.tuned[..i].contains(path) {
+        if real[..i].contains(&real[i]) {
             return Err(kindred::UserError::InvalidArgument {
                 name: "--tuned",
                 reason: format!(

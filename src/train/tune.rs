@@ -244,7 +244,7 @@ pub fn tune(
     let mut rows = candidates();
     let total = (rows.len() * queries.len()) as u64;
     let mut done = 0u64;
-    // ranked[row][query]: the documents of the top 10 hits (None: not a harvested document).
+    // ranked[row][query]: the top 10 hits as indices into `docs` (None: not among them).
     let mut ranked: Vec<Vec<Vec<Option<usize>>>> = Vec::with_capacity(rows.len());
     for row in &rows {
         let params = SearchParams {
