@@ -361,6 +361,19 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
         !refused.status.success() && err.contains("--general") && err.contains("frozen"),
         "{err}"
     );
+    for (runs, method, says) in [("0", "encoder", "1 or more"), ("2", "transition", "frozen")] {
+        let refused = kindred(&data)
+            .args([
+                "train", "context", "-c", "forum", "--runs", runs, "--method", method,
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success() && err.contains("--runs") && err.contains(says),
+            "{err}"
+        );
+    }
     let one_line = dir.path().join("one.txt");
     std::fs::write(&one_line, "just one question?\n").unwrap();
     let refused = kindred(&data)
@@ -399,18 +412,36 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
                 "--max-steps",
                 "2",
             ])
-            .args(["--eval-every", "1", "--general-weight", "2", "--general"])
+            .args(["--eval-every", "1", "--general-weight", "2", "--runs", "2"])
+            .arg("--general")
             .arg(&general)
             .arg("--out")
             .arg(&out),
     );
     let v: serde_json::Value = serde_json::from_str(&summary).expect("JSON summary");
+    // Two runs (seeds 42 and 43), averaged into the model written; the runs are removed.
+    assert_eq!(v["method"], "encoder soup", "{v}");
+    let runs = v["selection"]["runs"].as_array().expect("runs");
+    assert_eq!(
+        runs.iter().map(|r| r["seed"].as_u64()).collect::<Vec<_>>(),
+        vec![Some(42), Some(43)],
+        "{v}"
+    );
+    assert!(
+        !out.join("runs").exists(),
+        "the runs are removed once averaged"
+    );
+    let identity: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("kindred-model.json")).unwrap()).unwrap();
+    assert_eq!(
+        identity["trained_by"]["tuned"].as_array().map(Vec::len),
+        Some(2)
+    );
     assert_eq!(v["harvest"]["with_context"], 16, "{v}");
     assert_eq!(
         v["harvest"]["context_texts"], 48,
         "context and the metadata key are read: {v}"
     );
-    assert_eq!(v["method"], "encoder");
     assert!(v["general"]["pairs"].as_u64().unwrap() >= 4, "{v}");
     assert_eq!(v["general"]["weight"], 2.0, "{v}");
     let recorded: serde_json::Value =
