@@ -361,7 +361,7 @@ fn train_soup(
     let mut dirs = Vec::with_capacity(args.runs);
     let mut selections = Vec::with_capacity(args.runs);
     for k in 0..args.runs {
-        let seed = args.seed + k as u64;
+        let seed = args.seed.wrapping_add(k as u64);
         let dir = runs_dir.join(format!("seed-{seed}"));
         eprintln!("run {} of {} (seed {seed})", k + 1, args.runs);
         let selection = train_encoder(args, seed, base, sets, general, &dir, device)?;

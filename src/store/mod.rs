@@ -252,6 +252,9 @@ pub fn validate_id(id: &str) -> Result<()> {
     Ok(())
 }
 
+/// How long an open waits for a store's lock before it says another process holds it.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Opens sled on the store at `path` (refusing damaged files and a store another process
 /// holds, with the fix in the message).
 fn open_sled(path: &Path) -> Result<sled::Db> {
@@ -263,7 +266,7 @@ fn open_sled(path: &Path) -> Result<sled::Db> {
     };
     // sled panics on some damaged files (a log cut in its second half): caught, that is
     // the same refusal as sled's own corruption error, never a crash.
-    let opened =
+    let open = || {
         std::panic::catch_unwind(|| sled::Config::new().path(path).open()).map_err(|panic| {
             let what = panic
                 .downcast_ref::<String>()
@@ -271,20 +274,28 @@ fn open_sled(path: &Path) -> Result<sled::Db> {
                 .or_else(|| panic.downcast_ref::<&str>().copied())
                 .unwrap_or("the storage engine panicked while reading it");
             damaged(&what)
-        })?;
-    let db = opened.map_err(|e| match e {
-        // sled wraps the failed file lock as ErrorKind::Other with this message.
-        sled::Error::Io(io)
+        })
+    };
+    // sled wraps the failed file lock as ErrorKind::Other with this message.
+    let locked = |e: &sled::Error| {
+        matches!(e, sled::Error::Io(io)
             if io.kind() == std::io::ErrorKind::WouldBlock
-                || io.to_string().contains("could not acquire lock") =>
-        {
-            Error::User(UserError::IncompatibleStore {
-                path: path.to_path_buf(),
-                reason:
-                    "another kindred process has it open; stop it or use another --data directory"
-                        .into(),
-            })
-        }
+                || io.to_string().contains("could not acquire lock"))
+    };
+    // A store this process has just dropped can hold its lock a moment longer: sled's
+    // background writes finish after the last handle is gone. Wait that out, briefly.
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    let mut opened = open()?;
+    while opened.as_ref().is_err_and(locked) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        opened = open()?;
+    }
+    let db = opened.map_err(|e| match e {
+        e if locked(&e) => Error::User(UserError::IncompatibleStore {
+            path: path.to_path_buf(),
+            reason: "another kindred process has it open; stop it or use another --data directory"
+                .into(),
+        }),
         // A file shorter than its own records say.
         sled::Error::Io(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => damaged(&e),
         sled::Error::Corruption { .. } => damaged(&e),

@@ -599,6 +599,22 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
+/// A store dropped a moment before it is opened again is waited for, not refused: sled's
+/// last background writes can hold its lock briefly after the last handle is gone (a
+/// reopen in the next statement failed under load, "another kindred process has it open").
+#[test]
+fn a_store_let_go_a_moment_later_opens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = Database::open(dir.path(), Durability::Flush).expect("opens");
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        drop(first);
+    });
+    let second = Database::open(dir.path(), Durability::Flush);
+    holder.join().expect("joins");
+    second.expect("opens once the first lets go");
+}
+
 /// A second open of a database directory (another process, or this one) is refused with a
 /// message naming the way out, not sled's raw lock error.
 #[test]
