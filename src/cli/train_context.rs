@@ -92,7 +92,7 @@ pub struct ContextArgs {
     pub seed: u64,
     /// Train N runs (encoder), with seeds --seed, --seed + 1, …, and write the mean of their
     /// weights (a model soup). One run's gain depends on its batch order; on Qatar Living
-    /// single runs ranged 76.8–78.4 MAP where soups of 2, 3 and 5 gave 78.2–78.5
+    /// single runs ranged 76.8–78.4 MAP where soups of 2, 3 and 5 gave 78.1–78.5
     /// (EVALUATION.md). Takes N times as long.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub runs: usize,
