@@ -108,17 +108,7 @@ fn blend(base: &ModelDir, args: &BlendArgs) -> Result<()> {
         .iter()
         .map(|p| ModelDir::open(p))
         .collect::<kindred::Result<Vec<_>>>()?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    let bert = kindred::train::blend::blend_models(base, &tuned, args.alpha, &args.out)?;
-    let by = TrainedBy::Blend {
-        alpha: args.alpha,
-        tuned: tuned
-            .iter()
-            .map(ModelDir::identity)
-            .collect::<kindred::Result<Vec<_>>>()?,
-    };
-    write_model_dir(base, &args.out, Some(&bert), Some(&Heads::default()), &by)
+    kindred::train::blend::write_blend(base, &tuned, args.alpha, &args.out)
         .with_context(|| format!("writing {}", args.out.display()))?;
     let names: Vec<&str> = tuned.iter().map(|t| t.id.as_str()).collect();
     let what = match names.as_slice() {

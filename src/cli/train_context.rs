@@ -11,7 +11,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use kindred::eval::ScoredPair;
-use kindred::model::heads::Heads;
 use kindred::model::ModelDir;
 use kindred::train::clrcmd::{self, ClrcmdOptions};
 use kindred::train::context::{self, ContextDoc, GeneralOptions, HarvestOptions, Signal};
@@ -372,16 +371,7 @@ fn train_soup(
         .iter()
         .map(|d| ModelDir::open(d))
         .collect::<kindred::Result<Vec<_>>>()?;
-    let bert = kindred::train::blend::blend_models(base, &tuned, 1.0, out)?;
-    let by = TrainedBy::Blend {
-        alpha: 1.0,
-        tuned: tuned
-            .iter()
-            .map(ModelDir::identity)
-            .collect::<kindred::Result<Vec<_>>>()?,
-    };
-    // Heads learned on the old encoder do not fit the new one (as for a single run).
-    write_model_dir(base, out, Some(&bert), Some(&Heads::default()), &by)
+    kindred::train::blend::write_blend(base, &tuned, 1.0, out)
         .with_context(|| format!("writing {}", out.display()))?;
     std::fs::remove_dir_all(&runs_dir)
         .with_context(|| format!("removing {}", runs_dir.display()))?;

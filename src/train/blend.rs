@@ -14,7 +14,7 @@ use safetensors::tensor::{Dtype, SafeTensors};
 
 use crate::encoder::{weights, Bert};
 use crate::error::{io_err, InternalError, Result, UserError};
-use crate::model::heads::{le_f32s, serialize_f32};
+use crate::model::heads::{le_f32s, serialize_f32, Heads};
 use crate::model::ModelDir;
 
 /// `(1 − alpha)·base + alpha·tuned`, element-wise.
@@ -132,6 +132,21 @@ pub fn blend_models(
     std::fs::remove_file(&path).map_err(io_err(format!("removing {}", path.display())))?;
     loaded?;
     Ok(bert)
+}
+
+/// Writes to `out` the model directory of [`blend_models`]: the base's files, the blended
+/// encoder, no heads (they do not fit it), and `kindred-model.json` naming every tuned model.
+pub fn write_blend(base: &ModelDir, tuned: &[ModelDir], alpha: f32, out: &Path) -> Result<()> {
+    std::fs::create_dir_all(out).map_err(io_err(format!("creating {}", out.display())))?;
+    let bert = blend_models(base, tuned, alpha, out)?;
+    let by = super::TrainedBy::Blend {
+        alpha,
+        tuned: tuned
+            .iter()
+            .map(ModelDir::identity)
+            .collect::<Result<Vec<_>>>()?,
+    };
+    super::write_model_dir(base, out, Some(&bert), Some(&Heads::default()), &by)
 }
 
 #[cfg(test)]
