@@ -81,17 +81,23 @@ pub struct ContextArgs {
     #[arg(long, value_name = "FILE")]
     pub general: Option<PathBuf>,
     /// Weight of the CoSENT loss on the general pairs (with --general). On Qatar Living, 3
-    /// kept QQP's cosine AUC at 0.8619 on average over five batch orders (0.8631 untrained,
-    /// 0.8558 without --general); 1 kept 0.8609 in one run (EVALUATION.md).
+    /// with 128 pairs per step kept QQP's cosine AUC at 0.8628 on average over four batch
+    /// orders (0.8631 untrained, 0.8558 without --general); 1 kept 0.8609 in one run with 32
+    /// pairs per step (EVALUATION.md).
     #[arg(long, default_value_t = 3.0, value_name = "W")]
     pub general_weight: f32,
+    /// General pairs per step (with --general). More pairs hold the order more closely: on
+    /// Qatar Living 128 kept QQP's cosine AUC at the untrained model's where 32 did not, for
+    /// about 12 s more per step on 2 cores (27 s against 15 s there; EVALUATION.md).
+    #[arg(long, default_value_t = 128, value_name = "N")]
+    pub general_batch: usize,
     /// Seed of the batch order (encoder): runs with other seeds show how much of a difference
     /// between two settings is chance.
     #[arg(long, default_value_t = ClrcmdOptions::default().seed)]
     pub seed: u64,
     /// Train N runs (encoder), with seeds --seed, --seed + 1, …, and write the mean of their
     /// weights (a model soup). One run's gain depends on its batch order; on Qatar Living
-    /// single runs ranged 76.8–78.4 MAP where soups of 2, 3 and 5 gave 78.1–78.5
+    /// single runs ranged 76.4–78.4 MAP where soups of 2 to 5 gave 78.1–78.5
     /// (EVALUATION.md). Takes N times as long.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub runs: usize,
@@ -219,6 +225,13 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
             args.general_weight
         );
     }
+    if args.general.is_some() && args.general_batch < 2 {
+        anyhow::bail!(
+            "--general-batch {}: CoSENT orders the general pairs within a step, so give at \
+             least 2 (128 is the default)",
+            args.general_batch
+        );
+    }
     // Read before the harvest, so that a wrong path fails in a second, not after it.
     let general_text = match &args.general {
         Some(path) => Some(
@@ -258,8 +271,9 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
             )?;
             bar.finish_and_clear();
             eprintln!(
-                "general text: {} pairs to keep in order, weight {}",
+                "general text: {} pairs to keep in order, {} per step, weight {}",
                 pairs.len(),
+                args.general_batch,
                 args.general_weight
             );
             pairs
@@ -319,6 +333,7 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
             "options": general_options,
             "pairs": general.len(),
             "weight": args.general_weight,
+            "batch": args.general_batch,
         })),
         "selection": selection,
         "train_seconds": started.elapsed().as_secs_f64(),
@@ -408,7 +423,7 @@ fn train_encoder(
         hard_negatives: true,
         graded_batch: args.graded_batch,
         graded_weight: args.graded_weight,
-        keep_batch: args.graded_batch,
+        keep_batch: args.general_batch,
         keep_weight: args.general_weight,
         seed,
         ..ClrcmdOptions::default()

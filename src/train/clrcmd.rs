@@ -293,7 +293,7 @@ fn check_options(
         keep,
         options.keep_batch,
         options.keep_weight,
-        "--graded-batch / --general-weight",
+        "--general-batch / --general-weight",
     )?;
     Ok(())
 }

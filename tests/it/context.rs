@@ -361,6 +361,26 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
         !refused.status.success() && err.contains("--general") && err.contains("frozen"),
         "{err}"
     );
+    let refused = kindred(&data)
+        .args([
+            "train",
+            "context",
+            "-c",
+            "forum",
+            "--general-batch",
+            "1",
+            "--general",
+        ])
+        .arg(&general)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && err.contains("--general-batch 1")
+            && err.contains("at least 2"),
+        "{err}"
+    );
     for (runs, method, says) in [("0", "encoder", "1 or more"), ("2", "transition", "frozen")] {
         let refused = kindred(&data)
             .args([
@@ -412,7 +432,15 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
                 "--max-steps",
                 "2",
             ])
-            .args(["--eval-every", "1", "--general-weight", "2", "--runs", "2"])
+            .args([
+                "--eval-every",
+                "1",
+                "--general-weight",
+                "2",
+                "--general-batch",
+                "3",
+            ])
+            .args(["--runs", "2"])
             .arg("--general")
             .arg(&general)
             .arg("--out")
@@ -444,6 +472,7 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
     );
     assert!(v["general"]["pairs"].as_u64().unwrap() >= 4, "{v}");
     assert_eq!(v["general"]["weight"], 2.0, "{v}");
+    assert_eq!(v["general"]["batch"], 3, "{v}");
     let recorded: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("kindred-context.json")).unwrap()).unwrap();
     assert_eq!(recorded["collection"], "forum");

@@ -88,3 +88,75 @@ fn retrieval_eval_reports_every_stage_with_and_without_rerank() {
         .expect("row");
     assert!(hybrid.quality.recall_at_10 > 0.6, "{hybrid:?}");
 }
+
+/// Runs `python3 scripts/NAME ARGS…`, returning (success, stdout + stderr).
+fn script(name: &str, args: &[&std::path::Path]) -> (bool, String) {
+    let out = std::process::Command::new("python3")
+        .arg(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("scripts")
+                .join(name),
+        )
+        .args(args)
+        .output()
+        .expect("python3 runs (scripts/test.sh checks it is installed)");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// Per-pair scores in `kindred eval pairs --scores` TSV form: (label, cosine) per test pair.
+fn scores_tsv(path: &std::path::Path, rows: &[(u8, f32)]) {
+    let mut s = kindred::eval::scores::TSV_HEADER.to_string() + "\n";
+    for (i, (label, cosine)) in rows.iter().enumerate() {
+        s += &format!("test\t{i}\t{label}\t{cosine}\t1\t0.5\t0.5\t0.5\t0.1\t\t0.5\tq{i}a\tq{i}b\n");
+    }
+    std::fs::write(path, s).expect("writes");
+}
+
+#[test]
+fn paired_scripts_give_the_hand_computed_difference_and_its_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Two duplicates and two others. Before: 0.9 and 0.4 against 0.5 and 0.1, AUC 3/4; after:
+    // 0.6 replaces 0.4, AUC 1. DeLong's placements before: positives [1, ½], negatives [½, 1]
+    // (each variance ⅛), after: all 1 (variance 0); Var(Δ) = ⅛/2 + ⅛/2 = ¼·½, SE 0.3536,
+    // z = 0.25 / 0.3536, two-sided p = erfc(½) = 0.480.
+    let (before, after) = (dir.path().join("before.tsv"), dir.path().join("after.tsv"));
+    scores_tsv(&before, &[(1, 0.9), (1, 0.4), (0, 0.5), (0, 0.1)]);
+    scores_tsv(&after, &[(1, 0.9), (1, 0.6), (0, 0.5), (0, 0.1)]);
+    let (ok, out) = script("pairs-paired.py", &[&before, &after]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(
+            "| cosine | 0.7500 | 1.0000 | +0.2500 | 0.3536 | [-0.4430, +0.9430] | 0.480 |"
+        ),
+        "{out}"
+    );
+    // Files of different pairs are refused by name, not compared.
+    let other = dir.path().join("other.tsv");
+    scores_tsv(&other, &[(1, 0.9), (0, 0.4), (0, 0.5), (1, 0.1)]);
+    let (ok, out) = script("pairs-paired.py", &[&before, &other]);
+    assert!(
+        !ok && out.contains("pair 1 differs between the files"),
+        "{out}"
+    );
+
+    // forum-paired.py: per-question APs 50/50/50 → 60/45/70: mean difference 8.33, SE
+    // sqrt(((5/3)² + (40/3)² + (35/3)²) / 2 / 3) = 7.26; 2 better, 1 worse.
+    let report = |path: &std::path::Path, ap: [f64; 3]| {
+        let map = ap.iter().sum::<f64>() / 3.0;
+        let v =
+            serde_json::json!({"report": {"rows": [{"ranking": "cosine", "map": map, "ap": ap}]}});
+        std::fs::write(path, v.to_string()).expect("writes");
+    };
+    let (fa, fb) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    report(&fa, [50.0, 50.0, 50.0]);
+    report(&fb, [60.0, 45.0, 70.0]);
+    let (ok, out) = script("forum-paired.py", &[&fa, &fb]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("| cosine | 50.00 | 58.33 | +8.33 | 7.26 |"),
+        "{out}"
+    );
+    assert!(out.contains("| 2 / 1 |"), "{out}");
+}
