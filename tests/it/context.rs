@@ -343,44 +343,26 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
          Why is the sky blue?\nBest laptop for gaming?\nWhich gaming laptop should I buy?\n",
     )
     .unwrap();
-    let refused = kindred(&data)
-        .args([
-            "train",
-            "context",
-            "-c",
-            "forum",
-            "--method",
-            "transition",
-            "--general",
-        ])
-        .arg(&general)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        !refused.status.success() && err.contains("--general") && err.contains("frozen"),
-        "{err}"
-    );
-    let refused = kindred(&data)
-        .args([
-            "train",
-            "context",
-            "-c",
-            "forum",
-            "--general-batch",
-            "1",
-            "--general",
-        ])
-        .arg(&general)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        !refused.status.success()
-            && err.contains("--general-batch 1")
-            && err.contains("at least 2"),
-        "{err}"
-    );
+    for (flags, says) in [
+        (["--method", "transition"], ["--general", "frozen"]),
+        (
+            ["--general-batch", "1"],
+            ["--general-batch 1", "at least 2"],
+        ),
+    ] {
+        let refused = kindred(&data)
+            .args(["train", "context", "-c", "forum"])
+            .args(flags)
+            .arg("--general")
+            .arg(&general)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success() && says.iter().all(|s| err.contains(s)),
+            "{err}"
+        );
+    }
     for (runs, method, says) in [("0", "encoder", "1 or more"), ("2", "transition", "frozen")] {
         let refused = kindred(&data)
             .args([
