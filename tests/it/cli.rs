@@ -258,3 +258,32 @@ fn eval_pairs_writes_every_pairs_scores() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("uniform or idf"), "{err}");
 }
+
+#[test]
+fn a_reader_that_stops_early_ends_the_command_quietly() {
+    // `kindred encode --json … | head -c 100`: the reader closes the pipe long before the
+    // 2 MB of JSON are written. Before, the next print panicked ("failed printing to stdout:
+    // Broken pipe") with a backtrace and exit status 101; now the command ends as `cat` does.
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let texts: Vec<String> = (0..50).map(|i| format!("How do I learn Rust, part {i}?")).collect();
+    let mut child = kindred()
+        .args(["encode", "--json", "--token-vectors", "--precision", "fp32", "--"])
+        .args(&texts)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let mut head = [0u8; 100];
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_exact(&mut head)
+        .expect("the first 100 bytes");
+    let out = child.wait_with_output().expect("ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}: {err}", out.status);
+}
