@@ -348,10 +348,21 @@ impl Encoder {
         self.forward_padded(batch, with_heads)
     }
 
+    /// Encodes `texts` in one batch through the burn network, padded as on a GPU (at
+    /// `KINDRED_PAD_MULTIPLE`), on this encoder's device: lets tests on a CPU check the GPU
+    /// path's padding against the packed path.
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn encode_padded<S: AsRef<str>>(&self, texts: &[S]) -> Result<Vec<Encoded>> {
+        let tokenized = self.tokenize_all(texts)?;
+        let batch: Vec<&Tokenized> = tokenized.iter().collect();
+        self.forward_padded(&batch, true)
+    }
+
     /// Runs one padded batch through the burn network (the GPU path) and applies the heads.
     fn forward_padded(&self, batch: &[&Tokenized], with_heads: bool) -> Result<Vec<Encoded>> {
         let b = batch.len();
-        let len = batch.iter().map(|t| t.ids.len()).max().unwrap_or(0);
+        let longest = batch.iter().map(|t| t.ids.len()).max().unwrap_or(0);
+        let len = padded_len(longest, pad_multiple(), self.identity.max_len);
         let pad_id = i64::from(self.tokenizer.pad_id());
         let mut ids = Vec::with_capacity(b * len);
         let mut pad = Vec::with_capacity(b * len);
@@ -415,6 +426,29 @@ impl Encoder {
     }
 }
 
+/// The sequence length a padded batch whose longest text has `longest` wordpieces runs at:
+/// rounded up to a multiple of `multiple`, but not past `cap` (the model's length limit)
+/// unless the text itself is longer.
+fn padded_len(longest: usize, multiple: usize, cap: usize) -> usize {
+    longest
+        .next_multiple_of(multiple.max(1))
+        .min(cap.max(longest))
+}
+
+/// The multiple padded (GPU) batches round their length up to: burn-cuda compiles and
+/// autotunes kernels per tensor shape, so a batch of every new length would pay for new
+/// kernels. 16 by default; `KINDRED_PAD_MULTIPLE` changes it (1: pad to the longest text only).
+fn pad_multiple() -> usize {
+    static MULTIPLE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MULTIPLE.get_or_init(|| {
+        std::env::var("KINDRED_PAD_MULTIPLE")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|&m| m >= 1)
+            .unwrap_or(16)
+    })
+}
+
 /// The packed CPU path of `bert` for `options`, or None when the encoder runs on a GPU.
 fn pack(bert: &Bert, model: &ModelDir, options: EncoderOptions) -> Result<Option<PackedBert>> {
     match options.device {
@@ -442,4 +476,22 @@ pub(crate) fn host_f32<const D: usize>(t: Tensor<D>, what: &str) -> Result<Vec<f
     t.into_data()
         .try_into_vec::<f32>()
         .map_err(|e| InternalError::Backend(format!("reading {what}: {e:?}")).into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::padded_len;
+
+    #[test]
+    fn padded_batches_round_their_length_up_within_the_model_limit() {
+        assert_eq!(padded_len(1, 16, 256), 16);
+        assert_eq!(padded_len(16, 16, 256), 16);
+        assert_eq!(padded_len(17, 16, 256), 32);
+        assert_eq!(padded_len(250, 16, 256), 256);
+        assert_eq!(padded_len(250, 16, 252), 252);
+        assert_eq!(padded_len(300, 16, 256), 300);
+        assert_eq!(padded_len(17, 1, 256), 17);
+        assert_eq!(padded_len(17, 0, 256), 17);
+        assert_eq!(padded_len(0, 16, 256), 0);
+    }
 }

@@ -267,9 +267,18 @@ fn a_reader_that_stops_early_ends_the_command_quietly() {
     use std::io::Read;
     use std::os::unix::process::ExitStatusExt;
     use std::process::Stdio;
-    let texts: Vec<String> = (0..50).map(|i| format!("How do I learn Rust, part {i}?")).collect();
+    let texts: Vec<String> = (0..50)
+        .map(|i| format!("How do I learn Rust, part {i}?"))
+        .collect();
     let mut child = kindred()
-        .args(["encode", "--json", "--token-vectors", "--precision", "fp32", "--"])
+        .args([
+            "encode",
+            "--json",
+            "--token-vectors",
+            "--precision",
+            "fp32",
+            "--",
+        ])
         .args(&texts)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -285,5 +294,10 @@ fn a_reader_that_stops_early_ends_the_command_quietly() {
     let out = child.wait_with_output().expect("ends");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}: {err}", out.status);
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {err}",
+        out.status
+    );
 }

@@ -2,7 +2,7 @@
 
 use kindred::{Encoder, EncoderOptions, UserError};
 
-use crate::common::{encoder, model_dir};
+use crate::common::{cosine, encoder, exact_encoder, model_dir};
 
 const TEXTS: [&str; 7] = [
     "How do I learn Rust?",
@@ -195,5 +195,28 @@ fn encoder_is_shareable_across_threads() {
     for h in handles {
         let b = h.join().expect("thread");
         assert!(max_abs_diff(&a.sentence, &b.sentence) < 1e-6);
+    }
+}
+
+#[test]
+fn the_gpu_paths_padded_batches_give_the_packed_paths_vectors() {
+    // The burn forward that runs on a GPU pads a batch to a multiple of 16 wordpieces (fewer
+    // shapes for burn-cuda to compile); run here on the CPU, its vectors must be the exact
+    // packed path's, for short texts and one at the model's 256-wordpiece limit (which is not
+    // padded past it).
+    let enc = exact_encoder();
+    let texts = [
+        "Why is the sky blue?",
+        "a",
+        "How do I learn machine learning and deep learning from scratch, with which books?",
+        &"What is the best way to learn the Rust programming language? ".repeat(30),
+    ];
+    let packed = enc.encode(&texts).expect("packed");
+    let padded = enc.encode_padded(&texts).expect("padded burn forward");
+    for (p, b) in packed.iter().zip(&padded) {
+        assert_eq!(p.tokens, b.tokens);
+        let c = cosine(&p.sentence, &b.sentence);
+        assert!(c >= 0.99999, "sentence cosine {c}");
+        assert!(max_abs_diff(&p.token_vectors, &b.token_vectors) < 1e-3);
     }
 }

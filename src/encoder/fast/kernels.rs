@@ -7,7 +7,9 @@
 //!   [`I8_NR`] columns in groups of four k (`[panel][k / 4][64][4]`), the layout `vpdpbusd`
 //!   multiplies; activations are quantised per row to u8 with a zero point
 //!   ([`quantize_rows`]); an AVX-512 VNNI micro-kernel of up to 6 rows × 64 columns. The i32
-//!   accumulator is turned back into f32 as `(acc − zp·Σw) · s_row · s_col + b`.
+//!   accumulator is turned back into f32 as `(acc − zp·Σw) · s_row · s_col + b`. On CPUs
+//!   with AMX-INT8 the same panels feed `tdpbusd` tiles instead (16 rows × 64 columns per
+//!   call, the B tiles loaded straight from the panel with a 256-byte row stride).
 //!
 //! Every kernel has a portable version over the same packed layout; [`KernelPath`] picks one
 //! at run time ([`KernelPath::detect`]) and tests force each to check they agree. Work is
@@ -24,6 +26,8 @@ const F32_MR: usize = 12;
 pub const I8_NR: usize = 64;
 /// Most rows of one int8 micro-tile.
 const I8_MR: usize = 6;
+/// Rows of one AMX int8 tile.
+const AMX_MR: usize = 16;
 /// Rows per parallel task (a multiple of both tile heights).
 const ROW_BLOCK: usize = 96;
 
@@ -31,6 +35,8 @@ const ROW_BLOCK: usize = 96;
 /// force each available one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KernelPath {
+    /// As [`KernelPath::Avx512Vnni`], with int8 products on AMX tiles (`tdpbusd`).
+    Amx,
     /// AVX-512F (fp32) and AVX-512 VNNI (`vpdpbusd`, int8), with AVX-512BW and FMA.
     Avx512Vnni,
     /// Plain Rust over the same packed layouts (the compiler's baseline vectorisation).
@@ -38,17 +44,25 @@ pub enum KernelPath {
 }
 
 impl KernelPath {
-    /// The fastest path this CPU runs, unless `KINDRED_KERNELS=portable` forces the portable
-    /// one (for comparisons and for CPUs whose vector units misbehave).
+    /// The fastest path this CPU runs, unless `KINDRED_KERNELS` names a slower one it can run
+    /// (`portable`, or `avx512-vnni` on an AMX CPU): for comparisons, and for CPUs whose
+    /// vector or tile units misbehave.
     pub fn detect() -> Self {
-        if std::env::var("KINDRED_KERNELS").is_ok_and(|v| v.eq_ignore_ascii_case("portable")) {
-            return KernelPath::Portable;
+        let paths = KernelPath::available_paths();
+        if let Ok(forced) = std::env::var("KINDRED_KERNELS") {
+            if let Some(&p) = paths
+                .iter()
+                .find(|p| p.name().eq_ignore_ascii_case(forced.trim()))
+            {
+                return p;
+            }
         }
-        if KernelPath::Avx512Vnni.available() {
-            KernelPath::Avx512Vnni
-        } else {
-            KernelPath::Portable
-        }
+        paths[0]
+    }
+
+    /// True when the path runs its fp32 work and element-wise operations with AVX-512.
+    pub fn avx512(self) -> bool {
+        matches!(self, KernelPath::Amx | KernelPath::Avx512Vnni)
     }
 
     /// True when this CPU can run the path.
@@ -64,22 +78,29 @@ impl KernelPath {
                     && std::arch::is_x86_feature_detected!("avx2")
                     && std::arch::is_x86_feature_detected!("fma")
             }
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Amx => KernelPath::Avx512Vnni.available() && amx::available(),
             #[cfg(not(target_arch = "x86_64"))]
-            KernelPath::Avx512Vnni => false,
+            KernelPath::Avx512Vnni | KernelPath::Amx => false,
         }
     }
 
     /// Every path this CPU can run, fastest first (tests force each).
     pub fn available_paths() -> Vec<KernelPath> {
-        [KernelPath::Avx512Vnni, KernelPath::Portable]
-            .into_iter()
-            .filter(|p| p.available())
-            .collect()
+        [
+            KernelPath::Amx,
+            KernelPath::Avx512Vnni,
+            KernelPath::Portable,
+        ]
+        .into_iter()
+        .filter(|p| p.available())
+        .collect()
     }
 
     /// Name for logs and benchmarks.
     pub fn name(self) -> &'static str {
         match self {
+            KernelPath::Amx => "amx-int8",
             KernelPath::Avx512Vnni => "avx512-vnni",
             KernelPath::Portable => "portable",
         }
@@ -248,7 +269,7 @@ unsafe fn f32_tile(
 ) {
     match path {
         #[cfg(target_arch = "x86_64")]
-        KernelPath::Avx512Vnni => {
+        KernelPath::Avx512Vnni | KernelPath::Amx => {
             let t = x86::Tile { out, ldo, ncols };
             macro_rules! tile {
                 ($($mr:literal)*) => {
@@ -448,25 +469,39 @@ impl PackedI8 {
             );
             let mut r = b * ROW_BLOCK;
             let end = m.min(r + ROW_BLOCK);
+            let tile_rows = if path == KernelPath::Amx {
+                AMX_MR
+            } else {
+                I8_MR
+            };
             while r < end {
-                let rows = I8_MR.min(end - r);
+                let rows = tile_rows.min(end - r);
                 let a = &q.q[r * kp..(r + rows) * kp];
                 let (zp, sa) = (&q.zp[r..r + rows], &q.scale[r..r + rows]);
                 // SAFETY: rows r..r+rows, columns of panel p: written by this task alone.
                 let o = unsafe { out_ptr.get().add(r * n + c0) };
+                #[cfg(target_arch = "x86_64")]
+                let (t, cols) = (
+                    x86::Tile {
+                        out: o,
+                        ldo: n,
+                        ncols,
+                    },
+                    x86::I8Cols {
+                        colsum: colsum.as_ptr(),
+                        scale: scale.as_ptr(),
+                        bias: bias.as_ptr(),
+                    },
+                );
                 match path {
                     #[cfg(target_arch = "x86_64")]
+                    KernelPath::Amx => unsafe {
+                        let mut acc = AmxAcc([[0i32; I8_NR]; AMX_MR]);
+                        amx::i8_acc(a.as_ptr(), rows, kp, w.as_ptr(), &mut acc.0);
+                        x86::finish_i8(&acc.0[..rows], zp.as_ptr(), sa.as_ptr(), cols, t);
+                    },
+                    #[cfg(target_arch = "x86_64")]
                     KernelPath::Avx512Vnni => unsafe {
-                        let t = x86::Tile {
-                            out: o,
-                            ldo: n,
-                            ncols,
-                        };
-                        let cols = x86::I8Cols {
-                            colsum: colsum.as_ptr(),
-                            scale: scale.as_ptr(),
-                            bias: bias.as_ptr(),
-                        };
                         macro_rules! tile {
                             ($($mr:literal)*) => {
                                 match rows {
@@ -501,6 +536,10 @@ impl PackedI8 {
         );
     }
 }
+
+/// An AMX tile's i32 accumulators as stored (`tilestored` wants 64-byte alignment to be fast).
+#[repr(C, align(64))]
+struct AmxAcc([[i32; I8_NR]; AMX_MR]);
 
 /// Portable int8 tile: `acc[r][c] = Σ_k a[r][k] · w[k][c]` (u8 × i8 → i32).
 fn portable_i8_tile(a: &[u8], rows: usize, kp: usize, w: &[i8], acc: &mut [[i32; I8_NR]]) {
@@ -620,6 +659,45 @@ mod x86 {
                 c[r][3] = _mm512_dpbusd_epi32(c[r][3], av, w3);
             }
         }
+        finish_regs(&c, zp, sa, cols, t);
+    }
+
+    /// Dequantises `acc` (one row of 64 i32 per tile row) into the tile, as [`i8_tile`] does.
+    ///
+    /// # Safety
+    /// AVX-512F must be available; `zp` and `sa` hold `acc.len()` values, `cols` 64 each, and
+    /// `t` is valid for `acc.len()` rows.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn finish_i8(
+        acc: &[[i32; I8_NR]],
+        zp: *const i32,
+        sa: *const f32,
+        cols: I8Cols,
+        t: Tile,
+    ) {
+        for (r, row) in acc.iter().enumerate() {
+            let regs = [std::array::from_fn::<_, 4, _>(|q| {
+                _mm512_loadu_si512(row.as_ptr().add(q * 16) as *const __m512i)
+            })];
+            let row_t = Tile {
+                out: t.out.add(r * t.ldo),
+                ..t
+            };
+            finish_regs(&regs, zp.add(r), sa.add(r), cols, row_t);
+        }
+    }
+
+    /// `(acc − zp[r]·colsum) · sa[r] · scale + bias` for `MR` rows of accumulator registers,
+    /// stored with the tile's column mask.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn finish_regs<const MR: usize>(
+        c: &[[__m512i; 4]; MR],
+        zp: *const i32,
+        sa: *const f32,
+        cols: I8Cols,
+        t: Tile,
+    ) {
         for q in 0..4 {
             let colsum = _mm512_loadu_si512(cols.colsum.add(q * 16) as *const __m512i);
             let scale = _mm512_loadu_ps(cols.scale.add(q * 16));
@@ -633,6 +711,148 @@ mod x86 {
                 let s = _mm512_mul_ps(_mm512_set1_ps(*sa.add(r)), scale);
                 let y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), s, bias);
                 _mm512_mask_storeu_ps(t.out.add(r * t.ldo + q * 16), m, y);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod amx {
+    //! AMX-INT8: `tdpbusd` on tiles of 16 rows. Tiles 0–3 accumulate the 4 × 16 columns of a
+    //! panel; tile 4 holds 16 rows × 64 bytes of activations, tiles 5 and 6 (in turn) 16
+    //! groups of 4 k of 16 columns, read from the packed panel (`[k / 4][64][4]`) with a
+    //! 256-byte stride. `k` past the last whole 64 is added in plain Rust.
+    use std::arch::asm;
+    use std::sync::OnceLock;
+
+    use super::I8_NR;
+
+    /// The 64-byte tile configuration `ldtilecfg` reads (palette 1).
+    #[repr(C, align(64))]
+    struct Config {
+        palette: u8,
+        start_row: u8,
+        reserved: [u8; 14],
+        colsb: [u16; 16],
+        rows: [u8; 16],
+    }
+
+    /// True when the CPU has AMX-TILE and AMX-INT8 and the kernel lets this process use
+    /// the tile registers (Linux asks each process to request them once; asked here).
+    pub fn available() -> bool {
+        static OK: OnceLock<bool> = OnceLock::new();
+        *OK.get_or_init(|| {
+            // CPUID leaf 7, sub-leaf 0, EDX: bit 24 AMX-TILE, bit 25 AMX-INT8.
+            let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
+            edx & (1 << 24) != 0 && edx & (1 << 25) != 0 && os_grants_tiles()
+        })
+    }
+
+    #[cfg(target_os = "linux")]
+    fn os_grants_tiles() -> bool {
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        // SAFETY: arch_prctl with these arguments only changes this process's permissions.
+        unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            ) == 0
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn os_grants_tiles() -> bool {
+        false
+    }
+
+    /// `acc[r][c] = Σ_k a[r][k] · w[k][c]` for `rows` (≤ 16) rows of u8 `a` (stride `kp`) and
+    /// a packed i8 panel `w` (`kp / 4` groups of 64 columns × 4).
+    ///
+    /// # Safety
+    /// [`available`] must be true; `a` holds `rows × kp` bytes, `w` `kp × 64`.
+    pub unsafe fn i8_acc(
+        a: *const u8,
+        rows: usize,
+        kp: usize,
+        w: *const i8,
+        acc: &mut [[i32; I8_NR]; 16],
+    ) {
+        debug_assert!((1..=16).contains(&rows) && kp.is_multiple_of(4));
+        let full = kp / 64 * 64;
+        if full > 0 {
+            let mut cfg = Config {
+                palette: 1,
+                start_row: 0,
+                reserved: [0; 14],
+                colsb: [0; 16],
+                rows: [0; 16],
+            };
+            for t in 0..5 {
+                cfg.rows[t] = rows as u8;
+                cfg.colsb[t] = 64;
+            }
+            for t in 5..7 {
+                cfg.rows[t] = 16;
+                cfg.colsb[t] = 64;
+            }
+            asm!(
+                "ldtilecfg [{cfg}]",
+                "tilezero tmm0",
+                "tilezero tmm1",
+                "tilezero tmm2",
+                "tilezero tmm3",
+                cfg = in(reg) &cfg,
+                options(nostack, readonly),
+            );
+            for k0 in (0..full).step_by(64) {
+                // 16 k-groups of the panel from group k0 / 4: 64 columns × 4 bytes a row.
+                let b = w.add(k0 / 4 * I8_NR * 4);
+                asm!(
+                    "tileloadd tmm4, [{a} + {lda} * 1]",
+                    "tileloadd tmm5, [{b} + {ldb} * 1]",
+                    "tdpbusd tmm0, tmm4, tmm5",
+                    "tileloadd tmm6, [{b} + {ldb} * 1 + 64]",
+                    "tdpbusd tmm1, tmm4, tmm6",
+                    "tileloadd tmm5, [{b} + {ldb} * 1 + 128]",
+                    "tdpbusd tmm2, tmm4, tmm5",
+                    "tileloadd tmm6, [{b} + {ldb} * 1 + 192]",
+                    "tdpbusd tmm3, tmm4, tmm6",
+                    a = in(reg) a.add(k0),
+                    lda = in(reg) kp,
+                    b = in(reg) b,
+                    ldb = in(reg) I8_NR * 4,
+                    options(nostack, readonly),
+                );
+            }
+            let out = acc.as_mut_ptr() as *mut u8;
+            asm!(
+                "tilestored [{o} + {ldo} * 1], tmm0",
+                "tilestored [{o} + {ldo} * 1 + 64], tmm1",
+                "tilestored [{o} + {ldo} * 1 + 128], tmm2",
+                "tilestored [{o} + {ldo} * 1 + 192], tmm3",
+                "tilerelease",
+                o = in(reg) out,
+                ldo = in(reg) I8_NR * 4,
+                options(nostack),
+            );
+        } else {
+            for row in acc.iter_mut().take(rows) {
+                row.fill(0);
+            }
+        }
+        // The last kp % 64 bytes.
+        for (r, row) in acc.iter_mut().enumerate().take(rows) {
+            for g in full / 4..kp / 4 {
+                let a4 = std::slice::from_raw_parts(a.add(r * kp + g * 4), 4);
+                let wg = std::slice::from_raw_parts(w.add(g * I8_NR * 4), I8_NR * 4);
+                for (c, v) in row.iter_mut().enumerate() {
+                    let wc = &wg[c * 4..c * 4 + 4];
+                    *v += (0..4)
+                        .map(|j| i32::from(a4[j]) * i32::from(wc[j]))
+                        .sum::<i32>();
+                }
             }
         }
     }
@@ -675,8 +895,13 @@ mod tests {
     }
 
     /// Shapes with partial panels, partial tiles and k not a multiple of 4.
-    const SHAPES: [(usize, usize, usize); 4] =
-        [(1, 7, 5), (13, 38, 70), (100, 64, 64), (200, 130, 97)];
+    const SHAPES: [(usize, usize, usize); 5] = [
+        (1, 7, 5),
+        (13, 38, 70),
+        (100, 64, 64),
+        (200, 130, 97),
+        (37, 384, 130),
+    ];
 
     #[test]
     fn fp32_kernels_match_a_plain_matmul_on_every_path() {
@@ -779,6 +1004,28 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn every_path_the_cpu_lists_is_used() {
+        // Where /proc/cpuinfo lists AMX-INT8 (or AVX-512 VNNI), the path must be detected, so
+        // that the agreement tests above run it; on other CPUs this checks nothing more.
+        let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+            return;
+        };
+        let flags: std::collections::HashSet<&str> = info
+            .lines()
+            .find(|l| l.starts_with("flags"))
+            .map(|l| l.split_whitespace().collect())
+            .unwrap_or_default();
+        if flags.contains("avx512_vnni") && flags.contains("avx512bw") {
+            assert!(KernelPath::Avx512Vnni.available());
+        }
+        if flags.contains("amx_int8") && flags.contains("avx512_vnni") {
+            assert!(KernelPath::Amx.available(), "the CPU lists amx_int8");
+            assert_eq!(KernelPath::detect(), KernelPath::Amx);
+        }
+        eprintln!("kernel paths here: {:?}", paths());
     }
 
     fn libm_erf(x: f32) -> f32 {

@@ -1,7 +1,8 @@
 //! The packed encoder's element-wise and per-row operations: GELU with a vectorisable erf,
 //! (residual +) LayerNorm, per-row activation quantisation, and attention over one text's
 //! rows. Each is written once as plain Rust the compiler vectorises, and compiled twice
-//! ([`multiversion!`]): with AVX-512 enabled for [`KernelPath::Avx512Vnni`], and for the
+//! ([`multiversion!`]): with AVX-512 enabled for [`KernelPath::Avx512Vnni`] and
+//! [`KernelPath::Amx`], and for the
 //! baseline target for [`KernelPath::Portable`].
 //!
 //! Sums run over 16 independent lanes so they vectorise (and so differ from a sequential f32
@@ -24,7 +25,7 @@ macro_rules! multiversion {
             match path {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the path is only chosen when the CPU has these features.
-                KernelPath::Avx512Vnni => unsafe { avx512($($arg),*) },
+                KernelPath::Avx512Vnni | KernelPath::Amx => unsafe { avx512($($arg),*) },
                 _ => body($($arg),*),
             }
         }
