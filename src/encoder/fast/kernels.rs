@@ -60,11 +60,6 @@ impl KernelPath {
         paths[0]
     }
 
-    /// True when the path runs its fp32 work and element-wise operations with AVX-512.
-    pub fn avx512(self) -> bool {
-        matches!(self, KernelPath::Amx | KernelPath::Avx512Vnni)
-    }
-
     /// True when this CPU can run the path.
     pub fn available(self) -> bool {
         match self {
