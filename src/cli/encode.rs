@@ -50,6 +50,17 @@ pub fn run(g: &Global, args: &EncodeArgs) -> Result<()> {
                 .map(String::from),
         );
     }
+    if texts.is_empty() {
+        let file = args
+            .file
+            .as_deref()
+            .unwrap_or(std::path::Path::new("the file"));
+        anyhow::bail!(
+            "nothing to encode: {} has no non-blank line; give texts inline or a file with one \
+             per line",
+            file.display()
+        );
+    }
     let encoder = g.encoder()?;
     if args.stats {
         return encode_stats(&encoder, &texts, args.repeat);

@@ -63,6 +63,28 @@ fn empty_text_fails_with_a_message() {
 }
 
 #[test]
+fn a_file_without_texts_fails_with_a_message() {
+    // Before, `encode --file EMPTY` printed nothing (and `--stats` a rate of 0) with status 0.
+    let empty = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(empty.path(), "\n   \n").expect("writes");
+    for extra in [&[][..], &["--stats"][..]] {
+        let out = kindred()
+            .args(["encode", "--file"])
+            .arg(empty.path())
+            .args(extra)
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("nothing to encode") && err.contains(&*empty.path().to_string_lossy()),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
 fn fetch_without_python_says_what_to_install() {
     let home = tempfile::tempdir().expect("tempdir");
     let empty_path = tempfile::tempdir().expect("tempdir");
