@@ -25,8 +25,9 @@ import json, os, subprocess, sys, tempfile, time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np, torch
-from tokenizers import Tokenizer
 from sentence_transformers import SentenceTransformer
+
+import bench_texts
 
 kbin, model_dir, texts_file = sys.argv[1:4]
 bss = [int(b) for b in (sys.argv[4] if len(sys.argv) > 4 else "1,32,128").split(",")]
@@ -104,13 +105,7 @@ for other in [] if speed_only else ["cpu", "torch"]:
 
 # 3. speed: each engine encodes each set `rounds` times in one process (kindred: --repeat),
 # engines one after another; best and first round reported.
-tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json")); tok.no_padding(); tok.enable_truncation(256)
-long_texts, i = [], 0
-while len(long_texts) < 120:
-    t = texts[i % len(texts)]; i += 1
-    while len(tok.encode(t).ids) < 256:
-        t += " " + texts[i % len(texts)]; i += 1
-    long_texts.append(t)
+long_texts = bench_texts.long_texts(texts, model_dir)
 files = {"short": tfile, "long": text_file(long_texts)}
 sets = {"short": texts, "long": long_texts}
 runs = [("short", bs) for bs in bss] + [("long", 32)]

@@ -22,6 +22,8 @@ import numpy as np, torch, onnxruntime as ort
 from tokenizers import Tokenizer
 from sentence_transformers import SentenceTransformer
 
+import bench_texts
+
 torch.set_num_threads(2)
 kbin, model_dir, onnx_dir = sys.argv[1:4]
 bss = [int(b) for b in (sys.argv[4] if len(sys.argv) > 4 else "1,32,128").split(",")]
@@ -36,13 +38,7 @@ for line in open(data, encoding="utf-8", errors="replace"):
     if len(texts) == 2000:
         break
 tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json")); tok.no_padding(); tok.enable_truncation(256)
-# Long texts: consecutive questions joined until they fill 256 wordpieces.
-long_texts, i = [], 0
-while len(long_texts) < 120:
-    t = texts[i % len(texts)]; i += 1
-    while len(tok.encode(t).ids) < 256:
-        t += " " + texts[i % len(texts)]; i += 1
-    long_texts.append(t)
+long_texts = bench_texts.long_texts(texts, model_dir)  # 120 texts of 256 wordpieces
 
 
 def text_file(xs):
