@@ -49,17 +49,14 @@ pub fn run(g: &Global, args: &EncodeArgs) -> Result<()> {
                 .filter(|l| !l.trim().is_empty())
                 .map(String::from),
         );
-    }
-    if texts.is_empty() {
-        let file = args
-            .file
-            .as_deref()
-            .unwrap_or(std::path::Path::new("the file"));
-        anyhow::bail!(
-            "nothing to encode: {} has no non-blank line; give texts inline or a file with one \
-             per line",
-            file.display()
-        );
+        // Without --file, clap requires an inline text; with it, the file may hold none.
+        if texts.is_empty() {
+            anyhow::bail!(
+                "nothing to encode: {} has no non-blank line; give texts inline or a file with \
+                 one per line",
+                file.display()
+            );
+        }
     }
     let encoder = g.encoder()?;
     if args.stats {

@@ -469,6 +469,14 @@ impl PackedI8 {
             } else {
                 I8_MR
             };
+            // The AMX tiles' stored accumulators, once per task: each call overwrites the rows
+            // it uses.
+            #[cfg(target_arch = "x86_64")]
+            let mut amx_acc = if path == KernelPath::Amx {
+                Some(AmxAcc([[0i32; I8_NR]; AMX_MR]))
+            } else {
+                None
+            };
             while r < end {
                 let rows = tile_rows.min(end - r);
                 let a = &q.q[r * kp..(r + rows) * kp];
@@ -491,7 +499,7 @@ impl PackedI8 {
                 match path {
                     #[cfg(target_arch = "x86_64")]
                     KernelPath::Amx => unsafe {
-                        let mut acc = AmxAcc([[0i32; I8_NR]; AMX_MR]);
+                        let acc = amx_acc.as_mut().expect("made for the AMX path");
                         amx::i8_acc(a.as_ptr(), rows, kp, w.as_ptr(), &mut acc.0);
                         x86::finish_i8(&acc.0[..rows], zp.as_ptr(), sa.as_ptr(), cols, t);
                     },
@@ -763,7 +771,8 @@ mod amx {
     }
 
     /// `acc[r][c] = Σ_k a[r][k] · w[k][c]` for `rows` (≤ 16) rows of u8 `a` (stride `kp`) and
-    /// a packed i8 panel `w` (`kp / 4` groups of 64 columns × 4).
+    /// a packed i8 panel `w` (`kp / 4` groups of 64 columns × 4). Rows `0..rows` of `acc` are
+    /// overwritten, whatever they held; the others are left alone.
     ///
     /// # Safety
     /// [`available`] must be true; `a` holds `rows × kp` bytes, `w` `kp × 64`.
