@@ -11,6 +11,10 @@ use kindred::UserError;
 
 use super::Global;
 
+/// Runs `adapt` averages when `--runs` is not given (encoder only): one run's gain depends on
+/// its batch order, a soup of three is steadier (EVALUATION.md), and a site adapts once.
+pub const ADAPT_RUNS: usize = 3;
+
 #[derive(Debug, ClapArgs)]
 pub struct AdaptArgs {
     #[command(flatten)]
@@ -19,7 +23,11 @@ pub struct AdaptArgs {
 
 pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
     let device = g.device.as_deref().unwrap_or("cpu").parse()?;
-    let t = &args.train;
+    let mut t = args.train.clone();
+    if t.runs.is_none() && t.method == super::train_context::MethodArg::Encoder {
+        t.runs = Some(ADAPT_RUNS);
+    }
+    let t = &t;
     // Step 2 reindexes, which the Milvus backend does not offer: say so before the training.
     if let Some(Backend::Milvus(url)) = &g.backend {
         return Err(kindred::Error::from(UserError::NotSupported {

@@ -525,6 +525,22 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
             .arg("--out")
             .arg(&out),
     );
+    // The first JSON document printed is train context's: three runs, averaged, unless
+    // --runs says otherwise.
+    let mut documents =
+        serde_json::Deserializer::from_str(&report).into_iter::<serde_json::Value>();
+    let trained = documents
+        .next()
+        .expect("train context's JSON report")
+        .expect("JSON");
+    assert_eq!(trained["method"], "encoder soup", "{trained}");
+    let seeds: Vec<_> = trained["selection"]["runs"]
+        .as_array()
+        .expect("the runs")
+        .iter()
+        .map(|r| r["seed"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seeds, [42, 43, 44], "{trained}");
     // The last JSON document printed is tune's report.
     let tune_json = &report[report.rfind("\n{").map_or(0, |i| i + 1)..];
     let v: serde_json::Value = serde_json::from_str(tune_json).expect("tune's JSON report");
