@@ -58,7 +58,7 @@ pub struct ContextArgs {
     #[arg(long, default_value_t = 1)]
     pub epochs: usize,
     /// Stop after N steps (encoder): bounds the run on a large collection (a step is about
-    /// 30 s on 2 cores for forum-length questions; EVALUATION.md).
+    /// 16 s on 2 cores for forum-length questions, 24 s with --general; EVALUATION.md).
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub max_steps: usize,
     /// Peak learning rate (encoder; the transition matrix uses 1e-3). 1e-4 agreed better with
