@@ -86,6 +86,8 @@ pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
         None => Format::from_path(&args.file)?,
     };
     let text_format: TextFormat = args.text_format.parse()?;
+    // Read before anything is created: a file that cannot be opened leaves no empty collection.
+    let lines = ingest::count_lines(&args.file)?;
     if args.create && !db.collections()?.iter().any(|(n, _)| *n == args.collection) {
         db.create_collection(
             &args.collection,
@@ -98,7 +100,6 @@ pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}.rejects.tsv", args.file.display())));
     let mut rejects: Option<std::fs::File> = None;
-    let lines = ingest::count_lines(&args.file)?;
     let bar = ProgressBar::new(lines).with_style(ProgressStyle::with_template(
         "{spinner} {elapsed_precise} [{bar:30}] line {pos}/{len} · {msg} · eta {eta}",
     )?);

@@ -85,6 +85,34 @@ fn a_file_without_texts_fails_with_a_message() {
 }
 
 #[test]
+fn ingesting_a_missing_file_creates_nothing_and_names_the_file_once() {
+    // Before, `ingest --create` made the collection and then failed to open the file, leaving
+    // an empty collection behind; the error also printed the I/O reason twice.
+    let data = tempfile::tempdir().expect("tempdir");
+    let missing = data.path().join("questions.jsonl");
+    let out = kindred()
+        .arg("--data")
+        .arg(data.path().join("db"))
+        .args(["ingest", "--create", "--collection", "faq"])
+        .arg(&missing)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&*missing.to_string_lossy()), "{err}");
+    assert_eq!(err.matches("No such file").count(), 1, "{err}");
+    assert!(!err.contains("created collection"), "{err}");
+    let list = kindred()
+        .arg("--data")
+        .arg(data.path().join("db"))
+        .args(["collection", "list"])
+        .output()
+        .expect("runs");
+    let listed = String::from_utf8_lossy(&list.stdout);
+    assert!(list.status.success() && !listed.contains("faq"), "{listed}");
+}
+
+#[test]
 fn fetch_without_python_says_what_to_install() {
     let home = tempfile::tempdir().expect("tempdir");
     let empty_path = tempfile::tempdir().expect("tempdir");

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""A collection of N questions with context, for timing `kindred adapt` at a size no labelled
+forum here has. Timing only: the context is not the questions' own.
+
+    scripts/timing-collection.py N FORUM.jsonl > bigN.jsonl
+
+The questions are QQP's (../shared/data: the BiMPM and deep1994 dev and test files, about
+73,500 distinct); each gets 10 comments drawn by hash from FORUM.jsonl's contexts (what
+`kindred eval forum … --write-jsonl` writes for Qatar Living). Standard library only.
+"""
+import csv
+import hashlib
+import json
+import os
+import sys
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+FILES = ["qqp_bimpm/dev.tsv", "qqp_bimpm/test.tsv", "qqp_deep1994_split/dev.tsv", "qqp_deep1994_split/test.tsv"]
+
+
+def main():
+    n, forum = int(sys.argv[1]), sys.argv[2]
+    seen, questions = set(), []
+    for name in FILES:
+        with open(os.path.join(DATA, name), errors="replace") as f:
+            for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+                for text in row[1:3]:
+                    text = " ".join(text.split())
+                    if len(text) > 10 and text not in seen:
+                        seen.add(text)
+                        questions.append(text)
+    if len(questions) < n:
+        sys.exit(f"only {len(questions)} distinct questions; ask for fewer")
+    with open(forum) as f:
+        pool = [c for line in f for c in json.loads(line).get("context", [])]
+    for i, q in enumerate(questions[:n]):
+        h = int(hashlib.md5(q.encode()).hexdigest(), 16)
+        context = [pool[(h >> (8 * j)) % len(pool)] for j in range(10)]
+        print(json.dumps({"id": f"q{i}", "text": q, "context": context}))
+
+
+if __name__ == "__main__":
+    main()
