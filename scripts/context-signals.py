@@ -78,26 +78,21 @@ def commenters(xml):
     return users
 
 
+def midranks(x):
+    """Ranks from 1, ties sharing their mean rank."""
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    return (np.cumsum(counts) - (counts - 1) / 2)[inverse]
+
+
 def auc(y, s):
     """Mann-Whitney AUC with ties counted half."""
-    order = np.argsort(s, kind="mergesort")
-    ranks = np.empty(len(s))
-    sorted_s = s[order]
-    i = 0
-    while i < len(s):
-        j = i
-        while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2 + 1
-        i = j + 1
     pos = y == 1
     n1, n0 = pos.sum(), (~pos).sum()
-    return (ranks[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0)
+    return (midranks(s)[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0)
 
 
 def spearman(a, b):
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
-    return float(np.corrcoef(ra, rb)[0, 1])
+    return float(np.corrcoef(midranks(a), midranks(b))[0, 1])
 
 
 WORD = re.compile(r"[a-z0-9]+")

@@ -441,11 +441,18 @@ fn padded_len(longest: usize, multiple: usize, cap: usize) -> usize {
 fn pad_multiple() -> usize {
     static MULTIPLE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *MULTIPLE.get_or_init(|| {
-        std::env::var("KINDRED_PAD_MULTIPLE")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .filter(|&m| m >= 1)
-            .unwrap_or(16)
+        let Ok(asked) = std::env::var("KINDRED_PAD_MULTIPLE") else {
+            return 16;
+        };
+        match asked.trim().parse() {
+            Ok(m) if m >= 1 => m,
+            _ => {
+                tracing::warn!(
+                    "KINDRED_PAD_MULTIPLE={asked:?} is not a whole number of 1 or more; using 16"
+                );
+                16
+            }
+        }
     })
 }
 

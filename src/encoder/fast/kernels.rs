@@ -56,6 +56,12 @@ impl KernelPath {
             {
                 return p;
             }
+            let names: Vec<_> = paths.iter().map(|p| p.name()).collect();
+            tracing::warn!(
+                "KINDRED_KERNELS={forced:?} is not a path this CPU runs ({}); using {}",
+                names.join(", "),
+                names[0]
+            );
         }
         paths[0]
     }
@@ -548,16 +554,19 @@ struct AmxAcc([[i32; I8_NR]; AMX_MR]);
 fn portable_i8_tile(a: &[u8], rows: usize, kp: usize, w: &[i8], acc: &mut [[i32; I8_NR]]) {
     for (r, acc) in acc.iter_mut().enumerate().take(rows) {
         acc.fill(0);
-        let a = &a[r * kp..(r + 1) * kp];
-        for (g, a4) in a.chunks_exact(4).enumerate() {
-            let wg = &w[g * I8_NR * 4..(g + 1) * I8_NR * 4];
-            for c in 0..I8_NR {
-                let wc = &wg[c * 4..c * 4 + 4];
-                acc[c] += i32::from(a4[0]) * i32::from(wc[0])
-                    + i32::from(a4[1]) * i32::from(wc[1])
-                    + i32::from(a4[2]) * i32::from(wc[2])
-                    + i32::from(a4[3]) * i32::from(wc[3]);
-            }
+        add_i8_groups(&a[r * kp..(r + 1) * kp], w, acc);
+    }
+}
+
+/// `acc[c] += Σ_g Σ_j a[4g + j] · w[g][c][j]`: one row of u8 activations against the packed
+/// i8 panel's groups of 4 k (`[g][64][4]`), group for group, as far as `a` reaches.
+fn add_i8_groups(a: &[u8], w: &[i8], acc: &mut [i32; I8_NR]) {
+    for (a4, wg) in a.chunks_exact(4).zip(w.chunks_exact(I8_NR * 4)) {
+        for (c, wc) in wg.chunks_exact(4).enumerate() {
+            acc[c] += i32::from(a4[0]) * i32::from(wc[0])
+                + i32::from(a4[1]) * i32::from(wc[1])
+                + i32::from(a4[2]) * i32::from(wc[2])
+                + i32::from(a4[3]) * i32::from(wc[3]);
         }
     }
 }
@@ -847,16 +856,12 @@ mod amx {
             }
         }
         // The last kp % 64 bytes.
-        for (r, row) in acc.iter_mut().enumerate().take(rows) {
-            for g in full / 4..kp / 4 {
-                let a4 = std::slice::from_raw_parts(a.add(r * kp + g * 4), 4);
-                let wg = std::slice::from_raw_parts(w.add(g * I8_NR * 4), I8_NR * 4);
-                for (c, v) in row.iter_mut().enumerate() {
-                    let wc = &wg[c * 4..c * 4 + 4];
-                    *v += (0..4)
-                        .map(|j| i32::from(a4[j]) * i32::from(wc[j]))
-                        .sum::<i32>();
-                }
+        if full < kp {
+            let w_tail =
+                std::slice::from_raw_parts(w.add(full / 4 * I8_NR * 4), (kp - full) * I8_NR);
+            for (r, row) in acc.iter_mut().enumerate().take(rows) {
+                let a_tail = std::slice::from_raw_parts(a.add(r * kp + full), kp - full);
+                super::add_i8_groups(a_tail, w_tail, row);
             }
         }
     }
