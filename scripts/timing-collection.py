@@ -6,7 +6,9 @@ forum here has. Timing only: the context is not the questions' own.
 
 The questions are QQP's (../shared/data: the BiMPM and deep1994 dev and test files, about
 73,500 distinct); each gets 10 comments drawn by hash from FORUM.jsonl's contexts (what
-`kindred eval forum … --write-jsonl` writes for Qatar Living). Standard library only.
+`kindred eval forum … --write-jsonl` writes for Qatar Living). Since that context is not about
+its questions, `train context` refuses it unless given `--allow-unrelated-context` (which a
+timing run needs). Standard library only.
 """
 import csv
 import hashlib

@@ -16,7 +16,7 @@ use kindred::train::clrcmd::{self, ClrcmdOptions};
 use kindred::train::context::{self, ContextDoc, GeneralOptions, HarvestOptions, Signal};
 use kindred::train::transition::{train_transition, TransitionOptions};
 use kindred::train::{write_model_dir, TrainedBy};
-use kindred::{DeviceKind, Precision};
+use kindred::{DeviceKind, Precision, UserError};
 
 use super::Global;
 
@@ -104,6 +104,11 @@ pub struct ContextArgs {
     /// context`, 3 for `adapt` (with --method encoder).
     #[arg(long, value_name = "N")]
     pub runs: Option<usize>,
+    /// Train even when the harvested grades hardly agree with the questions' own similarity
+    /// (Spearman below 0.15: context that belongs to other questions, or a field every
+    /// document shares), which is refused otherwise: such grades teach the encoder noise.
+    #[arg(long)]
+    pub allow_unrelated_context: bool,
     /// Measure the held-out agreement every N steps (the best model is kept).
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub eval_every: usize,
@@ -269,6 +274,20 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
     let harvest = context::harvest(&encoder, &docs, &options, &mut on_step(&bar))?;
     bar.finish_and_clear();
     let harvest_seconds = started.elapsed().as_secs_f64();
+    if let Some(why) = harvest.unrelated() {
+        if !args.allow_unrelated_context {
+            return Err(kindred::Error::from(UserError::InvalidArgument {
+                name: "collection",
+                reason: format!(
+                    "{:?}: {why}; nothing was trained (pass --allow-unrelated-context to train \
+                     on these grades anyway)",
+                    args.collection
+                ),
+            })
+            .into());
+        }
+        eprintln!("warning: {why}; training anyway (--allow-unrelated-context)");
+    }
     let sets = context::training_sets(&docs, &harvest, &options);
     let general_options = GeneralOptions::default();
     let general: Vec<ScoredPair> = match &general_text {

@@ -93,6 +93,10 @@ pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
             let mark = if i == tuning.chosen { " (chosen)" } else { "" };
             println!("| {}{mark} | {:.4} |", r.name, r.ndcg_at_10);
         }
+        println!(
+            "grades vs the questions' cosine: Spearman {:.3}",
+            tuning.grade_vs_question_spearman
+        );
         println!("{reason}");
         if args.dry_run {
             println!("--dry-run: collection {:?} left as it was", args.collection);

@@ -138,6 +138,38 @@ pub struct Harvest {
     pub grader: Grader,
 }
 
+/// The least Spearman correlation between a harvest's grades and its pairs' question cosine
+/// for the context to count as being *about* its questions. Context that is (Qatar Living's
+/// comments) agrees at 0.50 (`--signal context`) to 0.71 (retrieval); comments drawn at random
+/// from other threads agree at 0.05 (10,000 QQP questions, EVALUATION.md), and a field every
+/// document shares grades every pair alike (0). Below this the grades are noise to learn from
+/// and to tune by.
+pub const MIN_GRADE_AGREEMENT: f64 = 0.15;
+
+impl Harvest {
+    /// Why the grades say nothing about "same question" (None when they may): they hardly
+    /// agree with the questions' own similarity, as when the context belongs to other
+    /// questions or is the same for all. One sentence, with the number and what to check.
+    pub fn unrelated(&self) -> Option<String> {
+        unrelated_context(self.grade_vs_question_spearman)
+    }
+}
+
+/// The verdict of [`Harvest::unrelated`] for a grade-vs-question-cosine Spearman correlation
+/// (pure).
+pub fn unrelated_context(spearman: f64) -> Option<String> {
+    (spearman.is_nan() || spearman < MIN_GRADE_AGREEMENT).then(|| {
+        format!(
+            "the grades harvested from context hardly agree with the questions' own similarity \
+             (Spearman {spearman:.2} between a pair's grade and its question cosine; context \
+             about its question gives 0.5 and more, below {MIN_GRADE_AGREEMENT} it is noise): \
+             the context does not look like it belongs to its questions — check that each \
+             document's `context` holds its own answers or comments and that every \
+             --context-field names a key that tells questions apart"
+        )
+    })
+}
+
 /// Normalised mean of unit vectors; None when empty.
 pub fn mean_direction(rows: &[&[f32]]) -> Option<Vec<f32>> {
     let first = rows.first()?;
@@ -624,6 +656,18 @@ pub fn training_sets(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn context_is_unrelated_below_the_least_agreement_and_for_constant_grades() {
+        for low in [0.05, -0.3, 0.0, f64::NAN, MIN_GRADE_AGREEMENT - 1e-9] {
+            let why = unrelated_context(low).expect("unrelated");
+            assert!(why.contains("--context-field"), "{why}");
+        }
+        for fine in [MIN_GRADE_AGREEMENT, 0.5, 0.71, 1.0] {
+            assert_eq!(unrelated_context(fine), None, "{fine}");
+        }
+        assert!(unrelated_context(0.053).unwrap().contains("0.05"));
+    }
 
     #[test]
     fn a_new_pair_is_graded_on_the_mined_pairs_scale() {

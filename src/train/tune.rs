@@ -3,7 +3,8 @@
 //! whose relevant documents are its harvested partners, gain by grade — and every candidate
 //! configuration (first stages, fusion weights, rerank on/off, RCMD weights) is searched with
 //! it through the real pipeline. The built-in default stays unless another beats its nDCG@10
-//! by [`MIN_GAIN`].
+//! by [`MIN_GAIN`], or when the grades do not reflect the questions at all
+//! ([`Harvest::unrelated`]).
 
 use std::collections::HashMap;
 
@@ -56,6 +57,14 @@ pub struct Tuning {
     pub rows: Vec<TuneRow>,
     /// Index of the chosen row.
     pub chosen: usize,
+    /// Spearman correlation of the harvested grades with the question cosine
+    /// ([`Harvest::grade_vs_question_spearman`]): how much the grades are about the questions.
+    #[serde(default)]
+    pub grade_vs_question_spearman: f64,
+    /// Why the grades could not choose ([`Harvest::unrelated`]): the built-in default was
+    /// kept whatever the rows say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unrelated: Option<String>,
 }
 
 impl Tuning {
@@ -67,7 +76,13 @@ impl Tuning {
     /// One sentence: what was chosen and why, with the numbers.
     pub fn reason(&self) -> String {
         let (c, d) = (self.chosen(), &self.rows[0]);
-        if self.chosen == 0 {
+        if let Some(why) = &self.unrelated {
+            format!(
+                "the built-in default ({}) stays, whatever agreed best on {} held-out \
+                 questions: {why}",
+                d.name, self.queries
+            )
+        } else if self.chosen == 0 {
             format!(
                 "the built-in default ({}) agreed best with the grades harvested from context \
                  on {} held-out questions (nDCG@10 {:.3}; no other of {} configurations beat it \
@@ -293,11 +308,18 @@ pub fn tune(
             .sum();
         row.ndcg_at_10 = sum / queries.len() as f64;
     }
-    let chosen = choose(&rows);
+    let unrelated = harvest.unrelated();
+    let chosen = if unrelated.is_some() {
+        0
+    } else {
+        choose(&rows)
+    };
     Ok(Tuning {
         queries: queries.len(),
         rows,
         chosen,
+        grade_vs_question_spearman: harvest.grade_vs_question_spearman,
+        unrelated,
     })
 }
 
@@ -355,6 +377,22 @@ mod tests {
     }
 
     #[test]
+    fn with_unrelated_grades_the_reason_says_the_default_stays_and_why() {
+        let t = Tuning {
+            queries: 300,
+            rows: candidates(),
+            chosen: 0,
+            grade_vs_question_spearman: 0.05,
+            unrelated: crate::train::context::unrelated_context(0.05),
+        };
+        let r = t.reason();
+        assert!(
+            r.contains("hybrid 1/1/1 → RCMD") && r.contains("stays") && r.contains("0.05"),
+            "{r}"
+        );
+    }
+
+    #[test]
     fn the_reason_names_the_choice_and_the_numbers() {
         let mut rows = candidates();
         rows[0].ndcg_at_10 = 0.5;
@@ -363,6 +401,8 @@ mod tests {
             queries: 40,
             rows,
             chosen: 4,
+            grade_vs_question_spearman: 0.7,
+            unrelated: None,
         };
         let r = t.reason();
         assert!(
