@@ -21,28 +21,13 @@ import argparse
 import html
 import json
 import re
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
+from kindred_vectors import encode
+
 WEIGHTS = [0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0]
-
-
-def encode(kindred, model, texts):
-    with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
-        for t in texts:
-            f.write(" ".join(t.split()) + "\n")
-        f.flush()
-        cmd = [kindred, "encode", "--json", "--file", f.name]
-        if model:
-            cmd += ["--model", model]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    rows = np.array([t["sentence"] for t in json.loads(out)["texts"]], dtype=np.float32)
-    if len(rows) != len(texts):
-        sys.exit(f"kindred encoded {len(rows)} texts of {len(texts)}: is one of them blank?")
-    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
 def question_text(subject, body):

@@ -35,26 +35,11 @@ import itertools
 import json
 import math
 import re
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
-
-def encode(kindred, model, texts):
-    with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
-        for t in texts:
-            f.write(" ".join(t.split()) + "\n")
-        f.flush()
-        cmd = [kindred, "encode", "--json", "--file", f.name]
-        if model:
-            cmd += ["--model", model]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    rows = np.array([t["sentence"] for t in json.loads(out)["texts"]], dtype=np.float32)
-    if len(rows) != len(texts):
-        sys.exit(f"kindred encoded {len(rows)} texts of {len(texts)}: is one of them blank?")
-    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+from kindred_vectors import encode
 
 
 def labelled_pairs(xml):

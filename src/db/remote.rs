@@ -78,29 +78,6 @@ const RECORDS_PER_READ: usize = 12;
 /// Bytes of a document's text kept in the `text` field, what a node builds its BM25 index
 /// from (pages of 256 stay under 4 MiB).
 const TEXT_BYTES: usize = 8192;
-/// An environment override (pure): `default` when `raw` is unset or blank, its value when
-/// `parse` accepts it, else an error naming the variable, the value and what it takes — the
-/// value would otherwise be ignored without a word (or, for a negative number of seconds,
-/// panic).
-fn env_setting<T>(
-    name: &'static str,
-    raw: Option<String>,
-    default: T,
-    parse: impl Fn(&str) -> Option<T>,
-    takes: &str,
-) -> Result<T> {
-    match raw.as_deref().map(str::trim) {
-        None | Some("") => Ok(default),
-        Some(v) => parse(v).ok_or_else(|| {
-            UserError::InvalidArgument {
-                name,
-                reason: format!("{v:?}: give {takes}, or unset it"),
-            }
-            .into()
-        }),
-    }
-}
-
 /// How old a node's BM25 index may get before a search starts rebuilding it in the background
 /// (what brings other nodes' writes and deletes into this node's lexical stage); the
 /// environment variable `KINDRED_MILVUS_LEXICAL_REFRESH_SECS` changes it.
@@ -470,25 +447,10 @@ impl Remote {
             lexical: Mutex::new(HashMap::new()),
             building: Mutex::new(()),
             meta_cache: Mutex::new(HashMap::new()),
-            lexical_refresh: env_setting(
-                "KINDRED_MILVUS_LEXICAL_REFRESH_SECS",
+            lexical_refresh: lexical_refresh(
                 std::env::var("KINDRED_MILVUS_LEXICAL_REFRESH_SECS").ok(),
-                LEXICAL_REFRESH,
-                |v| {
-                    v.parse::<f64>()
-                        .ok()
-                        .filter(|s| s.is_finite() && *s >= 0.0)
-                        .map(Duration::from_secs_f64)
-                },
-                "seconds, 0 or more (60 by default)",
             )?,
-            idf_sample: env_setting(
-                "KINDRED_MILVUS_IDF_SAMPLE",
-                std::env::var("KINDRED_MILVUS_IDF_SAMPLE").ok(),
-                IDF_SAMPLE,
-                |v| v.parse::<usize>().ok().filter(|&n| n > 0),
-                "a whole number of documents, 1 or more (100000 by default)",
-            )?,
+            idf_sample: idf_sample(std::env::var("KINDRED_MILVUS_IDF_SAMPLE").ok())?,
         };
         remote.version = remote.call("reading the server version", |c| async move {
             let r = c
@@ -1854,6 +1816,56 @@ fn varchar(name: &str, max: usize) -> FieldSchema {
         .max_length(max as _)
 }
 
+/// An environment override (pure): `default` when `raw` is unset or blank, its value when
+/// `parse` accepts it, else an error naming the variable, the value and what it takes — the
+/// value would otherwise be ignored without a word (or, for a negative number of seconds,
+/// panic).
+fn env_setting<T>(
+    name: &'static str,
+    raw: Option<String>,
+    default: T,
+    parse: impl Fn(&str) -> Option<T>,
+    takes: &str,
+) -> Result<T> {
+    match raw.as_deref().map(str::trim) {
+        None | Some("") => Ok(default),
+        Some(v) => parse(v).ok_or_else(|| {
+            UserError::InvalidArgument {
+                name,
+                reason: format!("{v:?}: give {takes}, or unset it"),
+            }
+            .into()
+        }),
+    }
+}
+
+/// [`LEXICAL_REFRESH`], or the `KINDRED_MILVUS_LEXICAL_REFRESH_SECS` value `raw` asks for.
+fn lexical_refresh(raw: Option<String>) -> Result<Duration> {
+    env_setting(
+        "KINDRED_MILVUS_LEXICAL_REFRESH_SECS",
+        raw,
+        LEXICAL_REFRESH,
+        |v| {
+            v.parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(Duration::from_secs_f64)
+        },
+        "seconds, 0 or more (60 by default)",
+    )
+}
+
+/// [`IDF_SAMPLE`], or the `KINDRED_MILVUS_IDF_SAMPLE` value `raw` asks for.
+fn idf_sample(raw: Option<String>) -> Result<usize> {
+    env_setting(
+        "KINDRED_MILVUS_IDF_SAMPLE",
+        raw,
+        IDF_SAMPLE,
+        |v| v.parse::<usize>().ok().filter(|&n| n > 0),
+        "a whole number of documents, 1 or more (100000 by default)",
+    )
+}
+
 fn vector(name: &str, dim: usize) -> FieldSchema {
     FieldSchema::new()
         .name(name)
@@ -1867,32 +1879,38 @@ mod tests {
 
     #[test]
     fn environment_overrides_are_used_when_valid_and_refused_by_name_otherwise() {
-        let secs = |raw: Option<&str>| {
-            env_setting(
+        let secs = |raw: &str| lexical_refresh(Some(raw.to_string()));
+        assert_eq!(lexical_refresh(None).unwrap(), LEXICAL_REFRESH);
+        assert_eq!(secs(" ").unwrap(), LEXICAL_REFRESH);
+        assert_eq!(secs("2.5").unwrap(), Duration::from_millis(2500));
+        assert_eq!(secs("0").unwrap(), Duration::ZERO);
+        assert_eq!(idf_sample(Some("400".into())).unwrap(), 400);
+        // A negative number of seconds panicked in Duration::from_secs_f64; the other values
+        // were ignored without a word.
+        for (name, e) in [
+            (
                 "KINDRED_MILVUS_LEXICAL_REFRESH_SECS",
-                raw.map(str::to_string),
-                LEXICAL_REFRESH,
-                |v| {
-                    v.parse::<f64>()
-                        .ok()
-                        .filter(|s| s.is_finite() && *s >= 0.0)
-                        .map(Duration::from_secs_f64)
-                },
-                "seconds, 0 or more",
-            )
-        };
-        assert_eq!(secs(None).unwrap(), LEXICAL_REFRESH);
-        assert_eq!(secs(Some(" ")).unwrap(), LEXICAL_REFRESH);
-        assert_eq!(secs(Some("2.5")).unwrap(), Duration::from_millis(2500));
-        assert_eq!(secs(Some("0")).unwrap(), Duration::ZERO);
-        // A negative number of seconds panicked in Duration::from_secs_f64; others were
-        // ignored without a word.
-        for bad in ["-1", "NaN", "inf", "sixty"] {
-            let e = secs(Some(bad)).unwrap_err().to_string();
-            assert!(
-                e.contains("KINDRED_MILVUS_LEXICAL_REFRESH_SECS") && e.contains(bad),
-                "{e}"
-            );
+                secs("-1").unwrap_err(),
+            ),
+            (
+                "KINDRED_MILVUS_LEXICAL_REFRESH_SECS",
+                secs("NaN").unwrap_err(),
+            ),
+            (
+                "KINDRED_MILVUS_LEXICAL_REFRESH_SECS",
+                secs("sixty").unwrap_err(),
+            ),
+            (
+                "KINDRED_MILVUS_IDF_SAMPLE",
+                idf_sample(Some("0".into())).unwrap_err(),
+            ),
+            (
+                "KINDRED_MILVUS_IDF_SAMPLE",
+                idf_sample(Some("1e5".into())).unwrap_err(),
+            ),
+        ] {
+            let e = e.to_string();
+            assert!(e.contains(name) && e.contains("give"), "{e}");
         }
     }
 
