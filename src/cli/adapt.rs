@@ -69,7 +69,14 @@ pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
             json: false,
         },
     )
-    .with_context(|| format!("reindexing {} onto {}", t.collection, out.display()))?;
+    .with_context(|| {
+        format!(
+            "step 2/3, reindex: the adapted model is kept at {out}; finish with `kindred --model \
+             {out} reindex --collection {c}`, then `kindred tune --collection {c}`",
+            out = out.display(),
+            c = t.collection
+        )
+    })?;
     eprintln!(
         "3/3 tune: choosing the search defaults of {:?}",
         t.collection
@@ -86,4 +93,12 @@ pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
             json: t.json,
         },
     )
+    .with_context(|| {
+        format!(
+            "step 3/3, tune: {c:?} is on the adapted model ({out}) and keeps the search defaults \
+             it had until `kindred tune --collection {c}` succeeds",
+            out = out.display(),
+            c = t.collection
+        )
+    })
 }

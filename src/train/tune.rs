@@ -240,9 +240,11 @@ pub fn tune(
     if queries.is_empty() {
         return Err(UserError::InvalidArgument {
             name: "collection",
-            reason: "no held-out question has a harvested partner to search for; the \
-                     collection needs more documents with context (a few hundred)"
-                .into(),
+            reason: format!(
+                "no held-out question (one in {held_out_every}, --held-out-every) has a \
+                 harvested partner to search for; the collection needs more documents with \
+                 context (a few hundred), or hold out more of them"
+            ),
         }
         .into());
     }

@@ -729,3 +729,53 @@ fn context_that_does_not_belong_to_its_questions_is_not_learned_or_tuned_from() 
     );
     assert!(v["tuning"]["unrelated"].is_string(), "{v}");
 }
+
+/// A step of `adapt` after the training that fails says what state it left and the commands
+/// that finish the job: here `tune` finds no held-out question (one in 1,000 of 16), after the
+/// collection moved onto the adapted model (before: only tune's own error, with nothing on
+/// what the first two steps had done).
+#[test]
+fn adapt_that_fails_after_training_names_what_is_done_and_what_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    ingest_forum(
+        dir.path(),
+        &data,
+        |_, d| serde_json::json!({ "id": d.id, "text": d.text, "context": d.context }),
+    );
+    let out = dir.path().join("adapted");
+    let failed = kindred(&data)
+        .args([
+            "adapt",
+            "-c",
+            "forum",
+            "--held-out-every",
+            "1000",
+            "--runs",
+            "1",
+        ])
+        .args(["--neighbours", "5", "--batch", "4", "--graded-batch", "4"])
+        .args(["--max-steps", "1", "--out"])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("step 3/3, tune")
+            && err.contains("is on the adapted model")
+            && err.contains("`kindred tune --collection forum`")
+            && err.contains("one in 1000, --held-out-every"),
+        "{err}"
+    );
+    let adapted = kindred::model::ModelDir::open(&out)
+        .unwrap()
+        .identity()
+        .unwrap();
+    let stats = run_ok(
+        kindred(&data)
+            .env_remove("KINDRED_MODEL")
+            .args(["stats", "forum", "--json"]),
+    );
+    assert!(stats.contains(&adapted.fingerprint), "{stats}");
+}
