@@ -269,22 +269,33 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         positive_share: args.positive_share,
         ..HarvestOptions::default()
     };
+    let refuse = |why: String| -> anyhow::Error {
+        kindred::Error::from(UserError::InvalidArgument {
+            name: "collection",
+            reason: format!(
+                "{:?}: {why}; nothing was trained (pass --allow-unrelated-context to train on \
+                 these grades anyway)",
+                args.collection
+            ),
+        })
+        .into()
+    };
     let bar = step_bar()?;
+    if !args.allow_unrelated_context {
+        let sample = context::PRECHECK_DOCUMENTS;
+        if let Some(why) = context::precheck(&encoder, &docs, &options, sample, &mut on_step(&bar))?
+        {
+            bar.finish_and_clear();
+            return Err(refuse(why));
+        }
+    }
     let started = std::time::Instant::now();
     let harvest = context::harvest(&encoder, &docs, &options, &mut on_step(&bar))?;
     bar.finish_and_clear();
     let harvest_seconds = started.elapsed().as_secs_f64();
     if let Some(why) = harvest.unrelated() {
         if !args.allow_unrelated_context {
-            return Err(kindred::Error::from(UserError::InvalidArgument {
-                name: "collection",
-                reason: format!(
-                    "{:?}: {why}; nothing was trained (pass --allow-unrelated-context to train \
-                     on these grades anyway)",
-                    args.collection
-                ),
-            })
-            .into());
+            return Err(refuse(why));
         }
         eprintln!("warning: {why}; training anyway (--allow-unrelated-context)");
     }

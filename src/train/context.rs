@@ -155,6 +155,38 @@ impl Harvest {
     }
 }
 
+/// Questions [`precheck`] harvests.
+pub const PRECHECK_DOCUMENTS: usize = 1_000;
+
+/// [`Harvest::unrelated`] judged on a harvest of a fixed sample of `sample` questions (the
+/// same ones every run, by id hash; [`PRECHECK_DOCUMENTS`] takes about 40 s on 2 cores with
+/// ten comments each): what lets a collection whose context is not about its questions be
+/// refused in a minute instead of after its whole harvest (13 minutes at 20,000 questions).
+/// None, without harvesting anything, when at most twice `sample` questions carry context:
+/// their whole harvest is quick. `progress(what, done, total)`.
+pub fn precheck(
+    encoder: &Encoder,
+    docs: &[ContextDoc],
+    options: &HarvestOptions,
+    sample: usize,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<Option<String>> {
+    let with_context = docs
+        .iter()
+        .filter(|d| d.context.iter().any(|c| !c.trim().is_empty()))
+        .count();
+    if with_context <= 2 * sample {
+        return Ok(None);
+    }
+    let options = HarvestOptions {
+        max_documents: sample,
+        ..options.clone()
+    };
+    Ok(harvest(encoder, docs, &options, progress)?
+        .unrelated()
+        .map(|why| format!("{why} (measured on a sample of {sample} questions)")))
+}
+
 /// The verdict of [`Harvest::unrelated`] for a grade-vs-question-cosine Spearman correlation
 /// (pure).
 pub fn unrelated_context(spearman: f64) -> Option<String> {

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use kindred::train::context::{
-    general_training_pairs, harvest, ContextDoc, GeneralOptions, HarvestOptions, Signal,
+    general_training_pairs, harvest, precheck, ContextDoc, GeneralOptions, HarvestOptions, Signal,
 };
 
 use crate::common::{encoder, model_dir};
@@ -646,6 +646,38 @@ fn eval_forum_reproduces_the_tasks_baseline_and_ranks_above_it_on_semeval_dev() 
             assert_eq!(r["incomplete"], 0, "{r}");
         }
     }
+}
+
+/// `train context` first judges the context on a sample of the collection's questions, so that
+/// a large collection whose context is not about its questions is refused in a minute, not
+/// after its whole harvest; a collection of at most twice the sample is not sampled.
+#[test]
+fn the_precheck_judges_a_sample_and_skips_small_collections() {
+    // The context grade: a context every question shares grades every pair alike (the
+    // retrieval grade's order on so few pairs is chance).
+    let options = HarvestOptions {
+        neighbours: 5,
+        signal: Signal::Context,
+        ..HarvestOptions::default()
+    };
+    let mut shared = forum();
+    for d in &mut shared {
+        d.context = vec!["category: Qatar Living".into()];
+    }
+    let why = precheck(encoder(), &shared, &options, 7, &mut |_, _, _| {})
+        .expect("harvests")
+        .expect("a context every question shares is not about them");
+    assert!(why.contains("on a sample of 7 questions"), "{why}");
+    assert_eq!(
+        precheck(encoder(), &forum(), &options, 7, &mut |_, _, _| {}).expect("harvests"),
+        None,
+        "each question's own answers are about it"
+    );
+    assert_eq!(
+        precheck(encoder(), &shared, &options, 8, &mut |_, _, _| {}).expect("nothing to do"),
+        None,
+        "16 questions are at most twice a sample of 8: not sampled"
+    );
 }
 
 /// A context every document shares (a `category` that is the same for all) grades pairs by
