@@ -304,6 +304,34 @@ fn run_ok(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Runs `cmd`, which must fail as bad input does (exit 2); its stderr.
+fn run_refused(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{cmd:?}: {err}");
+    err
+}
+
+/// Asserts that collection `forum` of `data` is on the model directory `model` (its
+/// fingerprint), as `kindred stats` reports it without --model.
+fn assert_on_model(data: &Path, model: &Path) {
+    let fingerprint = kindred::model::ModelDir::open(model)
+        .unwrap()
+        .identity()
+        .unwrap()
+        .fingerprint;
+    let stats = run_ok(
+        kindred(data)
+            .env_remove("KINDRED_MODEL")
+            .args(["stats", "forum", "--json"]),
+    );
+    assert!(
+        stats.contains(&fingerprint),
+        "the collection is on {}: {stats}",
+        model.display()
+    );
+}
+
 /// Ingests the synthetic forum into collection `forum` of the database `data`, one JSONL line
 /// per thread as `line(index, thread)` writes it.
 fn ingest_forum(dir: &Path, data: &Path, line: impl Fn(usize, &ContextDoc) -> serde_json::Value) {
@@ -563,19 +591,7 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
     assert_eq!(h["hits"][0]["id"], "q0", "{h}");
     assert_eq!(h["settings"]["source"]["mode"], "collection", "{h}");
     assert_eq!(h["settings"]["mode"], v["chosen"]["mode"], "{h} {v}");
-    let adapted = kindred::model::ModelDir::open(&out)
-        .unwrap()
-        .identity()
-        .unwrap();
-    let stats = run_ok(
-        kindred(&data)
-            .env_remove("KINDRED_MODEL")
-            .args(["stats", "forum", "--json"]),
-    );
-    assert!(
-        stats.contains(&adapted.fingerprint),
-        "the collection is on the adapted model: {stats}"
-    );
+    assert_on_model(&data, &out);
 }
 
 /// `adapt` reindexes in its second step, which the Milvus backend does not offer: it says so
@@ -584,18 +600,13 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
 fn adapt_on_the_milvus_backend_is_refused_before_it_trains_naming_the_steps_to_take() {
     let data = tempfile::tempdir().expect("tempdir");
     let started = std::time::Instant::now();
-    let out = kindred(data.path())
-        .args([
-            "--backend",
-            "milvus://127.0.0.1:1",
-            "adapt",
-            "--collection",
-            "faq",
-        ])
-        .output()
-        .expect("runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = run_refused(kindred(data.path()).args([
+        "--backend",
+        "milvus://127.0.0.1:1",
+        "adapt",
+        "--collection",
+        "faq",
+    ]));
     assert!(
         err.contains("not available on the milvus backend")
             && err.contains("train context --collection faq")
@@ -695,21 +706,19 @@ fn context_that_does_not_belong_to_its_questions_is_not_learned_or_tuned_from() 
         |_, d| serde_json::json!({ "id": d.id, "text": d.text, "metadata": { "category": "Qatar Living" } }),
     );
     let out = dir.path().join("adapted");
-    let refused = kindred(&data)
-        .args([
-            "train",
-            "context",
-            "-c",
-            "forum",
-            "--context-field",
-            "category",
-        ])
-        .args(["--held-out-every", "3", "--max-steps", "1", "--out"])
-        .arg(&out)
-        .output()
-        .expect("runs");
-    let err = String::from_utf8_lossy(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(2), "{err}");
+    let err = run_refused(
+        kindred(&data)
+            .args([
+                "train",
+                "context",
+                "-c",
+                "forum",
+                "--context-field",
+                "category",
+            ])
+            .args(["--held-out-every", "3", "--max-steps", "1", "--out"])
+            .arg(&out),
+    );
     assert!(
         err.contains("hardly agree with the questions' own similarity")
             && err.contains("Spearman")
@@ -776,23 +785,21 @@ fn adapt_that_fails_after_training_names_what_is_done_and_what_is_left() {
         |_, d| serde_json::json!({ "id": d.id, "text": d.text, "context": d.context }),
     );
     let out = dir.path().join("adapted");
-    let failed = kindred(&data)
-        .args([
-            "adapt",
-            "-c",
-            "forum",
-            "--held-out-every",
-            "1000",
-            "--runs",
-            "1",
-        ])
-        .args(["--neighbours", "5", "--batch", "4", "--graded-batch", "4"])
-        .args(["--max-steps", "1", "--out"])
-        .arg(&out)
-        .output()
-        .expect("runs");
-    let err = String::from_utf8_lossy(&failed.stderr);
-    assert_eq!(failed.status.code(), Some(2), "{err}");
+    let err = run_refused(
+        kindred(&data)
+            .args([
+                "adapt",
+                "-c",
+                "forum",
+                "--held-out-every",
+                "1000",
+                "--runs",
+                "1",
+            ])
+            .args(["--neighbours", "5", "--batch", "4", "--graded-batch", "4"])
+            .args(["--max-steps", "1", "--out"])
+            .arg(&out),
+    );
     assert!(
         err.contains("step 3/3, tune")
             && err.contains("is on the adapted model")
@@ -800,14 +807,5 @@ fn adapt_that_fails_after_training_names_what_is_done_and_what_is_left() {
             && err.contains("one in 1000, --held-out-every"),
         "{err}"
     );
-    let adapted = kindred::model::ModelDir::open(&out)
-        .unwrap()
-        .identity()
-        .unwrap();
-    let stats = run_ok(
-        kindred(&data)
-            .env_remove("KINDRED_MODEL")
-            .args(["stats", "forum", "--json"]),
-    );
-    assert!(stats.contains(&adapted.fingerprint), "{stats}");
+    assert_on_model(&data, &out);
 }
