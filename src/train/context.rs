@@ -146,8 +146,8 @@ pub struct Harvest {
 }
 
 /// The least Spearman correlation between a harvest's grades and its pairs' question cosine
-/// for the context to count as being *about* its questions. Context that is (each Qatar
-/// Living question's own comments) agrees at 0.50 (`--signal context`) to 0.71 (retrieval);
+/// for the context to count as being *about* its questions. Context that is about them (each
+/// Qatar Living question's own comments) agrees at 0.50 (`--signal context`) to 0.71 (retrieval);
 /// comments drawn at random from other threads agree at 0.05 (10,000 QQP questions,
 /// EVALUATION.md), and a field every document shares grades every pair alike (0). Below this
 /// the grades are noise to learn from and to tune by.

@@ -332,6 +332,31 @@ fn assert_on_model(data: &Path, model: &Path) {
     );
 }
 
+/// Training flags that keep an encoder run on the synthetic forum to one small step.
+const QUICK_TRAINING: [&str; 8] = [
+    "--neighbours",
+    "5",
+    "--batch",
+    "4",
+    "--graded-batch",
+    "4",
+    "--max-steps",
+    "1",
+];
+
+/// A new database (in the returned directory, at the returned path) whose collection `forum`
+/// is the synthetic forum, each thread's answers as its `context`.
+fn forum_with_context() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    ingest_forum(
+        dir.path(),
+        &data,
+        |_, d| serde_json::json!({ "id": d.id, "text": d.text, "context": d.context }),
+    );
+    (dir, data)
+}
+
 /// Ingests the synthetic forum into collection `forum` of the database `data`, one JSONL line
 /// per thread as `line(index, thread)` writes it.
 fn ingest_forum(dir: &Path, data: &Path, line: impl Fn(usize, &ContextDoc) -> serde_json::Value) {
@@ -529,27 +554,12 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
 
 #[test]
 fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    ingest_forum(
-        dir.path(),
-        &data,
-        |_, d| serde_json::json!({ "id": d.id, "text": d.text, "context": d.context }),
-    );
+    let (dir, data) = forum_with_context();
     let out = dir.path().join("adapted");
     let report = run_ok(
         kindred(&data)
             .args(["adapt", "-c", "forum", "--json", "--held-out-every", "3"])
-            .args([
-                "--neighbours",
-                "5",
-                "--batch",
-                "4",
-                "--graded-batch",
-                "4",
-                "--max-steps",
-                "1",
-            ])
+            .args(QUICK_TRAINING)
             .arg("--out")
             .arg(&out),
     );
@@ -777,13 +787,7 @@ fn context_that_does_not_belong_to_its_questions_is_not_learned_or_tuned_from() 
 /// what the first two steps had done).
 #[test]
 fn adapt_that_fails_after_training_names_what_is_done_and_what_is_left() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    ingest_forum(
-        dir.path(),
-        &data,
-        |_, d| serde_json::json!({ "id": d.id, "text": d.text, "context": d.context }),
-    );
+    let (dir, data) = forum_with_context();
     let out = dir.path().join("adapted");
     let err = run_refused(
         kindred(&data)
@@ -796,8 +800,8 @@ fn adapt_that_fails_after_training_names_what_is_done_and_what_is_left() {
                 "--runs",
                 "1",
             ])
-            .args(["--neighbours", "5", "--batch", "4", "--graded-batch", "4"])
-            .args(["--max-steps", "1", "--out"])
+            .args(QUICK_TRAINING)
+            .arg("--out")
             .arg(&out),
     );
     assert!(
