@@ -54,6 +54,10 @@ pub struct ContextArgs {
     /// searches them).
     #[arg(long, default_value_t = HarvestOptions::default().held_out_every, value_name = "N")]
     pub held_out_every: u64,
+    /// Context texts per question (its first ones) that become InfoNCE positives of the
+    /// question itself (encoder): the question learns to retrieve its own thread. 0: none.
+    #[arg(long, default_value_t = HarvestOptions::default().thread_positives, value_name = "N")]
+    pub thread_positives: usize,
     /// Passes over the positive pairs (encoder) or over all pairs (transition).
     #[arg(long, default_value_t = 1)]
     pub epochs: usize,
@@ -267,6 +271,7 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         signal: args.signal,
         held_out_every: args.held_out_every.max(2),
         positive_share: args.positive_share,
+        thread_positives: args.thread_positives,
         ..HarvestOptions::default()
     };
     let refuse = |why: String| -> anyhow::Error {

@@ -93,6 +93,11 @@ pub struct HarvestOptions {
     /// Questions harvested at most (mining is O(n²)): a larger collection is sampled, the
     /// same questions every run (by id hash).
     pub max_documents: usize,
+    /// Context texts per harvested question (the first ones) that become InfoNCE positives
+    /// of the question itself: a question should retrieve its own thread's answers (the
+    /// paper's contextual model, trained on the site's own threads). 0: none.
+    #[serde(default)]
+    pub thread_positives: usize,
 }
 
 impl Default for HarvestOptions {
@@ -105,6 +110,7 @@ impl Default for HarvestOptions {
             negative_share: 0.3,
             held_out_every: 10,
             max_documents: 20_000,
+            thread_positives: 0,
         }
     }
 }
@@ -159,6 +165,11 @@ impl Harvest {
     /// questions or is the same for all. One sentence, with the number and what to check.
     pub fn unrelated(&self) -> Option<String> {
         unrelated_context(self.grade_vs_question_spearman)
+    }
+
+    /// Whether the document at `index` (into the documents harvested from) was harvested.
+    pub fn harvested(&self, index: usize) -> bool {
+        matches!(self.grader.slot.get(index), Some(Some(_)))
     }
 }
 
@@ -683,6 +694,25 @@ pub fn training_sets(
             b: b.text.clone(),
             gold: p.grade,
         });
+    }
+    if options.thread_positives > 0 {
+        for (i, d) in docs.iter().enumerate() {
+            if !harvest.harvested(i) || held_out(&d.id, options.held_out_every) {
+                continue;
+            }
+            for c in d
+                .context
+                .iter()
+                .filter(|c| !c.trim().is_empty())
+                .take(options.thread_positives)
+            {
+                sets.train.push(LabelledPair {
+                    a: d.text.clone(),
+                    b: c.clone(),
+                    duplicate: true,
+                });
+            }
+        }
     }
     sets
 }

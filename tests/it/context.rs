@@ -8,7 +8,8 @@ use std::path::Path;
 use std::process::Command;
 
 use kindred::train::context::{
-    general_training_pairs, harvest, precheck, ContextDoc, GeneralOptions, HarvestOptions, Signal,
+    general_training_pairs, harvest, held_out, precheck, training_sets, ContextDoc, GeneralOptions,
+    HarvestOptions, Signal,
 };
 
 use crate::common::{encoder, model_dir};
@@ -193,6 +194,72 @@ fn pairs_the_harvest_did_not_mine_are_graded_on_its_scale() {
     // A document without context, or past the end, has no grade.
     assert_eq!(h.grader.grade(0, 16), None);
     assert_eq!(h.grader.grade(0, 99), None);
+}
+
+/// `--thread-positives N`: each harvested question outside the held-out slice gets its first
+/// N non-empty context texts as InfoNCE positives of its own; held-out questions and questions
+/// without context get none, and N = 0 adds nothing.
+#[test]
+fn thread_positives_pair_each_question_with_its_own_first_answers() {
+    let mut docs = forum();
+    docs[0].context.insert(0, "  ".into());
+    docs.push(ContextDoc {
+        id: "no context".into(),
+        text: "How can I renew my driving licence online?".into(),
+        context: vec![],
+    });
+    let options = HarvestOptions {
+        neighbours: 3,
+        held_out_every: 4,
+        ..HarvestOptions::default()
+    };
+    let h = harvest(encoder(), &docs, &options, &mut |_, _, _| {}).expect("harvests");
+    let without = training_sets(&docs, &h, &options);
+    let with = training_sets(
+        &docs,
+        &h,
+        &HarvestOptions {
+            thread_positives: 2,
+            ..options.clone()
+        },
+    );
+    assert_eq!(
+        (with.graded.len(), with.dev.len()),
+        (without.graded.len(), without.dev.len())
+    );
+    let added: Vec<_> = with.train[without.train.len()..].to_vec();
+    assert_eq!(without.train, with.train[..without.train.len()]);
+    let kept: Vec<&ContextDoc> = docs
+        .iter()
+        .filter(|d| d.has_context() && !held_out(&d.id, 4))
+        .collect();
+    assert!(
+        kept.len() >= 8 && kept.len() < 16,
+        "some questions are held out"
+    );
+    let expected: Vec<(String, String)> = kept
+        .iter()
+        .flat_map(|d| {
+            d.context
+                .iter()
+                .filter(|c| !c.trim().is_empty())
+                .take(2)
+                .map(|c| (d.text.clone(), c.clone()))
+        })
+        .collect();
+    let got: Vec<(String, String)> = added
+        .iter()
+        .inspect(|p| assert!(p.duplicate))
+        .map(|p| (p.a.clone(), p.b.clone()))
+        .collect();
+    assert_eq!(got, expected);
+    if !held_out("q0", 4) {
+        assert_eq!(
+            got[0],
+            (docs[0].text.clone(), docs[0].context[1].clone()),
+            "blank skipped"
+        );
+    }
 }
 
 #[test]
