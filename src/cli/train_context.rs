@@ -56,6 +56,8 @@ pub struct ContextArgs {
     pub held_out_every: u64,
     /// Context texts per question (its first ones) that become InfoNCE positives of the
     /// question itself (encoder): the question learns to retrieve its own thread. 0: none.
+    /// Opt-in: on Qatar Living, 2 did not add to the harvest in the one run measured and made
+    /// the run 2.6 times as long (EVALUATION.md).
     #[arg(long, default_value_t = HarvestOptions::default().thread_positives, value_name = "N")]
     pub thread_positives: usize,
     /// Passes over the positive pairs (encoder) or over all pairs (transition).

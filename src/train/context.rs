@@ -648,7 +648,9 @@ pub struct TrainingSets {
 
 /// Splits a harvest into [`TrainingSets`] (pure): pairs touching a held-out question go to
 /// `dev`; of the rest, the top `positive_share` by grade are duplicates, the bottom
-/// `negative_share` non-duplicates, and all are graded pairs.
+/// `negative_share` non-duplicates, and all are graded pairs. With `thread_positives`, each
+/// harvested question outside the held-out slice is also a duplicate pair with each of its
+/// first `thread_positives` context texts (after the harvested pairs).
 pub fn training_sets(
     docs: &[ContextDoc],
     harvest: &Harvest,
