@@ -15,6 +15,10 @@ use super::Global;
 /// its batch order, a soup of three is steadier (EVALUATION.md), and a site adapts once.
 pub const ADAPT_RUNS: usize = 3;
 
+/// The grader `adapt` harvests with when `--grader` is not given: a contextual model trained
+/// first on the collection's own threads (EVALUATION.md, session 35).
+pub const ADAPT_GRADER: super::train_context::GraderArg = super::train_context::GraderArg::Thread;
+
 #[derive(Debug, ClapArgs)]
 pub struct AdaptArgs {
     #[command(flatten)]
@@ -26,6 +30,9 @@ pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
     let mut t = args.train.clone();
     if t.runs.is_none() && t.method == super::train_context::MethodArg::Encoder {
         t.runs = Some(ADAPT_RUNS);
+    }
+    if t.grader.is_none() {
+        t.grader = Some(ADAPT_GRADER);
     }
     let t = &t;
     // Step 2 reindexes, which the Milvus backend does not offer: say so before the training.

@@ -60,6 +60,14 @@ pub struct ContextArgs {
     /// the run 2.6 times as long (EVALUATION.md).
     #[arg(long, default_value_t = HarvestOptions::default().thread_positives, value_name = "N")]
     pub thread_positives: usize,
+    /// The model that grades the harvested pairs: `base` (the collection's own model),
+    /// `thread` (first train a contextual model on the collection's own threads — each
+    /// question with its first 3 context texts, no labels — and grade with it; it is kept in
+    /// OUT/grader) or a model directory. The collection's own model is what is trained either
+    /// way. Default: base for `train context`, thread for `adapt`. On Qatar Living, grading
+    /// with the contextual model gained more on the forum at QQP's level (EVALUATION.md).
+    #[arg(long, value_name = "base|thread|DIR", value_parser = parse_grader)]
+    pub grader: Option<GraderArg>,
     /// Passes over the positive pairs (encoder) or over all pairs (transition).
     #[arg(long, default_value_t = 1)]
     pub epochs: usize,
@@ -129,7 +137,38 @@ impl ContextArgs {
     pub fn runs(&self) -> usize {
         self.runs.unwrap_or(1)
     }
+
+    /// The grader: `--grader`, or the collection's model when it is not given (`adapt` gives
+    /// [`ADAPT_GRADER`](super::adapt::ADAPT_GRADER)).
+    pub fn grader(&self) -> GraderArg {
+        self.grader.clone().unwrap_or(GraderArg::Base)
+    }
 }
+
+/// `--grader`: which model grades the harvest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GraderArg {
+    /// The collection's own model (the one trained).
+    Base,
+    /// A contextual model trained first on the collection's own threads
+    /// ([`context::thread_sets`]).
+    Thread,
+    /// A model directory.
+    Dir(PathBuf),
+}
+
+fn parse_grader(s: &str) -> std::result::Result<GraderArg, String> {
+    match s {
+        "base" => Ok(GraderArg::Base),
+        "thread" => Ok(GraderArg::Thread),
+        "" => Err("give base, thread or a model directory".into()),
+        dir => Ok(GraderArg::Dir(PathBuf::from(dir))),
+    }
+}
+
+/// Context texts per question the `thread` grader is trained on (its first ones): the
+/// setting measured on Qatar Living (EVALUATION.md, session 34).
+pub const THREAD_GRADER_TEXTS: usize = 3;
 
 /// `--method`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -262,6 +301,10 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         ),
         None => None,
     };
+    if let GraderArg::Dir(dir) = args.grader() {
+        ModelDir::open(&dir)
+            .with_context(|| format!("--grader {}: not a model directory", dir.display()))?;
+    }
     let out = args.out(g);
     let db = g.database()?;
     let base = g.collection_model_dir(&db, &args.collection)?;
@@ -288,6 +331,8 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         .into()
     };
     let bar = step_bar()?;
+    // The precheck grades with the base: a grader trained on unrelated context would agree
+    // with itself.
     if !args.allow_unrelated_context {
         let sample = context::PRECHECK_DOCUMENTS;
         if let Some(why) = context::precheck(&encoder, &docs, &options, sample, &mut on_step(&bar))?
@@ -296,8 +341,17 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
             return Err(refuse(why));
         }
     }
+    bar.finish_and_clear();
+    let (grader, grader_summary) = load_grader(g, args, &base, &docs, &out, device)?;
+    let bar = step_bar()?;
     let started = std::time::Instant::now();
-    let harvest = context::harvest(&encoder, &docs, &options, &mut on_step(&bar))?;
+    let harvest = context::harvest(
+        grader.as_ref().unwrap_or(&encoder),
+        &docs,
+        &options,
+        &mut on_step(&bar),
+    )?;
+    drop(grader);
     bar.finish_and_clear();
     let harvest_seconds = started.elapsed().as_secs_f64();
     if let Some(why) = harvest.unrelated() {
@@ -363,6 +417,7 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         "context_fields": args.context_fields,
         "base": base.identity()?,
         "method": method,
+        "grader": grader_summary,
         "harvest": {
             "options": options,
             "documents": harvest.documents,
@@ -407,6 +462,102 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
     }
     Ok(out)
 }
+
+/// The encoder `--grader` names (None: the base grades) and what to record of it; with
+/// `thread`, trains it first into `out/grader`.
+fn load_grader(
+    g: &Global,
+    args: &ContextArgs,
+    base: &ModelDir,
+    docs: &[ContextDoc],
+    out: &Path,
+    device: DeviceKind,
+) -> Result<(Option<kindred::Encoder>, serde_json::Value)> {
+    let dir = match args.grader() {
+        GraderArg::Base => return Ok((None, json!({ "model": "base" }))),
+        GraderArg::Dir(dir) => ModelDir::open(&dir)
+            .with_context(|| format!("--grader {}: not a model directory", dir.display()))?,
+        GraderArg::Thread => {
+            let dir = out.join("grader");
+            eprintln!(
+                "training the grader: a contextual model on the collection's own threads \
+                 (each question with its first {THREAD_GRADER_TEXTS} context texts) into {}",
+                dir.display()
+            );
+            let selection = train_thread_grader(args, base, docs, &dir, device)?;
+            let model = ModelDir::open(&dir)?;
+            let encoder = g.load_encoder(&model, Precision::Fp32)?;
+            return Ok((
+                Some(encoder),
+                json!({
+                    "model": "thread",
+                    "dir": dir,
+                    "identity": model.identity()?,
+                    "texts_per_question": THREAD_GRADER_TEXTS,
+                    "selection": selection,
+                }),
+            ));
+        }
+    };
+    let encoder = g.load_encoder(&dir, Precision::Fp32)?;
+    Ok((
+        Some(encoder),
+        json!({ "model": "dir", "dir": dir.path, "identity": dir.identity()? }),
+    ))
+}
+
+/// The contextual model: CLRCMD on [`context::thread_sets`] (in-batch negatives only), selected
+/// on the held-out questions' own answers against other threads'; returns the selection
+/// summary.
+fn train_thread_grader(
+    args: &ContextArgs,
+    base: &ModelDir,
+    docs: &[ContextDoc],
+    out: &Path,
+    device: DeviceKind,
+) -> Result<serde_json::Value> {
+    let sets = context::thread_sets(docs, THREAD_GRADER_TEXTS, args.held_out_every.max(2));
+    if sets.train.len() < 2 {
+        anyhow::bail!(
+            "--grader thread: the collection's threads gave {} (question, context) pairs \
+             outside the held-out slice; training needs at least 2 — add documents with \
+             context, or grade with the base (--grader base)",
+            sets.train.len()
+        );
+    }
+    let options = ClrcmdOptions {
+        batch_size: args.batch.min(sets.train.len()),
+        epochs: 1,
+        max_steps: Some(args.max_steps),
+        eval_every: THREAD_GRADER_EVAL_EVERY.min(args.max_steps.max(1)),
+        checkpoint_every: THREAD_GRADER_EVAL_EVERY,
+        hard_negatives: false,
+        seed: args.seed,
+        ..ClrcmdOptions::default()
+    };
+    let run = clrcmd::ClrcmdRun {
+        base,
+        train: &sets.train,
+        dev: &sets.dev,
+        graded: &[],
+        keep: &[],
+        out,
+        options: &options,
+        device,
+        resume: false,
+    };
+    let report = super::train::run_clrcmd(&run)?;
+    Ok(json!({
+        "pairs": sets.train.len(),
+        "held_out_pairs": sets.dev.len(),
+        "held_out_rcmd_auc_before": report.dev_auc_before,
+        "best": report.best,
+        "steps": report.steps,
+    }))
+}
+
+/// How often the `thread` grader's run measures its held-out pairs (the measured setting).
+const THREAD_GRADER_EVAL_EVERY: usize = 25;
 
 /// `--runs` encoders trained as [`train_encoder`] with seeds `--seed`, `--seed + 1`, … (each
 /// in `out/runs/`, removed once averaged), and the mean of their weights written to `out`;

@@ -719,9 +719,123 @@ pub fn training_sets(
     sets
 }
 
+/// Comments per held-out question that [`thread_sets`] puts in `dev`, each beside one comment
+/// from another thread.
+pub const THREAD_DEV_COMMENTS: usize = 3;
+
+/// The training data of a *contextual* model (pure): a question and the first `per_question`
+/// non-empty context texts of its own thread are duplicate pairs, no labels read. Questions in
+/// the held-out slice (`held_out_every`, as the harvest's) give `dev` instead: each of their
+/// first [`THREAD_DEV_COMMENTS`] context texts as a duplicate, and as many texts of other
+/// threads (picked by hash, the same every run) as non-duplicates. `graded` is empty.
+///
+/// A model trained on them learns which questions the site's answers belong to: the paper's
+/// contextual model (papers/context-based-sentence-similarity-surrogate.txt), used as the
+/// harvest's grader (`train context --grader thread`; EVALUATION.md, sessions 34-35).
+pub fn thread_sets(docs: &[ContextDoc], per_question: usize, held_out_every: u64) -> TrainingSets {
+    let texts = |d: &'_ ContextDoc| -> Vec<String> {
+        d.context
+            .iter()
+            .filter(|c| !c.trim().is_empty())
+            .cloned()
+            .collect()
+    };
+    // Every context text with its thread, the pool other threads' texts are drawn from.
+    let pool: Vec<(usize, String)> = docs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, d)| texts(d).into_iter().map(move |c| (i, c)))
+        .collect();
+    let mut sets = TrainingSets::default();
+    for (i, d) in docs.iter().enumerate() {
+        let own = texts(d);
+        let pair = |b: &str, duplicate| LabelledPair {
+            a: d.text.clone(),
+            b: b.to_string(),
+            duplicate,
+        };
+        if !held_out(&d.id, held_out_every) {
+            sets.train
+                .extend(own.iter().take(per_question).map(|c| pair(c, true)));
+            continue;
+        }
+        for (k, c) in own.iter().take(THREAD_DEV_COMMENTS).enumerate() {
+            sets.dev.push(pair(c, true));
+            let start = (id_hash(&format!("{}#{k}", d.id)) % pool.len() as u64) as usize;
+            let stranger = (0..pool.len())
+                .map(|step| &pool[(start + step) % pool.len()])
+                .find(|(thread, _)| *thread != i);
+            if let Some((_, other)) = stranger {
+                sets.dev.push(pair(other, false));
+            }
+        }
+    }
+    sets
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The contextual model's data: each question with its own first answers; held-out
+    /// questions give dev pairs, own answers against other threads' (never their own).
+    #[test]
+    fn thread_sets_pair_questions_with_their_own_answers_and_hold_some_out() {
+        let docs: Vec<ContextDoc> = (0..40)
+            .map(|i| ContextDoc {
+                id: format!("q{i}"),
+                text: format!("question {i}"),
+                context: match i % 4 {
+                    0 => vec![],
+                    1 => vec![" ".into(), format!("answer {i}.0")],
+                    _ => (0..5).map(|k| format!("answer {i}.{k}")).collect(),
+                },
+            })
+            .collect();
+        let sets = thread_sets(&docs, 2, 5);
+        assert!(sets.graded.is_empty());
+        let held: Vec<&ContextDoc> = docs.iter().filter(|d| held_out(&d.id, 5)).collect();
+        assert!(!held.is_empty() && held.len() < 20, "{}", held.len());
+        let mut expected = Vec::new();
+        for d in docs.iter().filter(|d| !held_out(&d.id, 5)) {
+            let i = &d.id[1..];
+            let n = match d.context.len() {
+                0 => 0,
+                2 => 1,
+                _ => 2,
+            };
+            expected.extend((0..n).map(|k| (d.text.clone(), format!("answer {i}.{k}"))));
+        }
+        let got: Vec<(String, String)> = sets
+            .train
+            .iter()
+            .inspect(|p| assert!(p.duplicate))
+            .map(|p| (p.a.clone(), p.b.clone()))
+            .collect();
+        assert_eq!(got, expected, "first answers, blanks skipped");
+        for p in &sets.dev {
+            let i = &p.a["question ".len()..];
+            let mine = p.b.starts_with(&format!("answer {i}."));
+            assert_eq!(mine, p.duplicate, "{p:?}");
+            assert!(held.iter().any(|d| d.text == p.a), "{p:?}");
+        }
+        let dev_positives = sets.dev.iter().filter(|p| p.duplicate).count();
+        let expected_dev: usize = held
+            .iter()
+            .map(|d| {
+                d.context
+                    .iter()
+                    .filter(|c| !c.trim().is_empty())
+                    .count()
+                    .min(3)
+            })
+            .sum();
+        assert_eq!(dev_positives, expected_dev);
+        assert_eq!(sets.dev.len(), 2 * expected_dev, "a stranger beside each");
+        // The same pairs every run; nothing when no question is held out.
+        assert_eq!(thread_sets(&docs, 2, 5).dev, sets.dev);
+        assert!(thread_sets(&docs, 2, 0).dev.is_empty());
+    }
 
     #[test]
     fn context_is_unrelated_below_the_least_agreement_and_for_constant_grades() {

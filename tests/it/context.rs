@@ -512,6 +512,21 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
     );
     assert!(!dir.path().join("never").exists(), "nothing written");
 
+    // A grader that is not a model is refused before anything is trained.
+    let refused = kindred(&data)
+        .args(["train", "context", "-c", "forum", "--grader"])
+        .arg(dir.path().join("no-such-model"))
+        .args(["--out"])
+        .arg(dir.path().join("never"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && err.contains("--grader") && err.contains("no-such-model"),
+        "{err}"
+    );
+    assert!(!dir.path().join("never").exists(), "nothing written");
+
     let out = dir.path().join("adapted");
     let summary = run_ok(
         kindred(&data)
@@ -578,6 +593,10 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
     let recorded: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("kindred-context.json")).unwrap()).unwrap();
     assert_eq!(recorded["collection"], "forum");
+    assert_eq!(
+        recorded["grader"]["model"], "base",
+        "train context grades with the base"
+    );
 
     let adapted = kindred::model::ModelDir::open(&out)
         .unwrap()
@@ -646,6 +665,30 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
         .map(|r| r["seed"].as_u64().unwrap())
         .collect();
     assert_eq!(seeds, [42, 43, 44], "{trained}");
+    // The harvest was graded by a contextual model trained first on the forum's own threads
+    // (each question with its first answers), kept beside the adapted model.
+    assert_eq!(trained["grader"]["model"], "thread", "{trained}");
+    assert!(
+        trained["grader"]["selection"]["pairs"].as_u64().unwrap() >= 20,
+        "{trained}"
+    );
+    assert!(
+        trained["grader"]["selection"]["held_out_pairs"]
+            .as_u64()
+            .unwrap()
+            >= 2,
+        "{trained}"
+    );
+    let grader = kindred::model::ModelDir::open(&out.join("grader")).expect("the grader");
+    assert_ne!(
+        grader.identity().unwrap().fingerprint,
+        model_dir().identity().unwrap().fingerprint,
+        "the grader was trained"
+    );
+    assert_eq!(
+        trained["grader"]["identity"]["fingerprint"],
+        serde_json::to_value(grader.identity().unwrap().fingerprint).unwrap()
+    );
     // The last JSON document printed is tune's report.
     let tune_json = &report[report.rfind("\n{").map_or(0, |i| i + 1)..];
     let v: serde_json::Value = serde_json::from_str(tune_json).expect("tune's JSON report");
