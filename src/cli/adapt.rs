@@ -1,5 +1,6 @@
 //! `kindred adapt`: a site without labels adapts kindred to its data in one command —
-//! `train context` (the encoder learns from the collection's context), `reindex` (the
+//! `train context` (the encoder learns from the collection's context, graded by a contextual
+//! model trained first on its threads unless `--grader` says otherwise), `reindex` (the
 //! collection moves onto the adapted model) and `tune` (its search defaults are chosen on the
 //! adapted vectors), in that order; each step's own command does the same by hand.
 
@@ -41,7 +42,8 @@ pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
             what: "adapt (its second step is a reindex)".into(),
             backend: "milvus",
             fix: format!(
-                "run `kindred --backend {url} train context --collection {} --out DIR`, then {} \
+                "run `kindred --backend {url} train context --collection {} --grader thread --out \
+                 DIR`, then {} \
                  (--model DIR)",
                 t.collection,
                 kindred::db::REINDEX_ON_MILVUS
