@@ -539,25 +539,10 @@ fn train_thread_grader(
         seed: args.seed,
         ..ClrcmdOptions::default()
     };
-    let run = clrcmd::ClrcmdRun {
-        base,
-        train: &sets.train,
-        dev: &sets.dev,
-        graded: &[],
-        keep: &[],
-        out,
-        options: &options,
-        device,
-        resume: false,
-    };
-    let report = super::train::run_clrcmd(&run)?;
-    Ok(json!({
-        "pairs": sets.train.len(),
-        "held_out_pairs": sets.dev.len(),
-        "held_out_rcmd_auc_before": report.dev_auc_before,
-        "best": report.best,
-        "steps": report.steps,
-    }))
+    let mut selection = train_on(base, &sets, &[], &options, out, device)?;
+    selection["pairs"] = json!(sets.train.len());
+    selection["held_out_pairs"] = json!(sets.dev.len());
+    Ok(selection)
 }
 
 /// How often the `thread` grader's run measures its held-out pairs (the measured setting).
@@ -632,14 +617,27 @@ fn train_encoder(
         seed,
         ..ClrcmdOptions::default()
     };
+    train_on(base, sets, general, &options, out, device)
+}
+
+/// CLRCMD (+ CoSENT on `sets.graded` and `keep`) from `base` into `out`, selected on
+/// `sets.dev`; returns the selection summary.
+fn train_on(
+    base: &ModelDir,
+    sets: &context::TrainingSets,
+    keep: &[ScoredPair],
+    options: &ClrcmdOptions,
+    out: &Path,
+    device: DeviceKind,
+) -> Result<serde_json::Value> {
     let run = clrcmd::ClrcmdRun {
         base,
         train: &sets.train,
         dev: &sets.dev,
         graded: &sets.graded,
-        keep: general,
+        keep,
         out,
-        options: &options,
+        options,
         device,
         resume: false,
     };

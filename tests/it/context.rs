@@ -498,34 +498,27 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
     }
     let one_line = dir.path().join("one.txt");
     std::fs::write(&one_line, "just one question?\n").unwrap();
-    let refused = kindred(&data)
-        .args(["train", "context", "-c", "forum", "--general"])
-        .arg(&one_line)
-        .args(["--out"])
-        .arg(dir.path().join("never"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        !refused.status.success() && err.contains("general texts"),
-        "{err}"
-    );
-    assert!(!dir.path().join("never").exists(), "nothing written");
-
-    // A grader that is not a model is refused before anything is trained.
-    let refused = kindred(&data)
-        .args(["train", "context", "-c", "forum", "--grader"])
-        .arg(dir.path().join("no-such-model"))
-        .args(["--out"])
-        .arg(dir.path().join("never"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        !refused.status.success() && err.contains("--grader") && err.contains("no-such-model"),
-        "{err}"
-    );
-    assert!(!dir.path().join("never").exists(), "nothing written");
+    // Too little general text, and a grader that is not a model, are refused before anything
+    // is trained.
+    let no_model = dir.path().join("no-such-model");
+    for (flag, value, says) in [
+        ("--general", &one_line, ["general texts", "general texts"]),
+        ("--grader", &no_model, ["--grader", "no-such-model"]),
+    ] {
+        let refused = kindred(&data)
+            .args(["train", "context", "-c", "forum", flag])
+            .arg(value)
+            .args(["--out"])
+            .arg(dir.path().join("never"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success() && says.iter().all(|s| err.contains(s)),
+            "{err}"
+        );
+        assert!(!dir.path().join("never").exists(), "nothing written");
+    }
 
     let out = dir.path().join("adapted");
     let summary = run_ok(
