@@ -1,6 +1,5 @@
 //! `kindred adapt`: a site without labels adapts kindred to its data in one command —
-//! `train context` (the encoder learns from the collection's context, graded by a contextual
-//! model trained first on its threads unless `--grader` says otherwise), `reindex` (the
+//! `train context` (the encoder learns from the collection's context), `reindex` (the
 //! collection moves onto the adapted model) and `tune` (its search defaults are chosen on the
 //! adapted vectors), in that order; each step's own command does the same by hand.
 
@@ -16,10 +15,6 @@ use super::Global;
 /// its batch order, a soup of three is steadier (EVALUATION.md), and a site adapts once.
 pub const ADAPT_RUNS: usize = 3;
 
-/// The grader `adapt` harvests with when `--grader` is not given: a contextual model trained
-/// first on the collection's own threads (EVALUATION.md, session 35).
-pub const ADAPT_GRADER: super::train_context::GraderArg = super::train_context::GraderArg::Thread;
-
 #[derive(Debug, ClapArgs)]
 pub struct AdaptArgs {
     #[command(flatten)]
@@ -32,9 +27,6 @@ pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
     if t.runs.is_none() && t.method == super::train_context::MethodArg::Encoder {
         t.runs = Some(ADAPT_RUNS);
     }
-    if t.grader.is_none() {
-        t.grader = Some(ADAPT_GRADER);
-    }
     let t = &t;
     // Step 2 reindexes, which the Milvus backend does not offer: say so before the training.
     if let Some(Backend::Milvus(url)) = &g.backend {
@@ -42,8 +34,7 @@ pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
             what: "adapt (its second step is a reindex)".into(),
             backend: "milvus",
             fix: format!(
-                "run `kindred --backend {url} train context --collection {} --grader thread --out \
-                 DIR`, then {} \
+                "run `kindred --backend {url} train context --collection {} --out DIR`, then {} \
                  (--model DIR)",
                 t.collection,
                 kindred::db::REINDEX_ON_MILVUS

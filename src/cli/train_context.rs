@@ -66,10 +66,9 @@ pub struct ContextArgs {
     /// `thread` (first train a contextual model on the collection's own threads — each
     /// question with its first 3 context texts, no labels — and grade with it; it is kept in
     /// OUT/grader) or a model directory. The collection's own model is what is trained either
-    /// way. Default: base for `train context`, thread for `adapt`. On Qatar Living, the
-    /// three-run soup graded by thread gained +2.85 MAP on 117 questions (+2.36 graded by the
-    /// base) and kept QQP's AUC (0.8643; 0.8627), for 24 more minutes on 2 cores
-    /// (EVALUATION.md).
+    /// way. Default: base. Opt-in: on Qatar Living, one three-run soup graded by thread gained
+    /// +2.85 MAP on 117 questions where the same seeds graded by the base gained +2.36, and a
+    /// second, with a grader trained in another order, +1.97 (EVALUATION.md).
     #[arg(long, value_name = "base|thread|DIR", value_parser = parse_grader)]
     pub grader: Option<GraderArg>,
     /// Passes over the positive pairs (encoder) or over all pairs (transition).
@@ -142,8 +141,7 @@ impl ContextArgs {
         self.runs.unwrap_or(1)
     }
 
-    /// The grader: `--grader`, or the collection's model when it is not given (`adapt` gives
-    /// [`ADAPT_GRADER`](super::adapt::ADAPT_GRADER)).
+    /// The grader: `--grader`, or the collection's model when it is not given.
     pub fn grader(&self) -> GraderArg {
         self.grader.clone().unwrap_or(GraderArg::Base)
     }

@@ -638,6 +638,7 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
     let report = run_ok(
         kindred(&data)
             .args(["adapt", "-c", "forum", "--json", "--held-out-every", "3"])
+            .args(["--grader", "thread"])
             .args(QUICK_TRAINING)
             .arg("--out")
             .arg(&out),
@@ -658,8 +659,9 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
         .map(|r| r["seed"].as_u64().unwrap())
         .collect();
     assert_eq!(seeds, [42, 43, 44], "{trained}");
-    // The harvest was graded by a contextual model trained first on the forum's own threads
-    // (each question with its first answers), kept beside the adapted model.
+    // --grader thread: the harvest was graded by a contextual model trained first on the
+    // forum's own threads (each question with its first answers), kept beside the adapted
+    // model.
     assert_eq!(trained["grader"]["model"], "thread", "{trained}");
     assert!(
         trained["grader"]["selection"]["pairs"].as_u64().unwrap() >= 20,
