@@ -505,18 +505,14 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
         ("--general", &one_line, ["general texts", "general texts"]),
         ("--grader", &no_model, ["--grader", "no-such-model"]),
     ] {
-        let refused = kindred(&data)
-            .args(["train", "context", "-c", "forum", flag])
-            .arg(value)
-            .args(["--out"])
-            .arg(dir.path().join("never"))
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&refused.stderr);
-        assert!(
-            !refused.status.success() && says.iter().all(|s| err.contains(s)),
-            "{err}"
+        let err = run_refused(
+            kindred(&data)
+                .args(["train", "context", "-c", "forum", flag])
+                .arg(value)
+                .args(["--out"])
+                .arg(dir.path().join("never")),
         );
+        assert!(says.iter().all(|s| err.contains(s)), "{err}");
         assert!(!dir.path().join("never").exists(), "nothing written");
     }
 
