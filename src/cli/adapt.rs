@@ -91,6 +91,7 @@ pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
             max_queries: super::tune::DEFAULT_MAX_QUERIES,
             dry_run: false,
             json: t.json,
+            grader: None,
         },
     )
     .with_context(|| {

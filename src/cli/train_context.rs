@@ -126,6 +126,11 @@ pub struct ContextArgs {
     /// document shares), which is refused otherwise: such grades teach the encoder noise.
     #[arg(long)]
     pub allow_unrelated_context: bool,
+    /// Continue an interrupted run in --out (killed, or stopped by a fault): the grader's and
+    /// each run's training go on from their last checkpoint, runs that had finished are kept,
+    /// and the harvest is made again (it is deterministic). Give the same collection and flags.
+    #[arg(long)]
+    pub resume: bool,
     /// Measure the held-out agreement every N steps (the best model is kept).
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub eval_every: usize,
@@ -308,6 +313,12 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
             .with_context(|| format!("--grader {}: not a model directory", dir.display()))?;
     }
     let out = args.out(g);
+    check_out(&out, args.resume)?;
+    eprintln!(
+        "training into {} (if this is interrupted, the same command with --out {0} --resume \
+         continues it)",
+        out.display()
+    );
     let db = g.database()?;
     let base = g.collection_model_dir(&db, &args.collection)?;
     let encoder = g.load_encoder(&base, Precision::Fp32)?;
@@ -465,6 +476,59 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
     Ok(out)
 }
 
+/// Refuses an --out that would lose work or could not be resumed: one holding a finished
+/// adapted model, one holding an interrupted run's checkpoints without --resume, and --resume
+/// where there is nothing to continue.
+fn check_out(out: &Path, resume: bool) -> Result<()> {
+    let refuse = |reason: String| -> anyhow::Error {
+        kindred::Error::from(UserError::InvalidArgument {
+            name: if resume { "--resume" } else { "--out" },
+            reason,
+        })
+        .into()
+    };
+    if out.join(HARVEST_FILE).exists() {
+        return Err(refuse(format!(
+            "{} holds a finished adapted model ({HARVEST_FILE}); choose another --out (or \
+             remove it to train again)",
+            out.display()
+        )));
+    }
+    let interrupted = interrupted_runs(out);
+    if !resume && !interrupted.is_empty() {
+        return Err(refuse(format!(
+            "{} holds checkpoints of an interrupted run ({}); pass --resume to continue it with \
+             the same flags, or choose another --out",
+            out.display(),
+            interrupted
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    if resume && interrupted.is_empty() {
+        return Err(refuse(format!(
+            "{} holds no checkpoint of an earlier run to continue; start without --resume",
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The training directories under `out` that hold a checkpoint: the grader's, the runs of a
+/// soup and a single run's own.
+fn interrupted_runs(out: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![out.to_path_buf(), out.join("grader")];
+    if let Ok(entries) = std::fs::read_dir(out.join("runs")) {
+        let mut runs: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+        runs.sort();
+        dirs.extend(runs);
+    }
+    dirs.retain(|d| clrcmd::has_checkpoint(d));
+    dirs
+}
+
 /// The encoder `--grader` names (None: the base grades) and what to record of it; with
 /// `thread`, trains it first into `out/grader`.
 fn load_grader(
@@ -537,7 +601,7 @@ fn train_thread_grader(
         seed: args.seed,
         ..ClrcmdOptions::default()
     };
-    let mut selection = train_on(base, &sets, &[], &options, out, device)?;
+    let mut selection = train_on(base, &sets, &[], &options, out, args.resume, device)?;
     selection["pairs"] = json!(sets.train.len());
     selection["held_out_pairs"] = json!(sets.dev.len());
     Ok(selection)
@@ -615,19 +679,25 @@ fn train_encoder(
         seed,
         ..ClrcmdOptions::default()
     };
-    train_on(base, sets, general, &options, out, device)
+    train_on(base, sets, general, &options, out, args.resume, device)
 }
 
 /// CLRCMD (+ CoSENT on `sets.graded` and `keep`) from `base` into `out`, selected on
-/// `sets.dev`; returns the selection summary.
+/// `sets.dev`, continuing the checkpoint in `out` when there is one and `resume` allows it (a
+/// finished run's checkpoint continues with no step); returns the selection summary.
 fn train_on(
     base: &ModelDir,
     sets: &context::TrainingSets,
     keep: &[ScoredPair],
     options: &ClrcmdOptions,
     out: &Path,
+    resume: bool,
     device: DeviceKind,
 ) -> Result<serde_json::Value> {
+    let resume = resume && clrcmd::has_checkpoint(out);
+    if resume {
+        eprintln!("resuming {} from its checkpoint", out.display());
+    }
     let run = clrcmd::ClrcmdRun {
         base,
         train: &sets.train,
@@ -637,7 +707,7 @@ fn train_on(
         out,
         options,
         device,
-        resume: false,
+        resume,
     };
     let report = super::train::run_clrcmd(&run)?;
     Ok(json!({

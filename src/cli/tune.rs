@@ -3,7 +3,7 @@
 //! slice with every candidate configuration ([`kindred::train::tune`]) and stores the one
 //! that agrees best with the harvest (with the reason) as the collection's search defaults.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use serde_json::json;
 
@@ -38,6 +38,10 @@ pub struct TuneArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The model whose encoder grades the harvest (a model directory). Default: the
+    /// collection's own model.
+    #[arg(long, value_name = "DIR")]
+    pub grader: Option<std::path::PathBuf>,
 }
 
 pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
@@ -49,9 +53,18 @@ pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
         held_out_every: args.held_out_every.max(2),
         ..HarvestOptions::default()
     };
+    let grader = match &args.grader {
+        Some(dir) => {
+            let model = kindred::model::ModelDir::open(dir).with_context(|| {
+                format!("--grader {}: not a model directory", dir.display())
+            })?;
+            Some(g.load_encoder(&model, kindred::Precision::Fp32)?)
+        }
+        None => None,
+    };
     let bar = super::train_context::step_bar()?;
     let harvest = context::harvest(
-        engine.encoder(),
+        grader.as_ref().unwrap_or(engine.encoder()),
         &docs,
         &options,
         &mut super::train_context::on_step(&bar),

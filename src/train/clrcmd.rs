@@ -353,11 +353,16 @@ fn plan(train: &[LabelledPair], options: &ClrcmdOptions) -> Result<(Dataset, usi
     Ok((data, total))
 }
 
+/// Whether `out` holds a resumable checkpoint of a run (what `resume` continues).
+pub fn has_checkpoint(out: &Path) -> bool {
+    out.join(CHECKPOINT_DIR).join("state.json").exists()
+}
+
 /// `out/checkpoint`, created; refused when it holds an earlier run's checkpoint and this run
 /// does not resume it.
 fn checkpoint_dir(out: &Path, resume: bool) -> Result<PathBuf> {
     let ckpt = out.join(CHECKPOINT_DIR);
-    if !resume && ckpt.join("state.json").exists() {
+    if !resume && has_checkpoint(out) {
         return Err(bad(
             "--out",
             format!(

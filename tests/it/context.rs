@@ -5,7 +5,8 @@
 //! a new fingerprint, the collection refuses it until it is reindexed onto it.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use kindred::train::context::{
     general_training_pairs, harvest, held_out, precheck, training_sets, ContextDoc, GeneralOptions,
@@ -913,4 +914,72 @@ fn adapt_that_fails_after_training_names_what_is_done_and_what_is_left() {
         "{err}"
     );
     assert_on_model(&data, &out);
+}
+
+/// `train context` killed (SIGKILL) between the runs of a soup is refused when run again into
+/// the same --out (before it harvests, naming --resume, the checkpoint kept), and continued
+/// with --resume: the finished run resumes at its end, the other trains, the soup is written.
+/// A finished --out is not overwritten, and --resume with nothing to continue is refused.
+/// (Before: the rerun harvested, then failed with CLRCMD's "pass --resume", a flag train
+/// context did not have.)
+#[test]
+fn an_interrupted_train_context_is_refused_without_resume_and_continued_with_it() {
+    let (dir, data) = forum_with_context();
+    let out = dir.path().join("adapted");
+    let train = |out: &Path| {
+        let mut cmd = kindred(&data);
+        cmd.args(["train", "context", "-c", "forum", "--runs", "2", "--eval-every", "1"])
+            .args(QUICK_TRAINING)
+            .arg("--out")
+            .arg(out);
+        cmd
+    };
+    let mut child = train(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let first = out.join("runs/seed-42/checkpoint/state.json");
+    let deadline = Instant::now() + Duration::from_secs(900);
+    while !first.exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "train context ended before its first run's checkpoint"
+        );
+        assert!(Instant::now() < deadline, "no checkpoint after 15 minutes");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "killed before the second run ended");
+    assert!(!out.join("kindred-context.json").exists());
+
+    let err = run_refused(&mut train(&out));
+    assert!(
+        err.contains("interrupted run") && err.contains("seed-42") && err.contains("--resume"),
+        "{err}"
+    );
+    assert!(first.exists(), "the refusal kept the checkpoint");
+
+    let resumed = train(&out).args(["--resume", "--json"]).output().unwrap();
+    let err = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{err}");
+    assert!(err.contains("resuming") && err.contains("seed-42"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&resumed.stdout).expect("JSON summary");
+    assert_eq!(v["method"], "encoder soup", "{v}");
+    let runs = v["selection"]["runs"].as_array().expect("runs");
+    assert_eq!(
+        runs.iter()
+            .map(|r| (r["seed"].as_u64(), r["selection"]["steps"].as_u64()))
+            .collect::<Vec<_>>(),
+        vec![(Some(42), Some(1)), (Some(43), Some(1))],
+        "{v}"
+    );
+    assert!(out.join("kindred-context.json").exists());
+    assert!(!out.join("runs").exists(), "the runs are removed once averaged");
+
+    let err = run_refused(train(&out).arg("--resume"));
+    assert!(err.contains("finished adapted model"), "{err}");
+    let err = run_refused(train(&dir.path().join("new")).arg("--resume"));
+    assert!(err.contains("no checkpoint"), "{err}");
 }
