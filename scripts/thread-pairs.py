@@ -12,7 +12,10 @@ own thread are the pair. `kindred train context --thread-positives N` adds the s
 the harvested ones; this file trains them alone (EVALUATION.md, session 34). `kindred train
 context --grader thread` (and `adapt`) builds the same kind of pairs from the collection in Rust
 (`context::thread_sets`; its dev negatives are drawn by hash, not by this seed) and trains the
-grader on them itself; this script stays to reproduce session 34's table.
+grader on them itself; this script stays to reproduce session 34's table. Its held-out slice
+(the whole sha256 as an integer, mod 10) is not the harvest's (`context::held_out`: the first
+8 bytes, little-endian, mod --held-out-every), so a model trained on its pairs has seen the
+threads of some of the harvest's held-out questions: no labels are involved, only selection.
 """
 import hashlib
 import json

@@ -313,7 +313,7 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
             .with_context(|| format!("--grader {}: not a model directory", dir.display()))?;
     }
     let out = args.out(g);
-    check_out(&out, args.resume)?;
+    check_out(&out, &args.collection, args.resume)?;
     eprintln!(
         "training into {} (if this is interrupted, the same command with --out {0} --resume \
          continues it)",
@@ -476,10 +476,15 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
     Ok(out)
 }
 
+/// `path` made absolute (as recorded: `tune` reads it from another working directory).
+fn absolute(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 /// Refuses an --out that would lose work or could not be resumed: one holding a finished
 /// adapted model, one holding an interrupted run's checkpoints without --resume, and --resume
 /// where there is nothing to continue.
-fn check_out(out: &Path, resume: bool) -> Result<()> {
+fn check_out(out: &Path, collection: &str, resume: bool) -> Result<()> {
     let refuse = |reason: String| -> anyhow::Error {
         kindred::Error::from(UserError::InvalidArgument {
             name: if resume { "--resume" } else { "--out" },
@@ -489,9 +494,10 @@ fn check_out(out: &Path, resume: bool) -> Result<()> {
     };
     if out.join(HARVEST_FILE).exists() {
         return Err(refuse(format!(
-            "{} holds a finished adapted model ({HARVEST_FILE}); choose another --out (or \
-             remove it to train again)",
-            out.display()
+            "{out} holds a finished adapted model ({HARVEST_FILE}); use it (`kindred --model \
+             {out} reindex --collection {collection}`, then `kindred tune --collection \
+             {collection}`), or choose another --out to train again",
+            out = out.display()
         )));
     }
     let interrupted = interrupted_runs(out);
@@ -540,7 +546,12 @@ fn load_grader(
     device: DeviceKind,
 ) -> Result<(Option<kindred::Encoder>, serde_json::Value)> {
     let dir = match args.grader() {
-        GraderArg::Base => return Ok((None, json!({ "model": "base" }))),
+        GraderArg::Base => {
+            return Ok((
+                None,
+                json!({ "model": "base", "dir": absolute(&base.path), "identity": base.identity()? }),
+            ))
+        }
         GraderArg::Dir(dir) => ModelDir::open(&dir)
             .with_context(|| format!("--grader {}: not a model directory", dir.display()))?,
         GraderArg::Thread => {
@@ -557,7 +568,7 @@ fn load_grader(
                 Some(encoder),
                 json!({
                     "model": "thread",
-                    "dir": dir,
+                    "dir": absolute(&dir),
                     "identity": model.identity()?,
                     "texts_per_question": THREAD_GRADER_TEXTS,
                     "selection": selection,
@@ -568,7 +579,7 @@ fn load_grader(
     let encoder = g.load_encoder(&dir, Precision::Fp32)?;
     Ok((
         Some(encoder),
-        json!({ "model": "dir", "dir": dir.path, "identity": dir.identity()? }),
+        json!({ "model": "dir", "dir": absolute(&dir.path), "identity": dir.identity()? }),
     ))
 }
 

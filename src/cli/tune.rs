@@ -3,12 +3,16 @@
 //! slice with every candidate configuration ([`kindred::train::tune`]) and stores the one
 //! that agrees best with the harvest (with the reason) as the collection's search defaults.
 
+use std::path::{Path, PathBuf};
+
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use serde_json::json;
 
+use kindred::model::ModelDir;
 use kindred::train::context::{self, HarvestOptions, Signal};
 use kindred::train::tune;
+use kindred::Precision;
 
 use super::Global;
 
@@ -38,10 +42,12 @@ pub struct TuneArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-    /// The model whose encoder grades the harvest (a model directory). Default: the
-    /// collection's own model.
+    /// The model whose encoder grades the harvest (a model directory). Default: the model
+    /// that graded the training of the collection's model (recorded in its
+    /// kindred-context.json: the base it was adapted from, or its --grader), so that a model
+    /// is not judged by its own grades; the collection's own model when none is recorded.
     #[arg(long, value_name = "DIR")]
-    pub grader: Option<std::path::PathBuf>,
+    pub grader: Option<PathBuf>,
 }
 
 pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
@@ -54,12 +60,18 @@ pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
         ..HarvestOptions::default()
     };
     let grader = match &args.grader {
-        Some(dir) => {
-            let model = kindred::model::ModelDir::open(dir).with_context(|| {
-                format!("--grader {}: not a model directory", dir.display())
-            })?;
-            Some(g.load_encoder(&model, kindred::Precision::Fp32)?)
-        }
+        Some(dir) => Some(
+            ModelDir::open(dir)
+                .with_context(|| format!("--grader {}: not a model directory", dir.display()))?,
+        ),
+        None => recorded_grader(&g.collection_model_dir(engine.db(), &args.collection)?),
+    };
+    let graded_by = grader.as_ref().map_or_else(
+        || "the collection's own model".to_string(),
+        |m| m.path.display().to_string(),
+    );
+    let grader = match &grader {
+        Some(model) => Some(g.load_encoder(model, Precision::Fp32)?),
         None => None,
     };
     let bar = super::train_context::step_bar()?;
@@ -84,7 +96,7 @@ pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
     )?;
     bar.finish_and_clear();
     let chosen = tuning.chosen();
-    let reason = tuning.reason();
+    let reason = format!("{} (grades by {graded_by})", tuning.reason());
     if !args.dry_run {
         store(engine.db(), &args.collection, &tuning, &reason)?;
     }
@@ -96,6 +108,7 @@ pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
                 "chosen": chosen,
                 "reason": reason,
                 "stored": !args.dry_run,
+                "graded_by": graded_by,
                 "tuning": tuning,
             }))?
         );
@@ -121,6 +134,29 @@ pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The model that graded the training of `model` (`grader` in its
+/// [`HARVEST_FILE`](super::train_context::HARVEST_FILE)), when one is recorded and still there
+/// with the same weights; None otherwise (the collection's own model grades).
+fn recorded_grader(model: &ModelDir) -> Option<ModelDir> {
+    let path = model.path.join(super::train_context::HARVEST_FILE);
+    let recorded: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    let grader = &recorded["grader"];
+    let dir = ModelDir::open(Path::new(grader["dir"].as_str()?)).ok();
+    let fingerprint = grader["identity"]["fingerprint"].as_str();
+    match dir {
+        Some(dir) if dir.identity().ok()?.fingerprint.as_str() == fingerprint? => Some(dir),
+        _ => {
+            eprintln!(
+                "note: the model that graded {}'s training ({}) is no longer there with the \
+                 same weights; the collection's own model grades (--grader DIR names another)",
+                model.path.display(),
+                grader["dir"]
+            );
+            None
+        }
+    }
 }
 
 /// Stores the chosen configuration as the collection's search defaults (source: learned),

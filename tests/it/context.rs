@@ -626,6 +626,25 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
     ]));
     let v: serde_json::Value = serde_json::from_str(&hits).expect("JSON hits");
     assert_eq!(v["hits"][0]["id"], "q0", "{v}");
+
+    // tune on the adapted collection grades with the base its training was graded by (recorded
+    // in kindred-context.json), not with the adapted model's own grades; --grader names another.
+    let tune = |extra: &[&str]| -> serde_json::Value {
+        let report = run_ok(
+            kindred(&data)
+                .arg("--model")
+                .arg(&out)
+                .args(["tune", "-c", "forum", "--dry-run", "--json"])
+                .args(["--held-out-every", "3"])
+                .args(extra),
+        );
+        serde_json::from_str(&report).expect("tune's JSON report")
+    };
+    let base_path = std::fs::canonicalize(&model_dir().path).unwrap();
+    assert_eq!(recorded["grader"]["dir"], base_path.display().to_string());
+    assert_eq!(tune(&[])["graded_by"], base_path.display().to_string());
+    let own = out.display().to_string();
+    assert_eq!(tune(&["--grader", &own])["graded_by"], own);
 }
 
 #[test]
@@ -688,6 +707,17 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
     assert!(v["tuning"]["queries"].as_u64().unwrap() >= 1, "{v}");
     assert!(
         v["reason"].as_str().unwrap().contains("held-out questions"),
+        "{v}"
+    );
+    // tune grades with the model that graded the training (the thread grader), not with the
+    // adapted model's own grades.
+    let grader_path = std::fs::canonicalize(out.join("grader")).unwrap();
+    assert_eq!(v["graded_by"], grader_path.display().to_string(), "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("(grades by {})", grader_path.display())),
         "{v}"
     );
 
@@ -979,7 +1009,10 @@ fn an_interrupted_train_context_is_refused_without_resume_and_continued_with_it(
     assert!(!out.join("runs").exists(), "the runs are removed once averaged");
 
     let err = run_refused(train(&out).arg("--resume"));
-    assert!(err.contains("finished adapted model"), "{err}");
+    assert!(
+        err.contains("finished adapted model") && err.contains("reindex --collection forum"),
+        "{err}"
+    );
     let err = run_refused(train(&dir.path().join("new")).arg("--resume"));
     assert!(err.contains("no checkpoint"), "{err}");
 }
