@@ -958,10 +958,19 @@ fn an_interrupted_train_context_is_refused_without_resume_and_continued_with_it(
     let out = dir.path().join("adapted");
     let train = |out: &Path| {
         let mut cmd = kindred(&data);
-        cmd.args(["train", "context", "-c", "forum", "--runs", "2", "--eval-every", "1"])
-            .args(QUICK_TRAINING)
-            .arg("--out")
-            .arg(out);
+        cmd.args([
+            "train",
+            "context",
+            "-c",
+            "forum",
+            "--runs",
+            "2",
+            "--eval-every",
+            "1",
+        ])
+        .args(QUICK_TRAINING)
+        .arg("--out")
+        .arg(out);
         cmd
     };
     let mut child = train(&out)
@@ -1006,7 +1015,10 @@ fn an_interrupted_train_context_is_refused_without_resume_and_continued_with_it(
         "{v}"
     );
     assert!(out.join("kindred-context.json").exists());
-    assert!(!out.join("runs").exists(), "the runs are removed once averaged");
+    assert!(
+        !out.join("runs").exists(),
+        "the runs are removed once averaged"
+    );
 
     let err = run_refused(train(&out).arg("--resume"));
     assert!(
