@@ -1,5 +1,6 @@
 //! `kindred tune`: chooses a collection's search defaults without labels — harvests graded
-//! pairs from its documents' context ([`kindred::train::context`]), searches the held-out
+//! pairs from its documents' context ([`kindred::train::context`]; graded by the model that
+//! graded the training of the collection's model, or `--grader`), searches the held-out
 //! slice with every candidate configuration ([`kindred::train::tune`]) and stores the one
 //! that agrees best with the harvest (with the reason) as the collection's search defaults.
 
@@ -143,20 +144,20 @@ fn recorded_grader(model: &ModelDir) -> Option<ModelDir> {
     let path = model.path.join(super::train_context::HARVEST_FILE);
     let recorded: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
     let grader = &recorded["grader"];
-    let dir = ModelDir::open(Path::new(grader["dir"].as_str()?)).ok();
+    // Models adapted before the grader's directory was recorded: their own model grades.
+    let dir = grader["dir"].as_str()?;
     let fingerprint = grader["identity"]["fingerprint"].as_str();
-    match dir {
-        Some(dir) if dir.identity().ok()?.fingerprint.as_str() == fingerprint? => Some(dir),
-        _ => {
-            eprintln!(
-                "note: the model that graded {}'s training ({}) is no longer there with the \
-                 same weights; the collection's own model grades (--grader DIR names another)",
-                model.path.display(),
-                grader["dir"]
-            );
-            None
-        }
+    let found = ModelDir::open(Path::new(dir))
+        .ok()
+        .filter(|m| m.identity().ok().map(|i| i.fingerprint).as_deref() == fingerprint);
+    if found.is_none() {
+        eprintln!(
+            "note: the model that graded {}'s training ({dir}) is no longer there with the same \
+             weights; the collection's own model grades (--grader DIR names another)",
+            model.path.display()
+        );
     }
+    found
 }
 
 /// Stores the chosen configuration as the collection's search defaults (source: learned),

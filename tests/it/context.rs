@@ -635,7 +635,7 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
                 .arg("--model")
                 .arg(&out)
                 .args(["tune", "-c", "forum", "--dry-run", "--json"])
-                .args(["--held-out-every", "3"])
+                .args(["--held-out-every", "3", "--context-field", "answers"])
                 .args(extra),
         );
         serde_json::from_str(&report).expect("tune's JSON report")
@@ -645,6 +645,22 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
     assert_eq!(tune(&[])["graded_by"], base_path.display().to_string());
     let own = out.display().to_string();
     assert_eq!(tune(&["--grader", &own])["graded_by"], own);
+    // A recorded grader that is gone: the collection's own model grades, and tune says so.
+    let mut moved = recorded.clone();
+    moved["grader"]["dir"] = serde_json::json!(dir.path().join("gone").display().to_string());
+    std::fs::write(out.join("kindred-context.json"), moved.to_string()).unwrap();
+    let report = kindred(&data)
+        .arg("--model")
+        .arg(&out)
+        .args(["tune", "-c", "forum", "--dry-run", "--json"])
+        .args(["--held-out-every", "3", "--context-field", "answers"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&report.stderr);
+    assert!(report.status.success(), "{err}");
+    assert!(err.contains("is no longer there"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&report.stdout).expect("tune's JSON");
+    assert_eq!(v["graded_by"], "the collection's own model", "{v}");
 }
 
 #[test]
