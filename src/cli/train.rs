@@ -41,7 +41,9 @@ pub enum TrainCommand {
     /// (1 − α)·base + α·tuned (WiSE-FT). Keeps much of fine-tuning's gain and gives back much
     /// of what it cost elsewhere (e.g. STS-B after CLRCMD on QQP). With --tuned given several
     /// times, tuned is their mean (a model soup: e.g. `train context` runs with other --seed
-    /// values, --alpha 1). Heads are not carried over: train them again on the blend.
+    /// values, --alpha 1). Heads are not carried over: train them again on the blend. When every
+    /// tuned model was graded by one model (`train context`), the blend records it, and `tune`
+    /// grades with it.
     Blend(BlendArgs),
     /// Fit the phrase aligner (chunk links, relation types, 0–5 scores) on SemEval-2016 iSTS
     /// training pairs outside the held-out part; write it as JSON to --out.
@@ -110,6 +112,7 @@ fn blend(base: &ModelDir, args: &BlendArgs) -> Result<()> {
         .collect::<kindred::Result<Vec<_>>>()?;
     kindred::train::blend::write_blend(base, &tuned, args.alpha, &args.out)
         .with_context(|| format!("writing {}", args.out.display()))?;
+    super::train_context::record_shared_grader(&tuned, &args.out)?;
     let names: Vec<&str> = tuned.iter().map(|t| t.id.as_str()).collect();
     let what = match names.as_slice() {
         [one] => one.to_string(),

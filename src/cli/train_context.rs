@@ -476,6 +476,40 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
     Ok(out)
 }
 
+/// When every model of a soup was trained on grades of one model (the same `grader` identity
+/// in each one's [`HARVEST_FILE`]), records that grader in the soup's own, so that `tune`
+/// grades the soup as it would grade its runs; writes nothing otherwise.
+pub(super) fn record_shared_grader(tuned: &[ModelDir], out: &Path) -> Result<()> {
+    let graders: Vec<Option<serde_json::Value>> = tuned
+        .iter()
+        .map(|m| {
+            let raw = std::fs::read(m.path.join(HARVEST_FILE)).ok()?;
+            let v: serde_json::Value = serde_json::from_slice(&raw).ok()?;
+            v.get("grader")
+                .filter(|g| g["identity"]["fingerprint"].is_string())
+                .cloned()
+        })
+        .collect();
+    let Some(Some(first)) = graders.first() else {
+        return Ok(());
+    };
+    let fingerprint = &first["identity"]["fingerprint"];
+    if !graders.iter().all(|g| {
+        g.as_ref()
+            .is_some_and(|g| &g["identity"]["fingerprint"] == fingerprint)
+    }) {
+        return Ok(());
+    }
+    let record = json!({
+        "method": "blend",
+        "blend_of": tuned.iter().map(|m| absolute(&m.path)).collect::<Vec<_>>(),
+        "grader": first,
+    });
+    let path = out.join(HARVEST_FILE);
+    std::fs::write(&path, serde_json::to_string_pretty(&record)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))
+}
+
 /// `path` made absolute (as recorded: `tune` reads it from another working directory).
 fn absolute(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())

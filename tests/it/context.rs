@@ -750,6 +750,42 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
     assert_eq!(h["settings"]["source"]["mode"], "collection", "{h}");
     assert_eq!(h["settings"]["mode"], v["chosen"]["mode"], "{h} {v}");
     assert_on_model(&data, &out);
+
+    // A soup made by hand (`train blend`) of models graded by one grader records that grader,
+    // so that tune grades it as it grades its runs; a soup with a model graded otherwise (here
+    // the grader itself, which records none) records nothing.
+    let copy = dir.path().join("adapted-copy");
+    std::fs::create_dir(&copy).unwrap();
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, copy.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let blend = |second: &Path, soup: &Path| {
+        run_ok(
+            kindred(&data)
+                .args(["train", "blend", "--alpha", "1", "--tuned"])
+                .arg(&out)
+                .arg("--tuned")
+                .arg(second)
+                .arg("--out")
+                .arg(soup),
+        );
+        std::fs::read(soup.join("kindred-context.json"))
+            .ok()
+            .map(|raw| serde_json::from_slice::<serde_json::Value>(&raw).unwrap())
+    };
+    let soup = blend(&copy, &dir.path().join("soup")).expect("the shared grader recorded");
+    assert_eq!(
+        soup["grader"]["identity"], trained["grader"]["identity"],
+        "{soup}"
+    );
+    assert_eq!(soup["blend_of"].as_array().map(Vec::len), Some(2), "{soup}");
+    assert!(
+        blend(&out.join("grader"), &dir.path().join("mixed")).is_none(),
+        "a soup of models graded differently records no grader"
+    );
 }
 
 /// `adapt` reindexes in its second step, which the Milvus backend does not offer: it says so
