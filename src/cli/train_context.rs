@@ -309,8 +309,7 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         None => None,
     };
     if let GraderArg::Dir(dir) = args.grader() {
-        ModelDir::open(&dir)
-            .with_context(|| format!("--grader {}: not a model directory", dir.display()))?;
+        open_grader(&dir)?;
     }
     let out = args.out(g);
     check_out(&out, &args.collection, args.resume)?;
@@ -476,20 +475,28 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
     Ok(out)
 }
 
-/// When every model of a soup was trained on grades of one model (the same `grader` identity
-/// in each one's [`HARVEST_FILE`]), records that grader in the soup's own, so that `tune`
-/// grades the soup as it would grade its runs; writes nothing otherwise.
+/// The `grader` record of `model`'s [`HARVEST_FILE`] (what graded its training: `dir` and
+/// `identity`), when it has one with a fingerprint.
+pub(super) fn grader_record(model: &Path) -> Option<serde_json::Value> {
+    let raw = std::fs::read(model.join(HARVEST_FILE)).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&raw).ok()?;
+    v.get("grader")
+        .filter(|g| g["identity"]["fingerprint"].is_string())
+        .cloned()
+}
+
+/// The model directory `--grader DIR` names, or an error saying it is not one.
+pub(super) fn open_grader(dir: &Path) -> Result<ModelDir> {
+    ModelDir::open(dir)
+        .with_context(|| format!("--grader {}: not a model directory", dir.display()))
+}
+
+/// When every model of a soup was trained on grades of one model (the same grader identity in
+/// each one's [`grader_record`]), records that grader in the soup's own [`HARVEST_FILE`], so
+/// that `tune` grades the soup as it would grade its runs; writes nothing otherwise.
 pub(super) fn record_shared_grader(tuned: &[ModelDir], out: &Path) -> Result<()> {
-    let graders: Vec<Option<serde_json::Value>> = tuned
-        .iter()
-        .map(|m| {
-            let raw = std::fs::read(m.path.join(HARVEST_FILE)).ok()?;
-            let v: serde_json::Value = serde_json::from_slice(&raw).ok()?;
-            v.get("grader")
-                .filter(|g| g["identity"]["fingerprint"].is_string())
-                .cloned()
-        })
-        .collect();
+    let graders: Vec<Option<serde_json::Value>> =
+        tuned.iter().map(|m| grader_record(&m.path)).collect();
     let Some(Some(first)) = graders.first() else {
         return Ok(());
     };
@@ -586,8 +593,7 @@ fn load_grader(
                 json!({ "model": "base", "dir": absolute(&base.path), "identity": base.identity()? }),
             ))
         }
-        GraderArg::Dir(dir) => ModelDir::open(&dir)
-            .with_context(|| format!("--grader {}: not a model directory", dir.display()))?,
+        GraderArg::Dir(dir) => open_grader(&dir)?,
         GraderArg::Thread => {
             let dir = out.join("grader");
             eprintln!(

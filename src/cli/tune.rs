@@ -4,9 +4,9 @@
 //! slice with every candidate configuration ([`kindred::train::tune`]) and stores the one
 //! that agrees best with the harvest (with the reason) as the collection's search defaults.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args as ClapArgs;
 use serde_json::json;
 
@@ -60,20 +60,9 @@ pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
         held_out_every: args.held_out_every.max(2),
         ..HarvestOptions::default()
     };
-    let grader = match &args.grader {
-        Some(dir) => Some(
-            ModelDir::open(dir)
-                .with_context(|| format!("--grader {}: not a model directory", dir.display()))?,
-        ),
-        None => recorded_grader(&g.collection_model_dir(engine.db(), &args.collection)?),
-    };
-    let graded_by = grader.as_ref().map_or_else(
-        || "the collection's own model".to_string(),
-        |m| m.path.display().to_string(),
-    );
-    let grader = match &grader {
-        Some(model) => Some(g.load_encoder(model, Precision::Fp32)?),
-        None => None,
+    let (grader, graded_by) = match grader(g, engine.db(), args)? {
+        Some((encoder, dir)) => (Some(encoder), dir.display().to_string()),
+        None => (None, "the collection's own model".to_string()),
     };
     let bar = super::train_context::step_bar()?;
     let harvest = context::harvest(
@@ -137,27 +126,40 @@ pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
     Ok(())
 }
 
-/// The model that graded the training of `model` (`grader` in its
-/// [`HARVEST_FILE`](super::train_context::HARVEST_FILE)), when one is recorded and still there
-/// with the same weights; None otherwise (the collection's own model grades).
-fn recorded_grader(model: &ModelDir) -> Option<ModelDir> {
-    let path = model.path.join(super::train_context::HARVEST_FILE);
-    let recorded: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-    let grader = &recorded["grader"];
-    // Models adapted before the grader's directory was recorded: their own model grades.
-    let dir = grader["dir"].as_str()?;
-    let fingerprint = grader["identity"]["fingerprint"].as_str();
-    let found = ModelDir::open(Path::new(dir))
-        .ok()
-        .filter(|m| m.identity().ok().map(|i| i.fingerprint).as_deref() == fingerprint);
-    if found.is_none() {
-        eprintln!(
-            "note: the model that graded {}'s training ({dir}) is no longer there with the same \
-             weights; the collection's own model grades (--grader DIR names another)",
-            model.path.display()
-        );
+/// The encoder that grades the harvest, with its directory: `--grader`, else the model that
+/// graded the training of the collection's model ([`grader_record`](super::train_context::grader_record))
+/// when it is still there with the same weights; None: the collection's own model grades.
+fn grader(
+    g: &Global,
+    db: &kindred::Database,
+    args: &TuneArgs,
+) -> Result<Option<(kindred::Encoder, PathBuf)>> {
+    if let Some(dir) = &args.grader {
+        let model = super::train_context::open_grader(dir)?;
+        return Ok(Some((
+            g.load_encoder(&model, Precision::Fp32)?,
+            dir.clone(),
+        )));
     }
-    found
+    let model = g.collection_model_dir(db, &args.collection)?;
+    let Some(record) = super::train_context::grader_record(&model.path) else {
+        return Ok(None);
+    };
+    let dir = PathBuf::from(record["dir"].as_str().unwrap_or_default());
+    // The fp32 encoder's fingerprint is the model directory's (hashed once, by the load).
+    if let Ok(recorded) = ModelDir::open(&dir) {
+        let encoder = g.load_encoder(&recorded, Precision::Fp32)?;
+        if encoder.identity().fingerprint.as_str() == record["identity"]["fingerprint"] {
+            return Ok(Some((encoder, dir)));
+        }
+    }
+    eprintln!(
+        "note: the model that graded {}'s training ({}) is no longer there with the same \
+         weights; the collection's own model grades (--grader DIR names another)",
+        model.path.display(),
+        dir.display()
+    );
+    Ok(None)
 }
 
 /// Stores the chosen configuration as the collection's search defaults (source: learned),
