@@ -354,25 +354,7 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         }
     }
     bar.finish_and_clear();
-    let (grader, grader_summary) = load_grader(g, args, &base, &docs, &out, device)?;
-    let bar = step_bar()?;
-    let started = std::time::Instant::now();
-    let harvest = context::harvest(
-        grader.as_ref().unwrap_or(&encoder),
-        &docs,
-        &options,
-        &mut on_step(&bar),
-    )?;
-    drop(grader);
-    bar.finish_and_clear();
-    let harvest_seconds = started.elapsed().as_secs_f64();
-    if let Some(why) = harvest.unrelated() {
-        if !args.allow_unrelated_context {
-            return Err(refuse(why));
-        }
-        eprintln!("warning: {why}; training anyway (--allow-unrelated-context)");
-    }
-    let sets = context::training_sets(&docs, &harvest, &options);
+    // Before the grader: a `thread` grader rehearses the same general pairs as the runs.
     let general_options = GeneralOptions::default();
     let general: Vec<ScoredPair> = match &general_text {
         Some(text) => {
@@ -394,6 +376,25 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         }
         None => Vec::new(),
     };
+    let (grader, grader_summary) = load_grader(g, args, &base, &docs, &general, &out, device)?;
+    let bar = step_bar()?;
+    let started = std::time::Instant::now();
+    let harvest = context::harvest(
+        grader.as_ref().unwrap_or(&encoder),
+        &docs,
+        &options,
+        &mut on_step(&bar),
+    )?;
+    drop(grader);
+    bar.finish_and_clear();
+    let harvest_seconds = started.elapsed().as_secs_f64();
+    if let Some(why) = harvest.unrelated() {
+        if !args.allow_unrelated_context {
+            return Err(refuse(why));
+        }
+        eprintln!("warning: {why}; training anyway (--allow-unrelated-context)");
+    }
+    let sets = context::training_sets(&docs, &harvest, &options);
     let positives = sets.train.iter().filter(|p| p.duplicate).count();
     eprintln!(
         "harvested {} pairs from {} of {} questions ({} context texts) in {:.0} s: {} positives, \
@@ -583,6 +584,7 @@ fn load_grader(
     args: &ContextArgs,
     base: &ModelDir,
     docs: &[ContextDoc],
+    general: &[ScoredPair],
     out: &Path,
     device: DeviceKind,
 ) -> Result<(Option<kindred::Encoder>, serde_json::Value)> {
@@ -601,7 +603,7 @@ fn load_grader(
                  (each question with its first {THREAD_GRADER_TEXTS} context texts) into {}",
                 dir.display()
             );
-            let selection = train_thread_grader(args, base, docs, &dir, device)?;
+            let selection = train_thread_grader(args, base, docs, general, &dir, device)?;
             let model = ModelDir::open(&dir)?;
             let encoder = g.load_encoder(&model, Precision::Fp32)?;
             return Ok((
@@ -623,13 +625,15 @@ fn load_grader(
     ))
 }
 
-/// The contextual model: CLRCMD on [`context::thread_sets`] (in-batch negatives only), selected
+/// The contextual model: CLRCMD on [`context::thread_sets`] (in-batch negatives only), with
+/// CoSENT keeping the order of `general` (the runs' `--general` pairs; none without it), selected
 /// on the held-out questions' own answers against other threads'; returns the selection
 /// summary.
 fn train_thread_grader(
     args: &ContextArgs,
     base: &ModelDir,
     docs: &[ContextDoc],
+    general: &[ScoredPair],
     out: &Path,
     device: DeviceKind,
 ) -> Result<serde_json::Value> {
@@ -649,11 +653,14 @@ fn train_thread_grader(
         eval_every: THREAD_GRADER_EVAL_EVERY.min(args.max_steps.max(1)),
         checkpoint_every: THREAD_GRADER_EVAL_EVERY,
         hard_negatives: false,
+        keep_batch: args.general_batch,
+        keep_weight: args.general_weight,
         seed: args.seed,
         ..ClrcmdOptions::default()
     };
-    let mut selection = train_on(base, &sets, &[], &options, out, args.resume, device)?;
+    let mut selection = train_on(base, &sets, general, &options, out, args.resume, device)?;
     selection["pairs"] = json!(sets.train.len());
+    selection["general_pairs"] = json!(general.len());
     selection["held_out_pairs"] = json!(sets.dev.len());
     Ok(selection)
 }

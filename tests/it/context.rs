@@ -667,11 +667,21 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
 fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
     let (dir, data) = forum_with_context();
     let out = dir.path().join("adapted");
+    let general = dir.path().join("general.txt");
+    std::fs::write(
+        &general,
+        "How do I learn French quickly?\nWhat is the fastest way to learn French?\n\
+         Why is the sky blue?\nBest laptop for gaming?\nWhich gaming laptop should I buy?\n",
+    )
+    .unwrap();
     let report = run_ok(
         kindred(&data)
             .args(["adapt", "-c", "forum", "--json", "--held-out-every", "3"])
             .args(["--grader", "thread"])
             .args(QUICK_TRAINING)
+            .args(["--general-batch", "3"])
+            .arg("--general")
+            .arg(&general)
             .arg("--out")
             .arg(&out),
     );
@@ -704,6 +714,14 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
             .as_u64()
             .unwrap()
             >= 2,
+        "{trained}"
+    );
+    // The grader rehearses the --general pairs the runs keep in order, so that it keeps
+    // general similarity as they do.
+    assert!(
+        trained["grader"]["selection"]["general_pairs"]
+            .as_u64()
+            .is_some_and(|n| n > 0),
         "{trained}"
     );
     let grader = kindred::model::ModelDir::open(&out.join("grader")).expect("the grader");
