@@ -442,6 +442,18 @@ fn ingest_forum(dir: &Path, data: &Path, line: impl Fn(usize, &ContextDoc) -> se
     );
 }
 
+/// A few general questions (`--general`) in `dir`, whose order an adapted encoder keeps.
+fn general_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let general = dir.join("general.txt");
+    std::fs::write(
+        &general,
+        "How do I learn French quickly?\nWhat is the fastest way to learn French?\n\
+         Why is the sky blue?\nBest laptop for gaming?\nWhich gaming laptop should I buy?\n",
+    )
+    .unwrap();
+    general
+}
+
 #[test]
 fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_model() {
     let dir = tempfile::tempdir().unwrap();
@@ -457,13 +469,7 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
 
     // General questions whose order the adapted encoder keeps; refused without an encoder to
     // keep it in, and when there is too little of it.
-    let general = dir.path().join("general.txt");
-    std::fs::write(
-        &general,
-        "How do I learn French quickly?\nWhat is the fastest way to learn French?\n\
-         Why is the sky blue?\nBest laptop for gaming?\nWhich gaming laptop should I buy?\n",
-    )
-    .unwrap();
+    let general = general_file(dir.path());
     for (flags, says) in [
         (["--method", "transition"], ["--general", "frozen"]),
         (
@@ -667,13 +673,7 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
 fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
     let (dir, data) = forum_with_context();
     let out = dir.path().join("adapted");
-    let general = dir.path().join("general.txt");
-    std::fs::write(
-        &general,
-        "How do I learn French quickly?\nWhat is the fastest way to learn French?\n\
-         Why is the sky blue?\nBest laptop for gaming?\nWhich gaming laptop should I buy?\n",
-    )
-    .unwrap();
+    let general = general_file(dir.path());
     let report = run_ok(
         kindred(&data)
             .args(["adapt", "-c", "forum", "--json", "--held-out-every", "3"])
