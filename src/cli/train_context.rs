@@ -477,12 +477,13 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
 }
 
 /// The `grader` record of `model`'s [`HARVEST_FILE`] (what graded its training: `dir` and
-/// `identity`), when it has one with a fingerprint.
+/// `identity`), when it has one with both (models adapted before the directory was recorded
+/// have none).
 pub(super) fn grader_record(model: &Path) -> Option<serde_json::Value> {
     let raw = std::fs::read(model.join(HARVEST_FILE)).ok()?;
     let v: serde_json::Value = serde_json::from_slice(&raw).ok()?;
     v.get("grader")
-        .filter(|g| g["identity"]["fingerprint"].is_string())
+        .filter(|g| g["dir"].is_string() && g["identity"]["fingerprint"].is_string())
         .cloned()
 }
 

@@ -145,6 +145,7 @@ fn grader(
     let Some(record) = super::train_context::grader_record(&model.path) else {
         return Ok(None);
     };
+    // grader_record checked that `dir` is a string.
     let dir = PathBuf::from(record["dir"].as_str().unwrap_or_default());
     // The fp32 encoder's fingerprint is the model directory's (hashed once, by the load).
     if let Ok(recorded) = ModelDir::open(&dir) {

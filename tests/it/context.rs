@@ -443,7 +443,7 @@ fn ingest_forum(dir: &Path, data: &Path, line: impl Fn(usize, &ContextDoc) -> se
 }
 
 /// A few general questions (`--general`) in `dir`, whose order an adapted encoder keeps.
-fn general_file(dir: &std::path::Path) -> std::path::PathBuf {
+fn general_file(dir: &Path) -> std::path::PathBuf {
     let general = dir.join("general.txt");
     std::fs::write(
         &general,
