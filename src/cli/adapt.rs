@@ -24,8 +24,22 @@ pub struct AdaptArgs {
 pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
     let device = g.device.as_deref().unwrap_or("cpu").parse()?;
     let mut t = args.train.clone();
-    if t.runs.is_none() && t.method == super::train_context::MethodArg::Encoder {
-        t.runs = Some(ADAPT_RUNS);
+    if t.method == super::train_context::MethodArg::Encoder {
+        if t.runs.is_none() {
+            t.runs = Some(ADAPT_RUNS);
+        }
+        // With --general, a `thread` grader (trained first on the collection's own threads,
+        // rehearsing the general pairs too) grades: on Qatar Living its soups gained more over
+        // the untrained cosine than the base-graded ones and kept QQP's AUC (EVALUATION.md).
+        // Without --general the base grades, as in `train context`.
+        if t.grader.is_none() && t.general.is_some() {
+            eprintln!(
+                "with --general, adapt first trains a grader on the collection's own threads \
+                 (--grader thread; at most --max-steps steps, about 40 minutes for a forum of \
+                 1,000 questions on 2 cores); --grader base skips it"
+            );
+            t.grader = Some(super::train_context::GraderArg::Thread);
+        }
     }
     let t = &t;
     // Step 2 reindexes, which the Milvus backend does not offer: say so before the training.

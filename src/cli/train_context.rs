@@ -65,10 +65,12 @@ pub struct ContextArgs {
     /// The model that grades the harvested pairs: `base` (the collection's own model),
     /// `thread` (first train a contextual model on the collection's own threads — each
     /// question with its first 3 context texts, no labels — and grade with it; it is kept in
-    /// OUT/grader) or a model directory. The collection's own model is what is trained either
-    /// way. Default: base. Opt-in: on Qatar Living, one three-run soup graded by thread gained
-    /// +2.85 MAP on 117 questions where the same seeds graded by the base gained +2.36, and a
-    /// second, with a grader trained in another order, +1.97 (EVALUATION.md).
+    /// OUT/grader; with --general it rehearses the general pairs too) or a model directory.
+    /// The collection's own model is what is trained either way. Default: base; for `adapt`
+    /// with --general, thread: on Qatar Living two three-run soups graded by such graders
+    /// (seeds 42, 43) gained +3.39 and +2.87 MAP on 117 questions over the untrained cosine,
+    /// where two graded by the base gained +2.36 and +2.96, with QQP's AUC kept; the grader
+    /// adds about 40 minutes there (EVALUATION.md).
     #[arg(long, value_name = "base|thread|DIR", value_parser = parse_grader)]
     pub grader: Option<GraderArg>,
     /// Passes over the positive pairs (encoder) or over all pairs (transition).

@@ -677,7 +677,6 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
     let report = run_ok(
         kindred(&data)
             .args(["adapt", "-c", "forum", "--json", "--held-out-every", "3"])
-            .args(["--grader", "thread"])
             .args(QUICK_TRAINING)
             .args(["--general-batch", "3"])
             .arg("--general")
@@ -701,9 +700,9 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
         .map(|r| r["seed"].as_u64().unwrap())
         .collect();
     assert_eq!(seeds, [42, 43, 44], "{trained}");
-    // --grader thread: the harvest was graded by a contextual model trained first on the
-    // forum's own threads (each question with its first answers), kept beside the adapted
-    // model.
+    // With --general and no --grader, adapt grades with a `thread` grader: a contextual
+    // model trained first on the forum's own threads (each question with its first answers),
+    // kept beside the adapted model.
     assert_eq!(trained["grader"]["model"], "thread", "{trained}");
     assert!(
         trained["grader"]["selection"]["pairs"].as_u64().unwrap() >= 20,
@@ -1006,6 +1005,8 @@ fn adapt_that_fails_after_training_names_what_is_done_and_what_is_left() {
             .arg("--out")
             .arg(&out),
     );
+    // Without --general, the collection's own model graded the harvest: no grader was trained.
+    assert!(!out.join("grader").exists());
     assert!(
         err.contains("step 3/3, tune")
             && err.contains("is on the adapted model")
