@@ -490,7 +490,11 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
             "{err}"
         );
     }
-    for (runs, method, says) in [("0", "encoder", "1 or more"), ("2", "transition", "frozen")] {
+    for (runs, method, says) in [
+        ("0", "encoder", "1 or more"),
+        ("2", "transition", "--method encoder"),
+        ("2", "thread", "--method encoder"),
+    ] {
         let refused = kindred(&data)
             .args([
                 "train", "context", "-c", "forum", "--runs", runs, "--method", method,
@@ -503,6 +507,11 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
             "{err}"
         );
     }
+    // --method thread trains the grader itself: there is no harvest for --grader to grade.
+    let err = run_refused(kindred(&data).args([
+        "train", "context", "-c", "forum", "--method", "thread", "--grader", "base",
+    ]));
+    assert!(err.contains("drop --grader"), "{err}");
     let one_line = dir.path().join("one.txt");
     std::fs::write(&one_line, "just one question?\n").unwrap();
     // Too little general text, and a grader that is not a model, are refused before anything
@@ -667,6 +676,51 @@ fn train_context_adapts_a_collection_which_then_needs_a_reindex_onto_the_new_mod
     assert!(err.contains("is no longer there"), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&report.stdout).expect("tune's JSON");
     assert_eq!(v["graded_by"], "the collection's own model", "{v}");
+}
+
+/// `--method thread`: the contextual model `--grader thread` trains first (each question with
+/// its first answers, rehearsing --general) is written as the model itself, with no harvest;
+/// the collection moves onto it like onto any adapted model.
+#[test]
+fn train_context_method_thread_writes_the_contextual_model_as_the_model() {
+    let (dir, data) = forum_with_context();
+    let out = dir.path().join("thread");
+    let general = general_file(dir.path());
+    let report = run_ok(
+        kindred(&data)
+            .args([
+                "train", "context", "-c", "forum", "--method", "thread", "--json",
+            ])
+            .args(["--held-out-every", "3", "--general-batch", "3"])
+            .args(QUICK_TRAINING)
+            .arg("--general")
+            .arg(&general)
+            .arg("--out")
+            .arg(&out),
+    );
+    let v: serde_json::Value = serde_json::from_str(&report).expect("JSON report");
+    assert_eq!(v["method"], "thread", "{v}");
+    assert!(v["selection"]["pairs"].as_u64().unwrap() >= 20, "{v}");
+    assert!(v["selection"]["general_pairs"].as_u64().unwrap() > 0, "{v}");
+    assert!(v.get("harvest").is_none(), "nothing was harvested: {v}");
+    assert!(!out.join("grader").exists(), "the model is OUT itself");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("kindred-context.json")).unwrap())
+            .unwrap();
+    assert_eq!(written["method"], "thread");
+    let model = kindred::model::ModelDir::open(&out).expect("a model directory");
+    assert_ne!(
+        model.identity().unwrap().fingerprint,
+        model_dir().identity().unwrap().fingerprint,
+        "the model was trained"
+    );
+    run_ok(
+        kindred(&data)
+            .arg("--model")
+            .arg(&out)
+            .args(["reindex", "-c", "forum"]),
+    );
+    assert_on_model(&data, &out);
 }
 
 #[test]
