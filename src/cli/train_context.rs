@@ -84,7 +84,8 @@ pub struct ContextArgs {
     /// 16 s on 2 cores for forum-length questions, 24 s with --general; EVALUATION.md).
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub max_steps: usize,
-    /// Peak learning rate (encoder; the transition matrix uses 1e-3). 1e-4 agreed better with
+    /// Peak learning rate (encoder; the transition matrix uses 1e-3, the contextual model of
+    /// `--method thread` and `--grader thread` its measured 5e-5). 1e-4 agreed better with
     /// the held-out harvest than 5e-5 in each of three batch orders on Qatar Living, and its
     /// soup gained more on the forum and on QQP (EVALUATION.md).
     #[arg(long, default_value_t = 1e-4)]
