@@ -195,17 +195,6 @@ pub enum MethodArg {
     Thread,
 }
 
-impl MethodArg {
-    /// The name `--method` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            MethodArg::Encoder => "encoder",
-            MethodArg::Transition => "transition",
-            MethodArg::Thread => "thread",
-        }
-    }
-}
-
 pub(super) fn parse_signal(s: &str) -> std::result::Result<Signal, String> {
     s.parse().map_err(|e: kindred::Error| e.to_string())
 }
@@ -309,7 +298,8 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
             "--runs {} averages encoders trained on the harvest with other batch orders, which \
              --method {} does not train; drop --runs or use --method encoder",
             args.runs(),
-            args.method.name()
+            clap::ValueEnum::to_possible_value(&args.method)
+                .map_or_else(String::new, |v| v.get_name().to_owned())
         );
     }
     if args.general.is_some()
@@ -403,14 +393,19 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         }
         None => Vec::new(),
     };
-    let general_summary = args.general.as_ref().map(|path| {
-        json!({
+    // What every method records; each adds what it trained and how (`finish`).
+    let record = json!({
+        "collection": args.collection,
+        "context_fields": args.context_fields,
+        "base": base.identity()?,
+        "general": args.general.as_ref().map(|path| json!({
             "file": path,
             "options": general_options,
             "pairs": general.len(),
             "weight": args.general_weight,
             "batch": args.general_batch,
-        })
+        })),
+        "out": out,
     });
     if args.method == MethodArg::Thread {
         eprintln!(
@@ -419,18 +414,13 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         );
         let started = std::time::Instant::now();
         let selection = train_thread_grader(args, &base, &docs, &general, &out, device)?;
-        let summary = json!({
-            "collection": args.collection,
-            "context_fields": args.context_fields,
-            "base": base.identity()?,
+        let trained = json!({
             "method": "thread",
             "texts_per_question": THREAD_GRADER_TEXTS,
-            "general": general_summary,
             "selection": selection,
             "train_seconds": started.elapsed().as_secs_f64(),
-            "out": out,
         });
-        finish(args, &out, &summary)?;
+        finish(args, &out, record, trained)?;
         return Ok(out);
     }
     let (grader, grader_summary) = load_grader(g, args, &base, &docs, &general, &out, device)?;
@@ -483,10 +473,7 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         ),
         MethodArg::Thread => unreachable!("--method thread returned above"),
     };
-    let summary = json!({
-        "collection": args.collection,
-        "context_fields": args.context_fields,
-        "base": base.identity()?,
+    let trained = json!({
         "method": method,
         "grader": grader_summary,
         "harvest": {
@@ -502,31 +489,38 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
             "grade_vs_question_spearman": harvest.grade_vs_question_spearman,
             "seconds": harvest_seconds,
         },
-        "general": general_summary,
         "selection": selection,
         "train_seconds": started.elapsed().as_secs_f64(),
-        "out": out,
     });
-    finish(args, &out, &summary)?;
+    finish(args, &out, record, trained)?;
     Ok(out)
 }
 
-/// Writes `summary` as OUT's [`HARVEST_FILE`] (what makes OUT a finished adapted model) and
-/// reports it: as JSON with --json, else where the model is and how to use it.
-fn finish(args: &ContextArgs, out: &Path, summary: &serde_json::Value) -> Result<()> {
+/// Writes `record` with `trained`'s fields added as OUT's [`HARVEST_FILE`] (what makes OUT a
+/// finished adapted model) and reports it: as JSON with --json, else where the model is and
+/// how to use it.
+fn finish(
+    args: &ContextArgs,
+    out: &Path,
+    mut record: serde_json::Value,
+    trained: serde_json::Value,
+) -> Result<()> {
+    if let (Some(all), serde_json::Value::Object(more)) = (record.as_object_mut(), trained) {
+        all.extend(more);
+    }
     let path = out.join(HARVEST_FILE);
-    std::fs::write(&path, serde_json::to_string_pretty(summary)? + "\n")
+    std::fs::write(&path, serde_json::to_string_pretty(&record)? + "\n")
         .with_context(|| format!("writing {}", path.display()))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(summary)?);
+        println!("{}", serde_json::to_string_pretty(&record)?);
     } else {
         println!(
             "wrote {} ({} adapted to collection {:?})",
             out.display(),
-            summary["method"].as_str().unwrap_or_default(),
+            record["method"].as_str().unwrap_or_default(),
             args.collection
         );
-        println!("held-out agreement: {}", summary["selection"]);
+        println!("held-out agreement: {}", record["selection"]);
         println!(
             "use it: kindred --model {} reindex --collection {} (or ingest into a new collection)",
             out.display(),
