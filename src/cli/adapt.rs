@@ -23,6 +23,22 @@ pub struct AdaptArgs {
 
 pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
     let device = g.device.as_deref().unwrap_or("cpu").parse()?;
+    // Step 2 reindexes, which the Milvus backend does not offer: say so before the training.
+    if let Some(Backend::Milvus(url)) = &g.backend {
+        return Err(kindred::Error::from(UserError::NotSupported {
+            what: "adapt (its second step is a reindex)".into(),
+            backend: "milvus",
+            fix: format!(
+                "run `kindred --backend {url} train context --collection {} --out DIR`, then {} \
+                 (--model DIR)",
+                args.train.collection,
+                kindred::db::REINDEX_ON_MILVUS
+            ),
+        })
+        .into());
+    }
+    // Named before the first step announces anything: a wrong name fails alone, in a second.
+    g.database()?.settings(&args.train.collection)?;
     let mut t = args.train.clone();
     if t.method == super::train_context::MethodArg::Encoder {
         if t.runs.is_none() {
@@ -42,24 +58,17 @@ pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
         }
     }
     let t = &t;
-    // Step 2 reindexes, which the Milvus backend does not offer: say so before the training.
-    if let Some(Backend::Milvus(url)) = &g.backend {
-        return Err(kindred::Error::from(UserError::NotSupported {
-            what: "adapt (its second step is a reindex)".into(),
-            backend: "milvus",
-            fix: format!(
-                "run `kindred --backend {url} train context --collection {} --out DIR`, then {} \
-                 (--model DIR)",
-                t.collection,
-                kindred::db::REINDEX_ON_MILVUS
-            ),
-        })
-        .into());
+    if t.method == super::train_context::MethodArg::Thread {
+        eprintln!(
+            "1/3 train context: training the contextual model on the threads of {:?}",
+            t.collection
+        );
+    } else {
+        eprintln!(
+            "1/3 train context: harvesting pairs from {:?} and training",
+            t.collection
+        );
     }
-    eprintln!(
-        "1/3 train context: harvesting pairs from {:?} and training",
-        t.collection
-    );
     let out = super::train_context::run(g, t, device)?;
     eprintln!(
         "2/3 reindex: moving {:?} onto {}",

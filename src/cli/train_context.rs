@@ -330,16 +330,17 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
     }
     let out = args.out(g);
     check_out(&out, &args.collection, args.resume)?;
+    // The collection is read before anything is announced: a wrong name fails alone.
+    let db = g.database()?;
+    let base = g.collection_model_dir(&db, &args.collection)?;
+    let docs = read_documents(&db, &args.collection, &args.context_fields)?;
+    drop(db);
     eprintln!(
         "training into {} (if this is interrupted, the same command with --out {0} --resume \
          continues it)",
         out.display()
     );
-    let db = g.database()?;
-    let base = g.collection_model_dir(&db, &args.collection)?;
     let encoder = g.load_encoder(&base, Precision::Fp32)?;
-    let docs = read_documents(&db, &args.collection, &args.context_fields)?;
-    drop(db);
     let options = HarvestOptions {
         neighbours: args.neighbours,
         signal: args.signal,

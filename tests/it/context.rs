@@ -881,6 +881,32 @@ fn adapt_on_the_milvus_backend_is_refused_before_it_trains_naming_the_steps_to_t
     assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
 }
 
+/// A collection that does not exist fails `adapt` and `train context` with that error alone:
+/// no step or output directory announced first (before: "1/3 train context: harvesting
+/// pairs…" and "training into OUT (… --resume continues it)" preceded it), and nothing written.
+#[test]
+fn adapt_and_train_context_on_a_missing_collection_fail_before_announcing_a_step() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let out = data.path().join("adapted");
+    let out_arg = out.to_str().expect("utf-8 path");
+    for args in [
+        vec!["adapt", "-c", "nope", "--out", out_arg],
+        vec![
+            "adapt", "-c", "nope", "--method", "thread", "--out", out_arg,
+        ],
+        vec!["train", "context", "-c", "nope", "--out", out_arg],
+    ] {
+        let err = run_refused(kindred(data.path()).args(&args));
+        assert!(
+            err.contains("collection \"nope\" does not exist")
+                && !err.contains("1/3")
+                && !err.contains("training into"),
+            "{args:?}: {err}"
+        );
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+}
+
 #[test]
 fn eval_forum_reproduces_the_tasks_baseline_and_ranks_above_it_on_semeval_dev() {
     let dev = crate::common::shared_data("semeval2016_task3/SemEval2016-Task3-CQA-QL-dev.xml");
