@@ -61,6 +61,22 @@ pub enum UserError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A collection's model is no longer where the collection recorded it.
+    #[error(
+        "collection {collection:?} uses model {model}, recorded at {path}, which no longer holds \
+         it ({reason}): if the model directory moved, `kindred reindex --collection {collection} \
+         --model NEWDIR` records its new place (or give --model NEWDIR to each command)"
+    )]
+    ModelMoved {
+        /// The collection.
+        collection: String,
+        /// Its model (id and fingerprint).
+        model: String,
+        /// Where the collection recorded it.
+        path: PathBuf,
+        /// What opening it said.
+        reason: String,
+    },
     /// The weights do not fit the architecture in config.json.
     #[error(
         "model weights in {path} do not match config.json:\n  {}\nIs this a BERT-family checkpoint \

@@ -138,9 +138,14 @@ impl Global {
     /// recorded for the collection, or the default model.
     pub fn collection_model_dir(&self, db: &Database, collection: &str) -> Result<ModelDir> {
         if self.model.is_none() {
-            let settings = db.settings(collection).ok();
-            if let Some(path) = settings.and_then(|s| s.model_path) {
-                return Ok(ModelDir::open(Path::new(&path))?);
+            if let Ok(settings) = db.settings(collection) {
+                if let Some(path) = &settings.model_path {
+                    return Ok(model::open_recorded(
+                        collection,
+                        &settings.model,
+                        Path::new(path),
+                    )?);
+                }
             }
         }
         self.model_dir()

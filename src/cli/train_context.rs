@@ -620,10 +620,14 @@ fn check_out(out: &Path, collection: &str, resume: bool) -> Result<()> {
     Ok(())
 }
 
+/// Where `--grader thread` trains the grader: inside the model it grades the training of (so
+/// that the two move together; `tune` looks there when the recorded path is gone).
+pub(super) const GRADER_DIR: &str = "grader";
+
 /// The training directories under `out` that hold a checkpoint: the grader's, the runs of a
 /// soup and a single run's own.
 fn interrupted_runs(out: &Path) -> Vec<PathBuf> {
-    let mut dirs = vec![out.to_path_buf(), out.join("grader")];
+    let mut dirs = vec![out.to_path_buf(), out.join(GRADER_DIR)];
     if let Ok(entries) = std::fs::read_dir(out.join("runs")) {
         let mut runs: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
         runs.sort();
@@ -653,7 +657,7 @@ fn load_grader(
         }
         GraderArg::Dir(dir) => open_grader(&dir)?,
         GraderArg::Thread => {
-            let dir = out.join("grader");
+            let dir = out.join(GRADER_DIR);
             eprintln!(
                 "training the grader: a contextual model on the collection's own threads \
                  (each question with its first {THREAD_GRADER_TEXTS} context texts) into {}",

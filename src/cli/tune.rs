@@ -147,18 +147,40 @@ fn grader(
     };
     // grader_record checked that `dir` is a string.
     let dir = PathBuf::from(record["dir"].as_str().unwrap_or_default());
-    // The fp32 encoder's fingerprint is the model directory's (hashed once, by the load).
-    if let Ok(recorded) = ModelDir::open(&dir) {
-        let encoder = g.load_encoder(&recorded, Precision::Fp32)?;
-        if encoder.identity().fingerprint.as_str() == record["identity"]["fingerprint"] {
-            return Ok(Some((encoder, dir)));
+    // Where the grader may be: where it was recorded; inside the model, where `--grader
+    // thread` trains it (a model directory moved, or trained elsewhere and copied here, keeps
+    // its grader but not the recorded path); the base model, which grades unless told
+    // otherwise. The recorded fingerprint decides.
+    let mut candidates = vec![
+        dir.clone(),
+        model.path.join(super::train_context::GRADER_DIR),
+    ];
+    if let Ok(base) = kindred::model::resolve(g.model.as_deref(), &g.home(), false) {
+        candidates.push(base.path);
+    }
+    for candidate in candidates {
+        let Ok(found) = ModelDir::open(&candidate) else {
+            continue;
+        };
+        if found.identity()?.fingerprint.as_str() != record["identity"]["fingerprint"] {
+            continue;
         }
+        if candidate != dir {
+            eprintln!(
+                "note: the model that graded {}'s training is no longer at {}; found it at {}",
+                model.path.display(),
+                dir.display(),
+                candidate.display()
+            );
+        }
+        return Ok(Some((g.load_encoder(&found, Precision::Fp32)?, candidate)));
     }
     eprintln!(
         "note: the model that graded {}'s training ({}) is no longer there with the same \
-         weights; the collection's own model grades (--grader DIR names another)",
+         weights, nor in {}; the collection's own model grades (--grader DIR names another)",
         model.path.display(),
-        dir.display()
+        dir.display(),
+        model.path.join(super::train_context::GRADER_DIR).display()
     );
     Ok(None)
 }

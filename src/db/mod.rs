@@ -46,7 +46,7 @@ use crate::sync::{MutexExt, RwLockExt};
 use crate::text::TextFormat;
 use crate::types::{Encoded, Gaussian};
 use indexes::{Entry, Indexes};
-pub use reindex::{EncodeFn, REINDEX_ON_MILVUS};
+pub use reindex::{already_uses, EncodeFn, REINDEX_ON_MILVUS};
 
 /// A document as a user gives it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1847,6 +1847,29 @@ mod tests {
         db.upsert_encoded("c", &model(), (0..n).map(doc).collect())
             .expect("upsert");
         db
+    }
+
+    /// A reindex onto the same weights is refused where the collection already finds them,
+    /// and is how it records their new place when the model directory moved.
+    #[test]
+    fn the_same_model_at_another_path_is_a_move_not_a_no_op() {
+        let mut settings = CollectionSettings::for_model(model());
+        let other = ModelIdentity {
+            fingerprint: "sha256:other".into(),
+            ..model()
+        };
+        let here = Path::new("/models/adapted");
+        assert!(already_uses(&settings, &model(), Some(here)));
+        assert!(already_uses(&settings, &model(), None));
+        assert!(!already_uses(&settings, &other, Some(here)));
+        settings.model_path = Some(here.display().to_string());
+        assert!(already_uses(&settings, &model(), Some(here)));
+        assert!(!already_uses(
+            &settings,
+            &model(),
+            Some(Path::new("/srv/models/adapted"))
+        ));
+        assert!(!already_uses(&settings, &other, Some(here)));
     }
 
     fn refusal(r: Result<impl std::fmt::Debug>) -> String {

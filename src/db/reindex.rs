@@ -30,6 +30,23 @@ pub type EncodeFn<'a> = &'a (dyn Fn(&[&str]) -> Result<Vec<Encoded>> + Sync);
 pub const REINDEX_ON_MILVUS: &str =
     "create a new collection and ingest the documents into it with the new model";
 
+/// Whether a reindex of a collection with `settings` onto `model` at `path` would change
+/// nothing, and is refused: the same weights where the collection already finds them (or no
+/// recorded place, as for a collection on the default model). The same weights at another
+/// path are a model directory moved or copied: that reindex records the new place (encoding
+/// the same vectors again), which is how a collection follows its model.
+pub fn already_uses(
+    settings: &CollectionSettings,
+    model: &ModelIdentity,
+    path: Option<&Path>,
+) -> bool {
+    settings.model.fingerprint == model.fingerprint
+        && match (path, settings.model_path.as_deref()) {
+            (Some(new), Some(old)) => Path::new(old) == new,
+            _ => true,
+        }
+}
+
 impl Database {
     /// Re-encodes collection `name` with `encode` (the texts' vectors under `model`, another
     /// model) as a new generation with new vector and lexical indexes, while the current
@@ -50,7 +67,7 @@ impl Database {
         self.embedded_only("reindex", REINDEX_ON_MILVUS)?;
         let started = Instant::now();
         let settings = self.store.settings(name)?;
-        if settings.model.fingerprint == model.fingerprint {
+        if already_uses(&settings, model, model_path) {
             return Err(UserError::InvalidArgument {
                 name: "model",
                 reason: format!(

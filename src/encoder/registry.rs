@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use super::{Encoder, EncoderOptions};
 use crate::error::{Result, UserError};
-use crate::model::{ModelDir, ModelIdentity};
+use crate::model::ModelIdentity;
 use crate::sync::MutexExt;
 
 /// The encoders a process has loaded.
@@ -78,7 +78,7 @@ impl Encoders {
                 return Err(mismatch(format!("{} ({})", default.id, default.fingerprint)).into())
             }
         };
-        let dir = ModelDir::open(path)?;
+        let dir = crate::model::open_recorded(collection, model, path)?;
         let options = EncoderOptions {
             precision: model.precision,
             ..self.options

@@ -359,6 +359,22 @@ pub fn resolve(explicit: Option<&Path>, home: &Path, allow_fetch: bool) -> Resul
     ModelDir::open(&path)
 }
 
+/// Opens `path`, where collection `collection` recorded its model `model`; a directory that
+/// is gone or no longer a model is [`UserError::ModelMoved`], which names the reindex that
+/// records the model's new place.
+pub fn open_recorded(collection: &str, model: &ModelIdentity, path: &Path) -> Result<ModelDir> {
+    ModelDir::open(path).map_err(|e| match e {
+        crate::Error::User(UserError::InvalidModelDir { reason, .. }) => UserError::ModelMoved {
+            collection: collection.into(),
+            model: format!("{} ({})", model.id, model.fingerprint),
+            path: path.to_path_buf(),
+            reason,
+        }
+        .into(),
+        e => e,
+    })
+}
+
 /// Hex sha256 of a file, streamed.
 pub fn sha256_file(path: &Path) -> Result<String> {
     let mut f = fs::File::open(path).map_err(io_err(format!("opening {}", path.display())))?;

@@ -91,6 +91,7 @@ impl From<Error> for ApiError {
                 UserError::DeviceUnavailable { .. }
                 | UserError::IncompatibleStore { .. }
                 | UserError::InvalidModelDir { .. }
+                | UserError::ModelMoved { .. }
                 | UserError::WeightsMismatch { .. }
                 | UserError::FetchUnavailable { .. } => {
                     return hidden(

@@ -110,7 +110,7 @@ pub async fn start(
             ..*s.encoder().options()
         };
         let encoder = Encoder::load(&dir, options)?;
-        if encoder.identity().fingerprint == settings.model.fingerprint {
+        if crate::db::already_uses(&settings, encoder.identity(), Some(path.as_path())) {
             return Ok(Err(ApiError::invalid(format!(
                 "model: collection {c:?} already uses {} ({}); give the directory of another model",
                 settings.model.id, settings.model.fingerprint

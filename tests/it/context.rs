@@ -857,6 +857,60 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
         blend(&out.join("grader"), &dir.path().join("mixed")).is_none(),
         "a soup of models graded differently records no grader"
     );
+
+    // The adapted model moved (trained elsewhere and copied here, or renamed): its record
+    // still names the old directory of its grader, which is gone, and `tune` finds the grader
+    // where `adapt` keeps it, inside the model (before: a note, and the collection's own
+    // model graded, which picks worse settings: EVALUATION.md, session 36).
+    let moved = dir.path().join("moved");
+    std::fs::rename(&out, &moved).unwrap();
+    let search = || {
+        kindred(&data)
+            .env_remove("KINDRED_MODEL")
+            .args([
+                "search",
+                "-c",
+                "forum",
+                "--json",
+                "How do I renew my driving licence?",
+            ])
+            .output()
+            .expect("runs")
+    };
+    let lost = search();
+    let err = String::from_utf8_lossy(&lost.stderr);
+    assert!(
+        !lost.status.success() && err.contains("reindex") && err.contains("--model"),
+        "{err}"
+    );
+    // Reindexing onto the same weights at their new place records it (before: refused as
+    // "already uses"), and the collection finds its model again.
+    run_ok(
+        kindred(&data)
+            .args(["reindex", "-c", "forum", "--model"])
+            .arg(&moved),
+    );
+    let found = search();
+    assert!(
+        found.status.success(),
+        "{}",
+        String::from_utf8_lossy(&found.stderr)
+    );
+    run_refused(
+        kindred(&data)
+            .args(["reindex", "-c", "forum", "--model"])
+            .arg(&moved),
+    );
+    let tuned = run_ok(kindred(&data).env_remove("KINDRED_MODEL").args([
+        "tune",
+        "-c",
+        "forum",
+        "--json",
+        "--dry-run",
+    ]));
+    let t: serde_json::Value = serde_json::from_str(&tuned).expect("tune's JSON report");
+    let moved_grader = std::fs::canonicalize(moved.join("grader")).unwrap();
+    assert_eq!(t["graded_by"], moved_grader.display().to_string(), "{t}");
 }
 
 /// `adapt` reindexes in its second step, which the Milvus backend does not offer: it says so
