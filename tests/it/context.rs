@@ -858,10 +858,12 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
         "a soup of models graded differently records no grader"
     );
 
-    // The adapted model moved (trained elsewhere and copied here, or renamed): its record
-    // still names the old directory of its grader, which is gone, and `tune` finds the grader
-    // where `adapt` keeps it, inside the model (before: a note, and the collection's own
-    // model graded, which picks worse settings: EVALUATION.md, session 36).
+    // The adapted model moved (renamed, or trained elsewhere and copied here). The
+    // collection's commands name the reindex that records its new place (before: "not
+    // usable … drop the option"); and the model's record still names its grader's old
+    // directory, so `tune` finds the grader where `adapt` keeps it, inside the model
+    // (before: the collection's own model graded, which picks worse settings: EVALUATION.md,
+    // session 36).
     let moved = dir.path().join("moved");
     std::fs::rename(&out, &moved).unwrap();
     let search = || {
