@@ -784,6 +784,34 @@ fn reindex_over_http_keeps_serving_and_survives_a_restart() {
     let (_, info) = call("GET", &s.url("/v1/collections/q"), None, None);
     assert_eq!(info["settings"]["model"]["fingerprint"], fingerprint);
     assert_eq!(info["stats"]["documents"], 409);
+
+    // The same weights where the collection has them: refused as a no-op. The same weights
+    // at another path (the model directory moved): reindexed, and the new place recorded
+    // (before: refused as "already uses", leaving no way to record it).
+    let url = s.url("/v1/collections/q/reindex");
+    let (st, out) = call("POST", &url, None, Some(&json!({ "model": other.path })));
+    assert_eq!((st, code(&out)), (422, "invalid_request"), "{out}");
+    let moved = dir.path().join("moved-model");
+    std::os::unix::fs::symlink(&other.path, &moved).expect("symlink");
+    let (st, out) = call("POST", &url, None, Some(&json!({ "model": moved })));
+    assert_eq!(st, 202, "{out}");
+    let status = loop {
+        let (_, status) = call("GET", &url, None, None);
+        if status["state"] != "running" {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(status["state"], "done", "{status}");
+    let (_, info) = call("GET", &s.url("/v1/collections/q"), None, None);
+    assert_eq!(info["settings"]["model"]["fingerprint"], fingerprint);
+    assert_eq!(info["settings"]["model_path"], json!(moved), "{info}");
+    let (st, out) = call("POST", &s.url("/v1/collections/q/search"), None, Some(&q));
+    assert_eq!(
+        (st, out["hits"][0]["id"].as_str()),
+        (200, Some("late")),
+        "{out}"
+    );
     s.stop();
 }
 
