@@ -162,7 +162,9 @@ fn grader(
         let Ok(found) = ModelDir::open(&candidate) else {
             continue;
         };
-        if found.identity()?.fingerprint.as_str() != record["identity"]["fingerprint"] {
+        // The fp32 encoder's fingerprint is the model directory's (hashed once, by the load).
+        let encoder = g.load_encoder(&found, Precision::Fp32)?;
+        if encoder.identity().fingerprint.as_str() != record["identity"]["fingerprint"] {
             continue;
         }
         if candidate != dir {
@@ -173,7 +175,7 @@ fn grader(
                 candidate.display()
             );
         }
-        return Ok(Some((g.load_encoder(&found, Precision::Fp32)?, candidate)));
+        return Ok(Some((encoder, candidate)));
     }
     eprintln!(
         "note: the model that graded {}'s training ({}) is no longer there with the same \
