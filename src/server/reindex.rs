@@ -91,9 +91,11 @@ pub async fn start(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<ReindexStatus>)> {
     let req: ReindexRequest = parse(body)?;
+    // Before the model loads (seconds): a running reindex answers at once.
+    refuse_if_running(&state.reindexes.jobs.locked(), &collection)?;
     let (s, c, path) = (state.clone(), collection.clone(), PathBuf::from(&req.model));
     // Validate and load here, so a wrong directory is an immediate 422.
-    let encoder = blocking(move || {
+    let loaded = blocking(move || {
         s.db()
             .embedded_only("reindex", crate::db::REINDEX_ON_MILVUS)?;
         let settings = s.db().settings(&c)?;
@@ -104,34 +106,30 @@ pub async fn start(
                 return Ok(Err(ApiError::invalid(format!("model: {e}"))));
             }
         };
+        // Recorded, and compared with the recorded place, as the CLI does: absolute and
+        // without links, so a server restarted elsewhere finds it and the same directory
+        // spelled another way is the same place.
+        let path = dir.path.canonicalize().unwrap_or_else(|_| dir.path.clone());
         // The collection keeps its precision on the new model.
         let options = crate::EncoderOptions {
             precision: settings.model.precision,
             ..*s.encoder().options()
         };
         let encoder = Encoder::load(&dir, options)?;
-        if crate::db::already_uses(&settings, encoder.identity(), Some(path.as_path())) {
-            return Ok(Err(ApiError::invalid(format!(
-                "model: collection {c:?} already uses {} ({}); give the directory of another model",
-                settings.model.id, settings.model.fingerprint
-            ))));
+        if let Err(e) = refuse_if_already_on(&c, &settings, &encoder, &path) {
+            return Ok(Err(e));
         }
-        Ok(Ok(Arc::new(encoder)))
+        Ok(Ok((Arc::new(encoder), path)))
     })
     .await??;
+    let (encoder, path) = loaded;
     let job = {
         let mut jobs = state.reindexes.jobs.locked();
-        if let Some(j) = jobs.get(&collection) {
-            if j.locked().0.state == JobState::Running {
-                return Err(ApiError::new(
-                    StatusCode::CONFLICT,
-                    "reindex_running",
-                    format!(
-                        "collection {collection:?} is being reindexed; follow GET /v1/collections/{collection}/reindex"
-                    ),
-                ));
-            }
-        }
+        refuse_if_running(&jobs, &collection)?;
+        // A reindex that finished while the model loaded may have moved the collection onto
+        // it: asked again under the lock, which every reindex starts under.
+        let settings = state.db().settings(&collection)?;
+        refuse_if_already_on(&collection, &settings, &encoder, &path)?;
         let status = ReindexStatus {
             collection: collection.clone(),
             model: req.model.clone(),
@@ -150,7 +148,7 @@ pub async fn start(
     let s = state.clone();
     std::thread::Builder::new()
         .name(format!("kindred-reindex-{collection}"))
-        .spawn(move || run(&s, &collection, &req.model, encoder, &job))
+        .spawn(move || run(&s, &collection, &path, encoder, &job))
         .map_err(|e| {
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -161,7 +159,45 @@ pub async fn start(
     Ok((StatusCode::ACCEPTED, Json(shown)))
 }
 
-fn run(state: &AppState, collection: &str, model: &str, encoder: Arc<Encoder>, job: &Job) {
+/// 409 while a reindex of `collection` runs.
+fn refuse_if_running(jobs: &HashMap<String, Job>, collection: &str) -> Result<(), ApiError> {
+    match jobs.get(collection) {
+        Some(j) if j.locked().0.state == JobState::Running => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "reindex_running",
+            format!(
+                "collection {collection:?} is being reindexed; follow GET /v1/collections/{collection}/reindex"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// 422 when the collection already uses `encoder`'s weights at `path` ([`already_uses`]).
+///
+/// [`already_uses`]: crate::db::already_uses
+fn refuse_if_already_on(
+    collection: &str,
+    settings: &crate::store::CollectionSettings,
+    encoder: &Encoder,
+    path: &std::path::Path,
+) -> Result<(), ApiError> {
+    if crate::db::already_uses(settings, encoder.identity(), Some(path)) {
+        return Err(ApiError::invalid(format!(
+            "model: collection {collection:?} already uses {} ({}); give the directory of another model",
+            settings.model.id, settings.model.fingerprint
+        )));
+    }
+    Ok(())
+}
+
+fn run(
+    state: &AppState,
+    collection: &str,
+    model: &std::path::Path,
+    encoder: Arc<Encoder>,
+    job: &Job,
+) {
     let progress = |done: u64, total: u64| {
         let mut j = job.locked();
         j.0.encoded = done;
@@ -169,12 +205,9 @@ fn run(state: &AppState, collection: &str, model: &str, encoder: Arc<Encoder>, j
     };
     // On the write pool, like ingest: the other cores stay with searches.
     let result = state.write_pool.install(|| {
-        state.engine.reindex(
-            collection,
-            encoder,
-            Some(std::path::Path::new(model)),
-            &progress,
-        )
+        state
+            .engine
+            .reindex(collection, encoder, Some(model), &progress)
     });
     let mut j = job.locked();
     j.0.seconds = j.1.elapsed().as_secs_f64();
@@ -182,7 +215,7 @@ fn run(state: &AppState, collection: &str, model: &str, encoder: Arc<Encoder>, j
         Ok(report) => {
             tracing::info!(
                 collection,
-                model,
+                model = %model.display(),
                 documents = report.documents,
                 "reindex done"
             );
@@ -190,7 +223,7 @@ fn run(state: &AppState, collection: &str, model: &str, encoder: Arc<Encoder>, j
             j.0.report = Some(report.into());
         }
         Err(e) => {
-            tracing::warn!(collection, model, error = %e, "reindex failed");
+            tracing::warn!(collection, model = %model.display(), error = %e, "reindex failed");
             j.0.state = JobState::Failed;
             j.0.error = Some(e.to_string());
         }

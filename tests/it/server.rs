@@ -785,14 +785,26 @@ fn reindex_over_http_keeps_serving_and_survives_a_restart() {
     assert_eq!(info["settings"]["model"]["fingerprint"], fingerprint);
     assert_eq!(info["stats"]["documents"], 409);
 
-    // The same weights where the collection has them: refused as a no-op. The same weights
-    // at another path (the model directory moved): reindexed, and the new place recorded
-    // (before: refused as "already uses", leaving no way to record it).
+    // The same weights where the collection has them: refused as a no-op, also when the
+    // place is spelled another way (a link to it; before: re-encoded and the link recorded).
+    // The same weights at another path (the model directory copied or moved): reindexed,
+    // and the new place recorded (before: refused as "already uses", leaving no way to
+    // record it).
     let url = s.url("/v1/collections/q/reindex");
     let (st, out) = call("POST", &url, None, Some(&json!({ "model": other.path })));
     assert_eq!((st, code(&out)), (422, "invalid_request"), "{out}");
+    let link = dir.path().join("linked-model");
+    std::os::unix::fs::symlink(&other.path, &link).expect("symlink");
+    let (st, out) = call("POST", &url, None, Some(&json!({ "model": link })));
+    assert_eq!((st, code(&out)), (422, "invalid_request"), "{out}");
     let moved = dir.path().join("moved-model");
-    std::os::unix::fs::symlink(&other.path, &moved).expect("symlink");
+    std::fs::create_dir(&moved).expect("mkdir");
+    for file in std::fs::read_dir(&other.path).expect("the model's files") {
+        let file = file.expect("a file").path();
+        if file.is_file() {
+            std::fs::hard_link(&file, moved.join(file.file_name().unwrap())).expect("link");
+        }
+    }
     let (st, out) = call("POST", &url, None, Some(&json!({ "model": moved })));
     assert_eq!(st, 202, "{out}");
     let status = loop {
@@ -805,7 +817,11 @@ fn reindex_over_http_keeps_serving_and_survives_a_restart() {
     assert_eq!(status["state"], "done", "{status}");
     let (_, info) = call("GET", &s.url("/v1/collections/q"), None, None);
     assert_eq!(info["settings"]["model"]["fingerprint"], fingerprint);
-    assert_eq!(info["settings"]["model_path"], json!(moved), "{info}");
+    assert_eq!(
+        info["settings"]["model_path"],
+        json!(moved.canonicalize().unwrap()),
+        "{info}"
+    );
     let (st, out) = call("POST", &s.url("/v1/collections/q/search"), None, Some(&q));
     assert_eq!(
         (st, out["hits"][0]["id"].as_str()),
