@@ -77,6 +77,12 @@ pub struct ContextArgs {
     /// adds about 40 minutes there (EVALUATION.md).
     #[arg(long, value_name = "base|thread|DIR", value_parser = parse_grader)]
     pub grader: Option<GraderArg>,
+    /// Context texts per question (its first non-empty ones) the contextual model of
+    /// `--method thread` and `--grader thread` learns to match to the question. More texts
+    /// mean more pairs, so more steps (bounded by --max-steps).
+    #[arg(long, default_value_t = THREAD_GRADER_TEXTS, value_name = "N",
+          value_parser = parse_thread_texts)]
+    pub thread_texts: usize,
     /// Passes over the positive pairs (encoder) or over all pairs (transition).
     #[arg(long, default_value_t = 1)]
     pub epochs: usize,
@@ -180,8 +186,8 @@ fn parse_grader(s: &str) -> std::result::Result<GraderArg, String> {
     }
 }
 
-/// Context texts per question the `thread` grader is trained on (its first ones): the
-/// setting measured on Qatar Living (EVALUATION.md, session 34).
+/// Context texts per question the contextual model is trained on by default (`--thread-texts`;
+/// its first ones): the setting measured on Qatar Living (EVALUATION.md, session 34).
 pub const THREAD_GRADER_TEXTS: usize = 3;
 
 /// `--method`.
@@ -193,6 +199,14 @@ pub enum MethodArg {
     Transition,
     /// Train only the contextual model on the collection's own threads, as the model.
     Thread,
+}
+
+fn parse_thread_texts(s: &str) -> std::result::Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("the contextual model needs at least 1 context text per question".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}: give a whole number of texts, e.g. 3")),
+    }
 }
 
 pub(super) fn parse_signal(s: &str) -> std::result::Result<Signal, String> {
@@ -411,13 +425,14 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
     if args.method == MethodArg::Thread {
         eprintln!(
             "training the contextual model on the collection's own threads (each question with \
-             its first {THREAD_GRADER_TEXTS} context texts) as the model"
+             its first {} context texts) as the model",
+            args.thread_texts
         );
         let started = std::time::Instant::now();
         let selection = train_thread_grader(args, &base, &docs, &general, &out, device)?;
         let trained = json!({
             "method": "thread",
-            "texts_per_question": THREAD_GRADER_TEXTS,
+            "texts_per_question": args.thread_texts,
             "selection": selection,
             "train_seconds": started.elapsed().as_secs_f64(),
         });
@@ -660,7 +675,8 @@ fn load_grader(
             let dir = out.join(GRADER_DIR);
             eprintln!(
                 "training the grader: a contextual model on the collection's own threads \
-                 (each question with its first {THREAD_GRADER_TEXTS} context texts) into {}",
+                 (each question with its first {} context texts) into {}",
+                args.thread_texts,
                 dir.display()
             );
             let selection = train_thread_grader(args, base, docs, general, &dir, device)?;
@@ -672,7 +688,7 @@ fn load_grader(
                     "model": "thread",
                     "dir": absolute(&dir),
                     "identity": model.identity()?,
-                    "texts_per_question": THREAD_GRADER_TEXTS,
+                    "texts_per_question": args.thread_texts,
                     "selection": selection,
                 }),
             ));
@@ -697,7 +713,7 @@ fn train_thread_grader(
     out: &Path,
     device: DeviceKind,
 ) -> Result<serde_json::Value> {
-    let sets = context::thread_sets(docs, THREAD_GRADER_TEXTS, args.held_out_every.max(2));
+    let sets = context::thread_sets(docs, args.thread_texts, args.held_out_every.max(2));
     if sets.train.len() < 2 {
         anyhow::bail!(
             "--grader thread: the collection's threads gave {} (question, context) pairs \

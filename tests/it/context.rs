@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kindred::train::context::{
-    general_training_pairs, harvest, held_out, precheck, training_sets, ContextDoc, GeneralOptions,
-    HarvestOptions, Signal,
+    general_training_pairs, harvest, held_out, precheck, thread_sets, training_sets, ContextDoc,
+    GeneralOptions, HarvestOptions, Signal,
 };
 
 use crate::common::{encoder, model_dir};
@@ -692,6 +692,7 @@ fn train_context_method_thread_writes_the_contextual_model_as_the_model() {
                 "train", "context", "-c", "forum", "--method", "thread", "--json",
             ])
             .args(["--held-out-every", "3", "--general-batch", "3"])
+            .args(["--thread-texts", "2"])
             .args(QUICK_TRAINING)
             .arg("--general")
             .arg(&general)
@@ -700,7 +701,11 @@ fn train_context_method_thread_writes_the_contextual_model_as_the_model() {
     );
     let v: serde_json::Value = serde_json::from_str(&report).expect("JSON report");
     assert_eq!(v["method"], "thread", "{v}");
-    assert!(v["selection"]["pairs"].as_u64().unwrap() >= 20, "{v}");
+    // Each question with its first two context texts (`--thread-texts`; three by default).
+    let pairs = |texts| thread_sets(&forum(), texts, 3).train.len() as u64;
+    assert_eq!(v["texts_per_question"], 2, "{v}");
+    assert_eq!(v["selection"]["pairs"], pairs(2), "{v}");
+    assert!(pairs(2) >= 20 && pairs(2) < pairs(3), "{v}");
     assert!(v["selection"]["general_pairs"].as_u64().unwrap() > 0, "{v}");
     assert!(v.get("harvest").is_none(), "nothing was harvested: {v}");
     assert!(!out.join("grader").exists(), "the model is OUT itself");
@@ -721,6 +726,18 @@ fn train_context_method_thread_writes_the_contextual_model_as_the_model() {
             .args(["reindex", "-c", "forum"]),
     );
     assert_on_model(&data, &out);
+    // No text per question is no training data: refused before anything is read.
+    let err = run_refused(kindred(&data).args([
+        "train",
+        "context",
+        "-c",
+        "forum",
+        "--method",
+        "thread",
+        "--thread-texts",
+        "0",
+    ]));
+    assert!(err.contains("at least 1 context text"), "{err}");
 }
 
 #[test]
