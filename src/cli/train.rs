@@ -369,6 +369,11 @@ pub struct ClrcmdArgs {
     /// Continue the run whose checkpoint is in --out (same data and flags).
     #[arg(long)]
     pub resume: bool,
+    /// Train in about a third less memory for about a tenth more time: activations that are
+    /// cheap to compute again are recomputed in the backward pass instead of kept (the same
+    /// model results; EVALUATION.md).
+    #[arg(long)]
+    pub low_memory: bool,
     /// Duplicate pairs per step.
     #[arg(long, default_value_t = 32)]
     pub batch: usize,
@@ -440,6 +445,7 @@ fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> 
         out: &args.out,
         options: &options,
         device,
+        low_memory: args.low_memory,
         resume: args.resume,
     };
     let report = run_clrcmd(&run)?;

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use burn::module::Module;
-use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
+use burn::optim::{AdamConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::store::{BurnpackStore, ModuleSnapshot};
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
@@ -235,6 +235,11 @@ pub struct ClrcmdRun<'a> {
     pub options: &'a ClrcmdOptions,
     /// Where the forward and backward passes run.
     pub device: DeviceKind,
+    /// Recompute memory-bound activations (softmax, GELU, normalisation) in the backward pass
+    /// instead of keeping them (burn's gradient checkpointing): the same gradients for about a
+    /// third less memory and a tenth more time (EVALUATION.md, session 40). Not an option of
+    /// the training (a run resumes with either).
+    pub low_memory: bool,
     /// Continue from `out/checkpoint` (same options and data).
     pub resume: bool,
 }
@@ -428,6 +433,7 @@ pub fn train_clrcmd(run: &ClrcmdRun<'_>, mut on: impl FnMut(Event)) -> Result<Cl
         out,
         options,
         device,
+        low_memory,
         resume,
     } = *run;
     check_options(options, graded, keep)?;
@@ -441,7 +447,10 @@ pub fn train_clrcmd(run: &ClrcmdRun<'_>, mut on: impl FnMut(Event)) -> Result<Cl
     } else {
         0
     };
-    let device = device_kind.device()?.autodiff();
+    let device = match device_kind.device()?.autodiff() {
+        device if low_memory => device.gradient_checkpointing(),
+        device => device,
+    };
     let mut bert = Bert::new(&base.config, &device);
     let mut optim = AdamConfig::new().init();
     let mut state = CheckpointState {
@@ -637,6 +646,10 @@ const KEEP_SEED: u64 = 0x6b65_6570;
 
 /// One step's loss (InfoNCE, plus a weighted CoSENT loss for each non-empty set of graded
 /// pairs: the harvested or labelled grades, the kept pairs) and parameter gradients.
+///
+/// Each set's forward graph is taken back through the model (and freed) before the next
+/// set's forward, and the gradients are summed: the step's memory peaks with its biggest set,
+/// not with all of them at once.
 fn step_grads(
     bert: &Bert,
     tokenizer: &crate::text::TextTokenizer,
@@ -673,9 +686,14 @@ fn step_grads(
         excluded,
     };
 
+    let mut grads = GradientsAccumulator::new();
     let (tokenized, hidden) = forward(bert, tokenizer, &texts, device)?;
-    let (mut loss, mut surrogate) =
+    let (mut loss, surrogate) =
         rcmd_surrogate(hidden, &content_positions(&tokenized), &infonce, tau)?;
+    grads.accumulate(
+        bert,
+        GradientsParams::from_grads(surrogate.backward(), bert),
+    );
     for &(graded, graded_weight, graded_score) in graded_sets {
         if graded.is_empty() {
             continue;
@@ -701,13 +719,23 @@ fn step_grads(
                 |tokens| rcmd_cosent(tokens, &pairs, &gold, COSENT_SCALE),
             )?);
         }
+        let mut set_surrogate: Option<Tensor<1>> = None;
         for (graded_loss, graded_surrogate) in terms {
             loss += f64::from(graded_weight) * graded_loss;
-            surrogate = surrogate + graded_surrogate * graded_weight;
+            let term = graded_surrogate * graded_weight;
+            set_surrogate = Some(match set_surrogate {
+                Some(sum) => sum + term,
+                None => term,
+            });
+        }
+        if let Some(set_surrogate) = set_surrogate {
+            grads.accumulate(
+                bert,
+                GradientsParams::from_grads(set_surrogate.backward(), bert),
+            );
         }
     }
-    let grads = surrogate.backward();
-    Ok((loss, GradientsParams::from_grads(grads, bert)))
+    Ok((loss, grads.grads()))
 }
 
 /// Each text's content (non-special) token positions: the rows RCMD works on.

@@ -1,8 +1,8 @@
 //! Training: the RCMD and CoSENT losses' gradients against finite differences through a tiny
-//! burn model;
-//! CLRCMD on real QQP pairs lowering the loss and raising dev AUC; a saved model reloading to
-//! identical vectors; a killed run resuming from its checkpoint; the heads trainers writing
-//! model directories whose heads change what the encoder returns.
+//! burn model; CLRCMD on real QQP pairs lowering the loss and raising dev AUC; `low_memory`
+//! training the same model; a saved model reloading to identical vectors; a killed run
+//! resuming from its checkpoint; the heads trainers writing model directories whose heads
+//! change what the encoder returns.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -170,6 +170,7 @@ fn a_few_hundred_cpu_steps_lower_the_loss_raise_dev_auc_and_reload_identically()
             out: out.path(),
             options: &options,
             device: DeviceKind::Cpu,
+            low_memory: false,
             resume: false,
         },
         |e| {
@@ -229,12 +230,85 @@ fn a_few_hundred_cpu_steps_lower_the_loss_raise_dev_auc_and_reload_identically()
             out: out.path(),
             options: &options,
             device: DeviceKind::Cpu,
+            low_memory: false,
             resume: false,
         },
         |_| {},
     )
     .expect_err("refused");
     assert!(err.to_string().contains("--resume"), "{err}");
+}
+
+/// `low_memory` recomputes activations in the backward pass instead of keeping them: the
+/// trained model must be the one the plain run trains (to float rounding), with graded and
+/// kept pairs beside the InfoNCE batch (each set's gradients are summed into the step's).
+#[test]
+fn low_memory_training_trains_the_same_model() {
+    let train = pairs("qqp_deep1994_split/dev.tsv", 0, 400);
+    let graded: Vec<kindred::eval::ScoredPair> = pairs("qqp_bimpm/dev.tsv", 0, 40)
+        .into_iter()
+        .map(|p| kindred::eval::ScoredPair {
+            a: p.a,
+            b: p.b,
+            gold: if p.duplicate { 1.0 } else { 0.0 },
+        })
+        .collect();
+    let options = ClrcmdOptions {
+        batch_size: 4,
+        learning_rate: 1e-4,
+        max_steps: Some(3),
+        graded_batch: 4,
+        keep_batch: 4,
+        ..ClrcmdOptions::default()
+    };
+    let texts = [
+        "How do I learn Rust quickly?",
+        "What is the capital of France?",
+    ];
+    let trained = |low_memory| {
+        let out = tempfile::tempdir().expect("tempdir");
+        train_clrcmd(
+            &ClrcmdRun {
+                base: model_dir(),
+                train: &train,
+                dev: &[],
+                graded: &graded[..20],
+                keep: &graded[20..],
+                out: out.path(),
+                options: &options,
+                device: DeviceKind::Cpu,
+                low_memory,
+                resume: false,
+            },
+            |_| {},
+        )
+        .expect("training runs");
+        let fp32 = EncoderOptions {
+            precision: kindred::Precision::Fp32,
+            ..EncoderOptions::default()
+        };
+        let model = Encoder::load(&ModelDir::open(out.path()).expect("dir"), fp32).expect("loads");
+        model.encode(&texts).expect("encodes")
+    };
+    let (plain, low) = (trained(false), trained(true));
+    let untrained = encoder().encode(&texts).expect("encodes");
+    for ((p, l), u) in plain.iter().zip(&low).zip(&untrained) {
+        let gap = |x: &[f32], y: &[f32]| {
+            x.iter()
+                .zip(y)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max)
+        };
+        assert!(
+            gap(&p.sentence, &u.sentence) > 1e-4,
+            "three steps moved the model"
+        );
+        assert!(
+            gap(&p.sentence, &l.sentence) < 1e-5,
+            "low_memory trained another model: {}",
+            gap(&p.sentence, &l.sentence)
+        );
+    }
 }
 
 #[test]
