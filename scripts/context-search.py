@@ -63,6 +63,16 @@ def average_precision(flags, top=10):
     return total / correct if correct else 0.0
 
 
+def load(collection, labelled):
+    """The collection's documents, their row by id, each labelled file's original questions,
+    and the queries (file, original id, text) in file order."""
+    docs = [json.loads(line) for line in open(collection)]
+    index = {d["id"]: k for k, d in enumerate(docs)}
+    files = {path: original_questions(open(path).read()) for path in labelled}
+    queries = [(path, oid, text) for path, qs in files.items() for oid, (text, _) in qs.items()]
+    return docs, index, files, queries
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("collection")
@@ -72,10 +82,7 @@ def main():
     ap.add_argument("--max-context", type=int, default=10, help="comments read per question (train context's default)")
     args = ap.parse_args()
 
-    docs = [json.loads(line) for line in open(args.collection)]
-    index = {d["id"]: k for k, d in enumerate(docs)}
-    files = {path: original_questions(open(path).read()) for path in args.labelled}
-    queries = [(path, oid, text) for path, qs in files.items() for oid, (text, _) in qs.items()]
+    docs, index, files, queries = load(args.collection, args.labelled)
     missing = [r for qs in files.values() for _, rel in qs.values() for r, _ in rel if r not in index]
     if missing:
         sys.exit(f"{len(missing)} related questions (e.g. {missing[0]}) are not in {args.collection}")

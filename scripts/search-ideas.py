@@ -19,7 +19,6 @@ train-part2 (EVALUATION.md, session 39).
 """
 import argparse
 import importlib.util
-import json
 import os
 
 import numpy as np
@@ -40,10 +39,7 @@ def main():
     ap.add_argument("--model")
     args = ap.parse_args()
 
-    docs = [json.loads(line) for line in open(args.collection)]
-    index = {d["id"]: k for k, d in enumerate(docs)}
-    files = {path: cs.original_questions(open(path).read()) for path in args.labelled}
-    queries = [(p, o, t) for p, qs in files.items() for o, (t, _) in qs.items()]
+    docs, index, files, queries = cs.load(args.collection, args.labelled)
     X = encode(args.kindred, args.model, [d["text"] for d in docs])
     Q = encode(args.kindred, args.model, [t for _, _, t in queries])
     query = {(p, o): Q[i] for i, (p, o, _) in enumerate(queries)}

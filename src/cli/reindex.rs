@@ -37,7 +37,7 @@ pub fn run(g: &Global, args: &ReindexArgs) -> Result<()> {
         )
         .expect("template"),
     );
-    let path = dir.path.canonicalize().unwrap_or_else(|_| dir.path.clone());
+    let path = kindred::model::resolved(&dir.path);
     let encoder = Arc::new(encoder);
     let engine = Engine::with_encoder(Arc::new(db), encoder.clone());
     let report = engine

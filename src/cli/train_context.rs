@@ -587,17 +587,12 @@ pub(super) fn record_shared_grader(tuned: &[ModelDir], out: &Path) -> Result<()>
     }
     let record = json!({
         "method": "blend",
-        "blend_of": tuned.iter().map(|m| absolute(&m.path)).collect::<Vec<_>>(),
+        "blend_of": tuned.iter().map(|m| kindred::model::resolved(&m.path)).collect::<Vec<_>>(),
         "grader": first,
     });
     let path = out.join(HARVEST_FILE);
     std::fs::write(&path, serde_json::to_string_pretty(&record)? + "\n")
         .with_context(|| format!("writing {}", path.display()))
-}
-
-/// `path` made absolute (as recorded: `tune` reads it from another working directory).
-fn absolute(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// Refuses an --out that would lose work or could not be resumed: one holding a finished
@@ -673,7 +668,7 @@ fn load_grader(
         GraderArg::Base => {
             return Ok((
                 None,
-                json!({ "model": "base", "dir": absolute(&base.path), "identity": base.identity()? }),
+                json!({ "model": "base", "dir": kindred::model::resolved(&base.path), "identity": base.identity()? }),
             ))
         }
         GraderArg::Dir(dir) => open_grader(&dir)?,
@@ -692,7 +687,7 @@ fn load_grader(
                 Some(encoder),
                 json!({
                     "model": "thread",
-                    "dir": absolute(&dir),
+                    "dir": kindred::model::resolved(&dir),
                     "identity": model.identity()?,
                     "texts_per_question": args.thread_texts,
                     "selection": selection,
@@ -703,7 +698,7 @@ fn load_grader(
     let encoder = g.load_encoder(&dir, Precision::Fp32)?;
     Ok((
         Some(encoder),
-        json!({ "model": "dir", "dir": absolute(&dir.path), "identity": dir.identity()? }),
+        json!({ "model": "dir", "dir": kindred::model::resolved(&dir.path), "identity": dir.identity()? }),
     ))
 }
 

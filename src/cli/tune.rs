@@ -158,6 +158,14 @@ fn grader(
     if let Ok(base) = kindred::model::resolve(g.model.as_deref(), &g.home(), false) {
         candidates.push(base.path);
     }
+    // Each is loaded (and its weights hashed) at most once.
+    let mut seen = Vec::new();
+    candidates.retain(|c| {
+        let place = kindred::model::resolved(c);
+        let new = !seen.contains(&place);
+        seen.push(place);
+        new
+    });
     for candidate in candidates {
         let Ok(found) = ModelDir::open(&candidate) else {
             continue;

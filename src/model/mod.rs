@@ -359,6 +359,13 @@ pub fn resolve(explicit: Option<&Path>, home: &Path, allow_fetch: bool) -> Resul
     ModelDir::open(&path)
 }
 
+/// `path` as a place to record: absolute, links followed (as given when it cannot be
+/// resolved, e.g. gone), so that a later process started elsewhere finds it and two spellings
+/// of one directory compare equal.
+pub fn resolved(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
+}
+
 /// Opens `path`, where collection `collection` recorded its model `model`; a directory that
 /// is gone or no longer a model is [`UserError::ModelMoved`], which names the reindex that
 /// records the model's new place.

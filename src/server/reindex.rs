@@ -109,7 +109,7 @@ pub async fn start(
         // Recorded, and compared with the recorded place, as the CLI does: absolute and
         // without links, so a server restarted elsewhere finds it and the same directory
         // spelled another way is the same place.
-        let path = dir.path.canonicalize().unwrap_or_else(|_| dir.path.clone());
+        let path = crate::model::resolved(&dir.path);
         // The collection keeps its precision on the new model.
         let options = crate::EncoderOptions {
             precision: settings.model.precision,

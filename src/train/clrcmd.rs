@@ -719,15 +719,13 @@ fn step_grads(
                 |tokens| rcmd_cosent(tokens, &pairs, &gold, COSENT_SCALE),
             )?);
         }
-        let mut set_surrogate: Option<Tensor<1>> = None;
-        for (graded_loss, graded_surrogate) in terms {
-            loss += f64::from(graded_weight) * graded_loss;
-            let term = graded_surrogate * graded_weight;
-            set_surrogate = Some(match set_surrogate {
-                Some(sum) => sum + term,
-                None => term,
-            });
-        }
+        let set_surrogate = terms
+            .into_iter()
+            .map(|(graded_loss, graded_surrogate)| {
+                loss += f64::from(graded_weight) * graded_loss;
+                graded_surrogate * graded_weight
+            })
+            .reduce(|sum, term| sum + term);
         if let Some(set_surrogate) = set_surrogate {
             grads.accumulate(
                 bert,
