@@ -13,9 +13,19 @@ where `context` is the normalised mean of the related question's comment vectors
 context` forms it) and the query, an original question, has none: the comments of a thread
 as evidence of what its question asks, the classic use of answers in FAQ retrieval. Prints
 MAP ×100 (the task's scorer, as `kindred eval forum` computes it) for each weight, per file and
-pooled; w = 0 is `eval forum`'s cosine row. Labels only score; pick w on one file and read the
-other. Vectors come from `kindred encode --json` (the product's encoder, int8 by default).
-Needs numpy. About 2 minutes on 2 cores for Qatar Living's dev and train-part2.
+pooled; w = 0 is `eval forum`'s cosine row, and row `z` sums the two scores each standardised
+over the question's candidates (no weight to choose). Labels only score; pick w on one file and
+read the other.
+
+`--label-free` also prints what a label-free choice of w would see: every question of the
+collection ranks its 30 nearest other questions (by cosine) with the same scores, graded by
+how well each candidate's question fits the ranking question's *own* context (cosine of the
+candidate's question with the normalised mean of the ranking question's comment vectors) —
+evidence the channel never reads, since it uses the candidate's context and a query has none;
+nDCG@10 per w.
+
+Vectors come from `kindred encode --json` (the product's encoder, int8 by default). Needs
+numpy. About 2 minutes on 2 cores for Qatar Living's dev and train-part2.
 """
 import argparse
 import html
@@ -27,7 +37,41 @@ import numpy as np
 
 from kindred_vectors import encode
 
-WEIGHTS = [0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0]
+WEIGHTS = [0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, "z"]
+
+
+def combined(q_scores, c_scores, w):
+    """cos(query, question) + w · cos(query, context); w = "z": both standardised, then summed."""
+    if w == "z":
+        z = lambda s: (s - s.mean()) / (s.std() + 1e-9)  # noqa: E731
+        return z(q_scores) + z(c_scores)
+    return q_scores + w * c_scores
+
+
+def ndcg(order, gains, k=10):
+    disc = 1 / np.log2(np.arange(2, k + 2))
+    top = gains[order][:k]
+    ideal = np.sort(gains)[::-1][:k]
+    return (top * disc[: len(top)]).sum() / ((ideal * disc[: len(ideal)]).sum() + 1e-12)
+
+
+def label_free(docs, question, context, depth=30):
+    """nDCG@10 per weight of the collection's questions ranking their `depth` nearest others,
+    graded by how well each candidate fits the ranking question's own context (see the doc)."""
+    texts = [d["text"] for d in docs]
+    has = np.linalg.norm(context, axis=1) > 0
+    sims, fits, channel = question @ question.T, context @ question.T, question @ context.T
+    rows = []
+    for w in WEIGHTS:
+        vals = []
+        for q in np.flatnonzero(has):
+            s = sims[q].copy()
+            s[[d for d in range(len(docs)) if texts[d] == texts[q]]] = -np.inf  # itself, and copies
+            cand = np.argsort(-s)[:depth]
+            score = combined(sims[q, cand], channel[q, cand], w)
+            vals.append(ndcg(np.argsort(-score, kind="stable"), np.clip(fits[q, cand], 0, None)))
+        rows.append((w, float(np.mean(vals)), len(vals)))
+    return rows
 
 
 def question_text(subject, body):
@@ -80,6 +124,7 @@ def main():
     ap.add_argument("--kindred", default="kindred")
     ap.add_argument("--model")
     ap.add_argument("--max-context", type=int, default=10, help="comments read per question (train context's default)")
+    ap.add_argument("--label-free", action="store_true", help="also the label-free check of each weight (see above)")
     args = ap.parse_args()
 
     docs, index, files, queries = load(args.collection, args.labelled)
@@ -110,7 +155,7 @@ def main():
             for oid, (_, related) in qs.items():
                 q = query[(path, oid)]
                 ks = [index[r] for r, _ in related]
-                score = question[ks] @ q + w * (context[ks] @ q)
+                score = combined(question[ks] @ q, context[ks] @ q, w)
                 order = np.argsort(-score, kind="stable")
                 aps.append(average_precision([related[i][1] for i in order]))
             per_file.append(aps)
@@ -118,6 +163,12 @@ def main():
         if len(files) > 1:
             cells.append(f"{100 * np.mean([x for a in per_file for x in a]):.2f}")
         print(f"| {w} | " + " | ".join(cells) + " |")
+    if args.label_free:
+        rows = label_free(docs, question, context)
+        print(f"\nlabel-free check ({rows[0][2]} questions with context, 30 candidates each):")
+        print("| w | nDCG@10 |\n|---:|---:|")
+        for w, v, _ in rows:
+            print(f"| {w} | {v:.4f} |")
 
 
 if __name__ == "__main__":
