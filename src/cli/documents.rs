@@ -1,5 +1,6 @@
-//! `kindred add | get | delete`: documents one by one — upserts from a JSONL file (each
-//! acknowledged on stdout once durable), a stored document as JSON, a deletion.
+//! `kindred add | get | delete | export`: documents one by one — upserts from a JSONL file
+//! (each acknowledged on stdout once durable), a stored document as JSON, a deletion — and
+//! all of a collection's documents as JSONL, the format `add` and `ingest` read.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -103,4 +104,70 @@ pub fn delete(g: &Global, args: &DocumentArgs) -> Result<()> {
     } else {
         bail!("no document {id:?} in collection {name:?}")
     }
+}
+
+/// `kindred export`.
+#[derive(Debug, ClapArgs)]
+pub struct ExportArgs {
+    /// Collection.
+    #[arg(long, short)]
+    pub collection: String,
+    /// Write to this file (built as FILE.partial beside it and renamed once complete, so a
+    /// stopped export leaves no truncated FILE); default: standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Writes every document of the collection as JSONL ({"id", "text", "metadata", "context"}
+/// per line; in id order on the embedded store), with a progress bar on standard error when writing to a file.
+pub fn export(g: &Global, args: &ExportArgs) -> Result<()> {
+    let name = &args.collection;
+    let db = g.database()?;
+    let total = db.count(name)?;
+    let docs = db.documents(name)?;
+    let written = match &args.out {
+        None => write_export(docs, &mut std::io::stdout().lock(), None)?,
+        Some(path) => {
+            let mut partial = path.clone().into_os_string();
+            partial.push(".partial");
+            let partial = PathBuf::from(partial);
+            let file = std::fs::File::create(&partial)
+                .with_context(|| format!("creating {}", partial.display()))?;
+            let bar = super::eval::bar(total, "exporting")?;
+            let mut out = std::io::BufWriter::new(file);
+            let n = write_export(docs, &mut out, Some(&bar))
+                .and_then(|n| {
+                    out.into_inner()?.sync_all()?;
+                    Ok(n)
+                })
+                .with_context(|| format!("writing {}", partial.display()))?;
+            bar.finish_and_clear();
+            std::fs::rename(&partial, path)
+                .with_context(|| format!("renaming {} to {}", partial.display(), path.display()))?;
+            n
+        }
+    };
+    eprintln!("{written} documents exported from {name}");
+    Ok(())
+}
+
+/// Writes `docs` as export lines to `out`, flushed; returns how many.
+fn write_export(
+    docs: impl Iterator<Item = kindred::Result<kindred::store::StoredDoc>>,
+    out: &mut impl Write,
+    bar: Option<&indicatif::ProgressBar>,
+) -> Result<u64> {
+    let mut line = Vec::new();
+    let mut n = 0u64;
+    for doc in docs {
+        line.clear();
+        kindred::db::export_line(&doc?, &mut line);
+        out.write_all(&line)?;
+        n += 1;
+        if let Some(b) = bar {
+            b.inc(1);
+        }
+    }
+    out.flush()?;
+    Ok(n)
 }

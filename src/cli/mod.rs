@@ -65,6 +65,11 @@ pub enum Command {
     Get(documents::DocumentArgs),
     /// Delete a document.
     Delete(documents::DocumentArgs),
+    /// Write every document of a collection as JSONL ({"id", "text", "metadata", "context"}
+    /// per line): the format `add` and `ingest` read, e.g. to copy a collection to another
+    /// data directory or to adapt a copy of it. While a server runs on the data directory,
+    /// ask it instead: GET /v1/collections/{c}/export.
+    Export(documents::ExportArgs),
     /// Search a collection: first stages (cosine, W2, lexical, or all fused), RCMD rerank,
     /// every stage's score and P(duplicate) per hit.
     Search(search::SearchArgs),
@@ -126,6 +131,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Command::Add(a) => documents::add(g, a),
         Command::Get(a) => documents::get(g, a),
         Command::Delete(a) => documents::delete(g, a),
+        Command::Export(a) => documents::export(g, a),
         Command::Search(a) => search::run(g, a),
         Command::Stats(a) => collection::stats(g, a),
         Command::Explain(a) => explain::run(g, a),

@@ -102,6 +102,28 @@ impl NewDocument {
     }
 }
 
+impl From<&StoredDoc> for NewDocument {
+    /// The stored document as a user gives one: its id, text (as stored: HTML already made
+    /// visible), metadata (an object, `{}` when it had none) and context.
+    fn from(d: &StoredDoc) -> Self {
+        NewDocument {
+            id: d.id.clone(),
+            text: d.text.clone(),
+            metadata: serde_json::Value::Object(d.metadata()),
+            context: d.context.clone(),
+        }
+    }
+}
+
+/// Appends `doc` to `out` as one line of an export: the JSON object ingest reads
+/// ({"id", "text", "metadata", "context"}, context left out when empty) and a newline. An
+/// export ingested into a collection gives it the same documents (new vectors: they are
+/// the target's model's to make).
+pub fn export_line(doc: &StoredDoc, out: &mut Vec<u8>) {
+    serde_json::to_writer(&mut *out, &NewDocument::from(doc)).expect("a document serialises");
+    out.push(b'\n');
+}
+
 /// Reads a document's context: one string, or a list of strings (`null` reads as none).
 pub fn one_or_many<'de, D: serde::Deserializer<'de>>(
     d: D,

@@ -140,6 +140,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/v1/collections/{collection}/ingest", post(uploads::upload))
         .route(
+            "/v1/collections/{collection}/export",
+            get(documents::export_documents),
+        )
+        .route(
             "/v1/collections/{collection}/reindex",
             post(reindex::start).get(reindex::status),
         )

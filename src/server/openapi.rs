@@ -25,6 +25,7 @@ use super::{collections, documents, reindex, review, routes, search, uploads};
         documents::upsert_documents,
         documents::get_document,
         documents::delete_document,
+        documents::export_documents,
         search::search_collection,
         search::duplicates,
         search::explain,

@@ -895,7 +895,8 @@ fn collections_keep_their_own_precision_over_http_and_across_a_restart() {
 /// Issue 23: a document's context over HTTP. Written as a string or a list (JSON and NDJSON,
 /// HTML stripped with `"format": "html"`, CSV columns in an upload), read back by GET (always a
 /// list), never encoded: the same text with and without context scores the same. Over the
-/// limits a batch answers 422 naming the limit, and nothing of it is stored.
+/// limits a batch answers 422 naming the limit, and nothing of it is stored. The export (HTTP
+/// and `kindred export`) gives every document back as the NDJSON upsert reads it.
 #[test]
 fn documents_carry_context_over_http() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1050,5 +1051,103 @@ fn documents_carry_context_over_http() {
         json!(["Go to Settings > Account.", "Takes a day."])
     );
     assert_eq!(get("gift")["context"], json!([]));
+
+    // The whole collection as NDJSON: each document as GET gives it, in id order; posted to
+    // another collection, it exports the same again.
+    let export = |c: &str| {
+        let r = ureq::get(&s.url(&format!("/v1/collections/{c}/export")))
+            .call()
+            .expect("export answers");
+        assert_eq!(r.header("content-type"), Some("application/x-ndjson"));
+        r.into_string().expect("an NDJSON body")
+    };
+    let all = export("faq");
+    let lines: Vec<Value> = (all.lines())
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let ids: Vec<&str> = lines
+        .iter()
+        .map(|l| l["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(
+        ids,
+        ["close", "gift", "html", "list", "nd", "nd-empty", "none", "one"],
+        "{all}"
+    );
+    for l in &lines {
+        let doc = get(l["id"].as_str().expect("id"));
+        assert_eq!(
+            (&l["text"], &l["metadata"]),
+            (&doc["text"], &doc["metadata"]),
+            "{l}"
+        );
+        let context = l.get("context").cloned().unwrap_or(json!([]));
+        assert_eq!(context, doc["context"], "{l}");
+    }
+    let (st, info) = call(
+        "POST",
+        &s.url("/v1/collections"),
+        None,
+        Some(&json!({ "name": "copy" })),
+    );
+    assert_eq!(st, 201, "{info}");
+    let copy_url = s.url("/v1/collections/copy/documents");
+    let (st, r) = call_raw(&copy_url, None, "application/x-ndjson", all.as_bytes());
+    assert_eq!((st, r["upserted"].as_u64()), (200, Some(8)), "{r}");
+    assert_eq!(export("copy"), all);
+    let (st, e) = call("GET", &s.url("/v1/collections/nope/export"), None, None);
+    assert_eq!((st, code(&e)), (404, "collection_not_found"), "{e}");
     s.stop();
+
+    // `kindred export` writes the same, to standard output or (through FILE.partial) a file.
+    let kindred = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kindred"))
+            .arg("--data")
+            .arg(dir.path())
+            .args(args)
+            .output()
+            .expect("kindred runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    let out = kindred(&["export", "--collection", "faq"]);
+    assert_eq!(String::from_utf8(out.stdout).expect("utf-8"), all);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("8 documents exported from faq"));
+    let file = dir.path().join("faq.jsonl");
+    kindred(&[
+        "export",
+        "--collection",
+        "faq",
+        "--out",
+        file.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("the export file"),
+        all
+    );
+    assert!(!dir.path().join("faq.jsonl.partial").exists());
+    // ... which `kindred ingest` loads into another data directory as the same documents.
+    let other = tempfile::tempdir().expect("tempdir");
+    let in_other = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kindred"))
+            .env("KINDRED_MODEL", &model_dir().path)
+            .arg("--data")
+            .arg(other.path())
+            .args(args)
+            .output()
+            .expect("kindred runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let file = file.to_str().expect("utf-8");
+    in_other(&["ingest", "--create", "--collection", "faq", file]);
+    assert_eq!(in_other(&["export", "--collection", "faq"]), all);
 }
