@@ -119,7 +119,8 @@ pub struct ExportArgs {
 }
 
 /// Writes every document of the collection as JSONL ({"id", "text", "metadata", "context"}
-/// per line; in id order on the embedded store), with a progress bar on standard error when writing to a file.
+/// per line; in id order on the embedded store), with a progress bar on standard error when
+/// writing to a file.
 pub fn export(g: &Global, args: &ExportArgs) -> Result<()> {
     let name = &args.collection;
     let db = g.database()?;

@@ -384,6 +384,73 @@ pub async fn delete_document(
     }
 }
 
+/// Lines of an export buffered before they are sent (one chunk of the response).
+const EXPORT_CHUNK_BYTES: usize = 64 << 10;
+
+/// `GET /v1/collections/{c}/export`: every document as NDJSON, one `{"id", "text",
+/// "metadata", "context"}` object per line (context left out when empty), the format the
+/// NDJSON upsert, `kindred add` and `kindred ingest` read; streamed as it is read (memory
+/// stays flat in the collection's size). Not a snapshot: documents written while it runs
+/// may or may not be in it. A store error part-way ends the response early without its
+/// last chunk, so a client sees a broken transfer, never a silently short export.
+#[utoipa::path(get, tag = "documents", path = "/v1/collections/{collection}/export",
+    params(("collection" = String, Path)),
+    responses(
+        (status = 200, description = "The documents, one JSON object per line", content_type = "application/x-ndjson", body = String),
+        (status = 404, body = ErrorBody),
+    ))]
+pub async fn export_documents(
+    State(state): State<Arc<AppState>>,
+    Path(collection): Path<String>,
+) -> ApiResult<axum::response::Response> {
+    check_collection(&state, &collection).await?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
+    let db = state.db().clone();
+    tokio::task::spawn_blocking(move || {
+        let started = std::time::Instant::now();
+        let fail = |e: crate::Error| {
+            tracing::error!(collection, error = %e, "export stopped");
+            let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+        };
+        let docs = match db.documents(&collection) {
+            Ok(docs) => docs,
+            Err(e) => return fail(e),
+        };
+        let (mut chunk, mut n) = (Vec::with_capacity(EXPORT_CHUNK_BYTES), 0u64);
+        for doc in docs {
+            match doc {
+                Ok(d) => db::export_line(&d, &mut chunk),
+                Err(e) => return fail(e),
+            }
+            n += 1;
+            if chunk.len() >= EXPORT_CHUNK_BYTES {
+                let full = std::mem::replace(&mut chunk, Vec::with_capacity(EXPORT_CHUNK_BYTES));
+                if tx.blocking_send(Ok(full.into())).is_err() {
+                    tracing::info!(collection, documents = n, "export: the client went away");
+                    return;
+                }
+            }
+        }
+        if !chunk.is_empty() && tx.blocking_send(Ok(chunk.into())).is_err() {
+            return;
+        }
+        tracing::info!(
+            collection,
+            documents = n,
+            seconds = started.elapsed().as_secs_f64(),
+            "exported"
+        );
+    });
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/x-ndjson")],
+        Body::from_stream(body),
+    )
+        .into_response())
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -470,71 +537,4 @@ mod tests {
             e.message
         );
     }
-}
-
-/// Lines of an export buffered before they are sent (one chunk of the response).
-const EXPORT_CHUNK_BYTES: usize = 64 << 10;
-
-/// `GET /v1/collections/{c}/export`: every document as NDJSON, one `{"id", "text",
-/// "metadata", "context"}` object per line (context left out when empty), the format the
-/// NDJSON upsert, `kindred add` and `kindred ingest` read; streamed as it is read (memory
-/// stays flat in the collection's size). Not a snapshot: documents written while it runs
-/// may or may not be in it. A store error part-way ends the response early without its
-/// last chunk, so a client sees a broken transfer, never a silently short export.
-#[utoipa::path(get, tag = "documents", path = "/v1/collections/{collection}/export",
-    params(("collection" = String, Path)),
-    responses(
-        (status = 200, description = "The documents, one JSON object per line", content_type = "application/x-ndjson", body = String),
-        (status = 404, body = ErrorBody),
-    ))]
-pub async fn export_documents(
-    State(state): State<Arc<AppState>>,
-    Path(collection): Path<String>,
-) -> ApiResult<axum::response::Response> {
-    check_collection(&state, &collection).await?;
-    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
-    let db = state.db().clone();
-    tokio::task::spawn_blocking(move || {
-        let started = std::time::Instant::now();
-        let fail = |e: crate::Error| {
-            tracing::error!(collection, error = %e, "export stopped");
-            let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
-        };
-        let docs = match db.documents(&collection) {
-            Ok(docs) => docs,
-            Err(e) => return fail(e),
-        };
-        let (mut chunk, mut n) = (Vec::with_capacity(EXPORT_CHUNK_BYTES), 0u64);
-        for doc in docs {
-            match doc {
-                Ok(d) => db::export_line(&d, &mut chunk),
-                Err(e) => return fail(e),
-            }
-            n += 1;
-            if chunk.len() >= EXPORT_CHUNK_BYTES {
-                let full = std::mem::replace(&mut chunk, Vec::with_capacity(EXPORT_CHUNK_BYTES));
-                if tx.blocking_send(Ok(full.into())).is_err() {
-                    tracing::info!(collection, documents = n, "export: the client went away");
-                    return;
-                }
-            }
-        }
-        if !chunk.is_empty() && tx.blocking_send(Ok(chunk.into())).is_err() {
-            return;
-        }
-        tracing::info!(
-            collection,
-            documents = n,
-            seconds = started.elapsed().as_secs_f64(),
-            "exported"
-        );
-    });
-    let body = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    });
-    Ok((
-        [(axum::http::header::CONTENT_TYPE, "application/x-ndjson")],
-        Body::from_stream(body),
-    )
-        .into_response())
 }
