@@ -377,10 +377,21 @@ async function loadVerdicts() {
 
 async function exportTsv() {
   const c = needCollection();
-  const r = await api('GET', `/v1/collections/${seg(c)}/verdicts?format=tsv`, undefined, { raw: true });
+  await download(`/v1/collections/${seg(c)}/verdicts?format=tsv`, `${c}-verdicts.tsv`);
+}
+
+// Every document of the collection, as the JSONL ingest reads (GET /v1/collections/{c}/export).
+async function exportJsonl() {
+  const c = needCollection();
+  await download(`/v1/collections/${seg(c)}/export`, `${c}.jsonl`);
+}
+
+// Fetches `path` with the admin key and saves the body as `name`.
+async function download(path, name) {
+  const r = await api('GET', path, undefined, { raw: true });
   const url = URL.createObjectURL(await r.blob());
   const a = document.createElement('a');
-  a.download = `${c}-verdicts.tsv`;
+  a.download = name;
   a.href = url; // a blob: URL we made, never user text
   document.body.append(a);
   a.click();
@@ -395,7 +406,7 @@ async function upload() {
   const file = $('ingest-file').files[0];
   if (!file) throw new Error('Choose a file first.');
   const params = new URLSearchParams({ name: file.name });
-  for (const [id, key] of [['ingest-format', 'format'], ['ingest-id-field', 'id_field'], ['ingest-text-field', 'text_field'], ['ingest-meta-fields', 'meta_fields']]) {
+  for (const [id, key] of [['ingest-format', 'format'], ['ingest-id-field', 'id_field'], ['ingest-text-field', 'text_field'], ['ingest-meta-fields', 'meta_fields'], ['ingest-context-fields', 'context_fields'], ['ingest-text-format', 'text_format']]) {
     const v = $(id).value.trim();
     if (v) params.set(key, v);
   }
@@ -443,6 +454,7 @@ async function start() {
   $('submit-form').addEventListener('submit', guard(submitQuestion));
   $('export-tsv').addEventListener('click', guard(exportTsv));
   $('ingest-form').addEventListener('submit', guard(upload));
+  $('export-jsonl').addEventListener('click', guard(exportJsonl));
   window.addEventListener('hashchange', show);
   show();
   // The admin key is asked for once per browser session (kept in sessionStorage), unless

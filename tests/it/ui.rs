@@ -118,12 +118,13 @@ fn admin_ui_in_headless_chromium() {
     );
     assert_eq!(st, 200, "{r}");
 
-    // The file the browser uploads: 40 other QQP questions as TSV with a header.
+    // The file the browser uploads: 40 other QQP questions as TSV with a header, each with an
+    // answer the browser names as a context field.
     let upload = dir.path().join("more-questions.tsv");
     let extra = duplicate_pairs(190);
-    let mut tsv = String::from("id\ttext\n");
+    let mut tsv = String::from("id\ttext\tanswer\n");
     for (i, (a, _)) in extra[150..].iter().enumerate() {
-        tsv.push_str(&format!("up{i}\t{}\n", a.replace('\t', " ")));
+        tsv.push_str(&format!("up{i}\t{}\tanswer {i}\n", a.replace('\t', " ")));
     }
     std::fs::write(&upload, tsv).expect("upload file");
 
@@ -177,6 +178,13 @@ fn admin_ui_in_headless_chromium() {
         .any(|x| x["duplicate"] == false && x["a"]["id"].is_null()));
     let (_, info) = call("GET", &s.url("/v1/collections/qqp"), admin, None);
     assert_eq!(info["stats"]["documents"], docs.len() + 40);
+    let (st, up) = call(
+        "GET",
+        &s.url("/v1/collections/qqp/documents/up7"),
+        admin,
+        None,
+    );
+    assert_eq!((st, &up["context"]), (200, &json!(["answer 7"])), "{up}");
     for shot in [
         "collections",
         "search",

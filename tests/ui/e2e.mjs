@@ -8,6 +8,7 @@
 
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
+import { readFile } from 'node:fs/promises';
 
 const env = (k) => {
   const v = process.env[k];
@@ -379,6 +380,7 @@ try {
   await check('ingest: upload a TSV and watch it finish', async () => {
     await page.click('a[data-view="ingest"]');
     await page.setInputFiles('#ingest-file', env('UPLOAD_FILE'));
+    await page.fill('#ingest-context-fields', 'answer');
     await page.click('#ingest-form button[type=submit]');
     await page.waitForSelector('#ingest-status[data-state="running"], #ingest-status[data-state="done"]');
     await page.waitForSelector('#ingest-status[data-state="done"]', { timeout: 120_000 });
@@ -388,6 +390,16 @@ try {
     assert.match(await page.textContent('#message'), /Ingested/);
     assert.ok(await page.locator('#jobs-table tbody tr').count() >= 1);
     await page.screenshot({ path: `${shots}/ingest.png` });
+  });
+
+  await check('export: the collection downloads as JSONL, the upload with its context', async () => {
+    const [file] = await Promise.all([page.waitForEvent('download'), page.click('#export-jsonl')]);
+    assert.equal(file.suggestedFilename(), `${env('KINDRED_COLLECTION')}.jsonl`);
+    const lines = (await readFile(await file.path(), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+    const up0 = lines.find((d) => d.id === 'up0');
+    assert.ok(up0, 'the uploaded up0 is in the export');
+    assert.deepEqual(up0.context, ['answer 0'], JSON.stringify(up0));
+    assert.ok(lines.length >= Number(env('UPLOAD_ROWS')), `${lines.length} lines`);
   });
 
   await check('questions with <script>, <img onerror> and javascript: links stay text', async () => {
