@@ -1100,10 +1100,11 @@ fn documents_carry_context_over_http() {
     s.stop();
 
     // `kindred export` writes the same, to standard output or (through FILE.partial) a file.
-    let kindred = |args: &[&str]| {
+    let kindred = |data: &Path, args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_kindred"))
+            .env("KINDRED_MODEL", &model_dir().path)
             .arg("--data")
-            .arg(dir.path())
+            .arg(data)
             .args(args)
             .output()
             .expect("kindred runs");
@@ -1114,40 +1115,23 @@ fn documents_carry_context_over_http() {
         );
         out
     };
-    let out = kindred(&["export", "--collection", "faq"]);
+    let out = kindred(dir.path(), &["export", "--collection", "faq"]);
     assert_eq!(String::from_utf8(out.stdout).expect("utf-8"), all);
     assert!(String::from_utf8_lossy(&out.stderr).contains("8 documents exported from faq"));
     let file = dir.path().join("faq.jsonl");
-    kindred(&[
-        "export",
-        "--collection",
-        "faq",
-        "--out",
-        file.to_str().expect("utf-8"),
-    ]);
-    assert_eq!(
-        std::fs::read_to_string(&file).expect("the export file"),
-        all
+    let file = file.to_str().expect("utf-8");
+    kindred(
+        dir.path(),
+        &["export", "--collection", "faq", "--out", file],
     );
+    assert_eq!(std::fs::read_to_string(file).expect("the export file"), all);
     assert!(!dir.path().join("faq.jsonl.partial").exists());
     // ... which `kindred ingest` loads into another data directory as the same documents.
     let other = tempfile::tempdir().expect("tempdir");
-    let in_other = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_kindred"))
-            .env("KINDRED_MODEL", &model_dir().path)
-            .arg("--data")
-            .arg(other.path())
-            .args(args)
-            .output()
-            .expect("kindred runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf-8")
-    };
-    let file = file.to_str().expect("utf-8");
-    in_other(&["ingest", "--create", "--collection", "faq", file]);
-    assert_eq!(in_other(&["export", "--collection", "faq"]), all);
+    kindred(
+        other.path(),
+        &["ingest", "--create", "--collection", "faq", file],
+    );
+    let again = kindred(other.path(), &["export", "--collection", "faq"]).stdout;
+    assert_eq!(String::from_utf8(again).expect("utf-8"), all);
 }
