@@ -78,7 +78,7 @@ impl Keys {
             Role::Admin if is_read => Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "forbidden",
-                "the read key cannot write or manage collections; use the admin key",
+                "the read key cannot write, export or manage collections; use the admin key",
             )),
             Role::Read if is_admin || is_read => Ok(()),
             _ => Err(ApiError::new(

@@ -450,6 +450,16 @@ fn every_error_path_answers_json_with_the_right_status() {
     assert_eq!((st, code(&e)), (401, "invalid_key"));
     let (st, e) = call("POST", &docs, Some(READ), Some(&json!([])));
     assert_eq!((st, code(&e)), (403, "forbidden"));
+    // The whole collection's documents (and their context) are the admin's to export.
+    let export = s.url("/v1/collections/c/export");
+    let (st, e) = call("GET", &export, Some(READ), None);
+    assert_eq!((st, code(&e)), (403, "forbidden"), "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("export"),
+        "{e}"
+    );
+    let (st, e) = call("GET", &export, None, None);
+    assert_eq!((st, code(&e)), (401, "missing_key"), "{e}");
 
     // Bodies.
     let (st, e) = call_raw(&search, Some(READ), "application/json", b"{\"text\": ");
