@@ -127,7 +127,7 @@ pub fn export(g: &Global, args: &ExportArgs) -> Result<()> {
     let total = db.count(name)?;
     let docs = db.documents(name)?;
     let written = match &args.out {
-        None => write_export(docs, &mut std::io::stdout().lock(), None)?,
+        None => kindred::db::write_export(docs, &mut std::io::stdout().lock(), |_| {})?,
         Some(path) => {
             let mut partial = path.clone().into_os_string();
             partial.push(".partial");
@@ -136,11 +136,10 @@ pub fn export(g: &Global, args: &ExportArgs) -> Result<()> {
                 .with_context(|| format!("creating {}", partial.display()))?;
             let bar = super::eval::bar(total, "exporting")?;
             let mut out = std::io::BufWriter::new(file);
-            let n = write_export(docs, &mut out, Some(&bar))
-                .and_then(|n| {
-                    out.into_inner()?.sync_all()?;
-                    Ok(n)
-                })
+            let n = kindred::db::write_export(docs, &mut out, |n| bar.set_position(n))
+                .with_context(|| format!("writing {}", partial.display()))?;
+            (out.into_inner().map_err(|e| e.into_error()))
+                .and_then(|f| f.sync_all())
                 .with_context(|| format!("writing {}", partial.display()))?;
             bar.finish_and_clear();
             std::fs::rename(&partial, path)
@@ -150,25 +149,4 @@ pub fn export(g: &Global, args: &ExportArgs) -> Result<()> {
     };
     eprintln!("{written} documents exported from {name}");
     Ok(())
-}
-
-/// Writes `docs` as export lines to `out`, flushed; returns how many.
-fn write_export(
-    docs: impl Iterator<Item = kindred::Result<kindred::store::StoredDoc>>,
-    out: &mut impl Write,
-    bar: Option<&indicatif::ProgressBar>,
-) -> Result<u64> {
-    let mut line = Vec::new();
-    let mut n = 0u64;
-    for doc in docs {
-        line.clear();
-        kindred::db::export_line(&doc?, &mut line);
-        out.write_all(&line)?;
-        n += 1;
-        if let Some(b) = bar {
-            b.inc(1);
-        }
-    }
-    out.flush()?;
-    Ok(n)
 }

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{InternalError, Result, UserError};
+use crate::error::{io_err, InternalError, Result, UserError};
 use crate::index::hnsw::{self, Metric, VectorIndex};
 use crate::index::{files, text, Filter, LexicalIndex, MetadataIndex};
 use crate::model::ModelIdentity;
@@ -115,13 +115,26 @@ impl From<&StoredDoc> for NewDocument {
     }
 }
 
-/// Appends `doc` to `out` as one line of an export: the JSON object ingest reads
-/// ({"id", "text", "metadata", "context"}, context left out when empty) and a newline. An
-/// export ingested into a collection gives it the same documents (new vectors: they are
-/// the target's model's to make).
-pub fn export_line(doc: &StoredDoc, out: &mut Vec<u8>) {
-    serde_json::to_writer(&mut *out, &NewDocument::from(doc)).expect("a document serialises");
-    out.push(b'\n');
+/// Writes `docs` to `out` as an export, one line per document: the JSON object ingest reads
+/// ({"id", "text", "metadata", "context"}, context left out when empty). An export ingested
+/// into a collection gives it the same documents (new vectors: they are the target's model's
+/// to make). `written(n)` is told after each of them; `out` is flushed at the end. Returns how
+/// many were written; stops at the first error, reading a document or writing it.
+pub fn write_export(
+    docs: impl Iterator<Item = Result<StoredDoc>>,
+    out: &mut impl std::io::Write,
+    mut written: impl FnMut(u64),
+) -> Result<u64> {
+    let mut n = 0u64;
+    for doc in docs {
+        serde_json::to_writer(&mut *out, &NewDocument::from(&doc?))
+            .map_err(|e| io_err("writing an export")(e.into()))?;
+        out.write_all(b"\n").map_err(io_err("writing an export"))?;
+        n += 1;
+        written(n);
+    }
+    out.flush().map_err(io_err("writing an export"))?;
+    Ok(n)
 }
 
 /// Reads a document's context: one string, or a list of strings (`null` reads as none).

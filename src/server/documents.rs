@@ -384,15 +384,15 @@ pub async fn delete_document(
     }
 }
 
-/// Lines of an export buffered before they are sent (one chunk of the response).
+/// Bytes of an export buffered before they are sent (one chunk of the response).
 const EXPORT_CHUNK_BYTES: usize = 64 << 10;
 
 /// `GET /v1/collections/{c}/export`: every document as NDJSON, one `{"id", "text",
 /// "metadata", "context"}` object per line (context left out when empty), the format the
-/// NDJSON upsert, `kindred add` and `kindred ingest` read; streamed as it is read (memory
-/// stays flat in the collection's size). Not a snapshot: documents written while it runs
-/// may or may not be in it. A store error part-way ends the response early without its
-/// last chunk, so a client sees a broken transfer, never a silently short export.
+/// NDJSON upsert, `kindred add` and `kindred ingest` read ([`db::write_export`]); streamed as
+/// it is read (memory stays flat in the collection's size). Not a snapshot: documents written
+/// while it runs may or may not be in it. A store error part-way ends the response early
+/// without its last chunk, so a client sees a broken transfer, never a silently short export.
 #[utoipa::path(get, tag = "documents", path = "/v1/collections/{collection}/export",
     params(("collection" = String, Path)),
     responses(
@@ -408,38 +408,25 @@ pub async fn export_documents(
     let db = state.db().clone();
     tokio::task::spawn_blocking(move || {
         let started = std::time::Instant::now();
-        let fail = |e: crate::Error| {
-            tracing::error!(collection, error = %e, "export stopped");
-            let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+        let mut out = ChunkSender {
+            tx: tx.clone(),
+            chunk: Vec::with_capacity(EXPORT_CHUNK_BYTES),
         };
-        let docs = match db.documents(&collection) {
-            Ok(docs) => docs,
-            Err(e) => return fail(e),
-        };
-        let (mut chunk, mut n) = (Vec::with_capacity(EXPORT_CHUNK_BYTES), 0u64);
-        for doc in docs {
-            match doc {
-                Ok(d) => db::export_line(&d, &mut chunk),
-                Err(e) => return fail(e),
+        let exported =
+            (db.documents(&collection)).and_then(|docs| db::write_export(docs, &mut out, |_| {}));
+        match exported {
+            Ok(n) => {
+                let seconds = started.elapsed().as_secs_f64();
+                tracing::info!(collection, documents = n, seconds, "exported");
             }
-            n += 1;
-            if chunk.len() >= EXPORT_CHUNK_BYTES {
-                let full = std::mem::replace(&mut chunk, Vec::with_capacity(EXPORT_CHUNK_BYTES));
-                if tx.blocking_send(Ok(full.into())).is_err() {
-                    tracing::info!(collection, documents = n, "export: the client went away");
-                    return;
-                }
+            Err(_) if tx.is_closed() => {
+                tracing::info!(collection, "export: the client went away");
+            }
+            Err(e) => {
+                tracing::error!(collection, error = %e, "export stopped");
+                let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
             }
         }
-        if !chunk.is_empty() && tx.blocking_send(Ok(chunk.into())).is_err() {
-            return;
-        }
-        tracing::info!(
-            collection,
-            documents = n,
-            seconds = started.elapsed().as_secs_f64(),
-            "exported"
-        );
     });
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
@@ -449,6 +436,39 @@ pub async fn export_documents(
         Body::from_stream(body),
     )
         .into_response())
+}
+
+/// What an export writes into: sends the response body down `tx` in chunks of
+/// [`EXPORT_CHUNK_BYTES`]; a write fails once the body is gone (the client left).
+struct ChunkSender {
+    tx: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
+    chunk: Vec<u8>,
+}
+
+impl ChunkSender {
+    fn send(&mut self) -> std::io::Result<()> {
+        let full = std::mem::replace(&mut self.chunk, Vec::with_capacity(EXPORT_CHUNK_BYTES));
+        (self.tx.blocking_send(Ok(full.into()))).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away")
+        })
+    }
+}
+
+impl std::io::Write for ChunkSender {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.chunk.extend_from_slice(bytes);
+        if self.chunk.len() >= EXPORT_CHUNK_BYTES {
+            self.send()?;
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.chunk.is_empty() {
+            return Ok(());
+        }
+        self.send()
+    }
 }
 
 #[cfg(test)]
