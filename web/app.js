@@ -206,12 +206,17 @@ const STAGES = [['cosine', 'cosine'], ['w2', 'W2'], ['lexical', 'lexical'], ['fu
 
 function stageTable(hit) {
   const s = hit.stages;
-  const cell = (st, key) => el('td', { class: 'n', text: st ? (key === 'rank' ? (st.rank ?? '–') : num(st.score, 4)) : '–' });
+  // With rerank "context": the query's cosine to the hit's context (a score, no rank).
+  const stages = s.context != null ? [...STAGES, ['context', 'context']] : STAGES;
+  const cell = (st, key) => {
+    if (typeof st === 'number') return el('td', { class: 'n', text: key === 'rank' ? '–' : num(st, 4) });
+    return el('td', { class: 'n', text: st ? (key === 'rank' ? (st.rank ?? '–') : num(st.score, 4)) : '–' });
+  };
   return el('table', { class: 'stages' },
-    el('thead', {}, el('tr', {}, el('th'), ...STAGES.map(([, label]) => el('th', { class: 'n', text: label })), el('th', { class: 'n', text: 'final' }))),
+    el('thead', {}, el('tr', {}, el('th'), ...stages.map(([, label]) => el('th', { class: 'n', text: label })), el('th', { class: 'n', text: 'final' }))),
     el('tbody', {},
-      el('tr', {}, el('th', { text: 'score' }), ...STAGES.map(([k]) => cell(s[k], 'score')), el('td', { class: 'n', text: num(hit.score, 4) })),
-      el('tr', {}, el('th', { text: 'rank' }), ...STAGES.map(([k]) => cell(s[k], 'rank')), el('td'))));
+      el('tr', {}, el('th', { text: 'score' }), ...stages.map(([k]) => cell(s[k], 'score')), el('td', { class: 'n', text: num(hit.score, 4) })),
+      el('tr', {}, el('th', { text: 'rank' }), ...stages.map(([k]) => cell(s[k], 'rank')), el('td'))));
 }
 
 function badge(p, threshold) {

@@ -115,6 +115,7 @@ pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
             dry_run: false,
             json: t.json,
             grader: None,
+            no_context_rerank: false,
         },
     )
     .with_context(|| {

@@ -20,8 +20,9 @@ pub struct SearchArgs {
     /// cosine | w2 | lexical | hybrid [default: the collection's search defaults, else hybrid].
     #[arg(long)]
     pub mode: Option<String>,
-    /// rcmd | probability (by P(duplicate)) | none [default: the collection's search
-    /// defaults, else rcmd].
+    /// rcmd | probability (by P(duplicate)) | context (the question's cosine and the query's
+    /// cosine to its answers or comments, standardised and summed; needs the context vectors
+    /// `kindred tune` makes) | none [default: the collection's search defaults, else rcmd].
     #[arg(long)]
     pub rerank: Option<String>,
     /// uniform | idf: RCMD's token weights (idf: each wordpiece weighs its word's IDF in the
@@ -56,11 +57,18 @@ pub fn run(g: &Global, args: &SearchArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
-    println!("score\tP(dup)\tcosine\tw2\tlexical\trcmd\tid\ttext");
+    let context = out.hits.iter().any(|h| h.stages.context.is_some());
+    let column = if context { "\tcontext" } else { "" };
+    println!("score\tP(dup)\tcosine\tw2\tlexical\trcmd{column}\tid\ttext");
     for h in &out.hits {
         let s = &h.stages;
+        let context = match (context, s.context) {
+            (false, _) => String::new(),
+            (true, Some(c)) => format!("\t{c:.4}"),
+            (true, None) => "\t–".into(),
+        };
         println!(
-            "{:.4}\t{:.3}\t{:.4}\t{:.4}\t{:.4}\t{:.4}\t{}\t{}",
+            "{:.4}\t{:.3}\t{:.4}\t{:.4}\t{:.4}\t{:.4}{context}\t{}\t{}",
             h.score,
             h.probability,
             s.cosine.score,

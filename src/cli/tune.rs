@@ -37,7 +37,8 @@ pub struct TuneArgs {
     /// Held-out questions searched at most.
     #[arg(long, default_value_t = DEFAULT_MAX_QUERIES)]
     pub max_queries: usize,
-    /// Measure and print, but leave the collection's settings as they are.
+    /// Measure and print, but leave the collection's search defaults as they are (the context
+    /// vectors made to measure `rerank: context` are kept).
     #[arg(long)]
     pub dry_run: bool,
     /// Print the report as JSON.
@@ -49,6 +50,12 @@ pub struct TuneArgs {
     /// is not judged by its own grades; the collection's own model when none is recorded.
     #[arg(long, value_name = "DIR")]
     pub grader: Option<PathBuf>,
+    /// Do not make the collection's context vectors, so `rerank: context` is not among the
+    /// configurations tried (unless it has a set already). Making them encodes the first 10
+    /// context texts of every document with context, once per tune: about as long as
+    /// ingesting that many texts.
+    #[arg(long)]
+    pub no_context_rerank: bool,
 }
 
 pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
@@ -71,8 +78,21 @@ pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
         &options,
         &mut super::train_context::on_step(&bar),
     )?;
-    bar.set_message("searching held-out questions");
     let collection = engine.collection(&args.collection)?;
+    if !args.no_context_rerank && engine.db().is_embedded() {
+        // The candidates of `rerank: context`: kept (derived data), also with --dry-run.
+        bar.set_message("encoding context for rerank: context");
+        kindred::engine::make_context_vectors(
+            engine.db(),
+            &args.collection,
+            collection.encoder(),
+            |done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+            },
+        )?;
+    }
+    bar.set_message("searching held-out questions");
     let tuning = tune::tune(
         &collection,
         &docs,

@@ -44,7 +44,7 @@ use crate::store::{
 };
 use crate::sync::{MutexExt, RwLockExt};
 use crate::text::TextFormat;
-use crate::types::{Encoded, Gaussian};
+use crate::types::{Encoded, Gaussian, Rerank};
 use indexes::{Entry, Indexes};
 pub use reindex::{already_uses, EncodeFn, REINDEX_ON_MILVUS};
 
@@ -384,6 +384,11 @@ impl Database {
         Ok(db)
     }
 
+    /// Whether collections live here (the embedded backend), not in Milvus.
+    pub fn is_embedded(&self) -> bool {
+        self.remote.is_none()
+    }
+
     /// Refuses `what` on the Milvus backend ([`UserError::NotSupported`]), naming `fix`.
     pub fn embedded_only(&self, what: &str, fix: &str) -> Result<()> {
         match self.remote {
@@ -558,6 +563,23 @@ impl Database {
         }
         let ix = self.indexes(name)?;
         check_defaults(name, &ix.settings, defaults.as_ref())?;
+        if defaults
+            .as_ref()
+            .is_some_and(|d| d.rerank == Rerank::Context)
+            && self
+                .context_vectors_stamp(name)?
+                .is_none_or(|s| s.model != ix.settings.model.fingerprint)
+        {
+            return Err(UserError::InvalidArgument {
+                name: "rerank",
+                reason: format!(
+                    "context: collection {name:?} has no context vectors made with its model, so \
+                     every search would be refused; `kindred tune --collection {name}` makes them \
+                     (and may choose rerank context itself)"
+                ),
+            }
+            .into());
+        }
         // Store and cache change under the cache's lock, so concurrent setters leave them
         // agreeing. Indexes a reindex switched to meanwhile read the store on first use.
         let mut cached = ix.search_defaults.locked();
@@ -582,6 +604,52 @@ impl Database {
         }
         let ix = self.indexes(name)?;
         Ok(cached_defaults(self, name, &ix)?.map(|d| (*d).clone()))
+    }
+
+    /// Stores context vectors for collection `name` (the unit vectors
+    /// [`crate::score::context`] compares a query with, by internal id), made with `model`,
+    /// which must be the collection's. With `replace` they are the collection's whole set:
+    /// those stored before are removed, and the set is stamped as `model`'s only once it is
+    /// complete (a crash in between leaves no stamp, so no half set is used). Without, they
+    /// are added to the set already stamped (a new document's). Derived data: documents and
+    /// indexes are untouched. The embedded backend only.
+    pub fn set_context_vectors(
+        &self,
+        name: &str,
+        model: &ModelIdentity,
+        vectors: &[(u64, Vec<f32>)],
+        replace: bool,
+    ) -> Result<()> {
+        self.embedded_only("context vectors (rerank: context)", CONTEXT_ON_MILVUS)?;
+        self.check_model(name, model)?;
+        let encoded: Vec<(u64, Vec<u8>)> = vectors
+            .iter()
+            .map(|(id, v)| (*id, crate::score::context::encode_vector(v)))
+            .collect();
+        if !replace {
+            return self.store.put_context_vectors(name, &encoded, false);
+        }
+        self.store.remove_meta(name, CONTEXT_VECTORS_KEY)?;
+        self.store.put_context_vectors(name, &encoded, true)?;
+        let stamp = ContextVectorsStamp {
+            model: model.fingerprint.clone(),
+            documents: vectors.len() as u64,
+        };
+        let bytes = serde_json::to_vec(&stamp).expect("stamp serialises");
+        self.store.set_meta(name, CONTEXT_VECTORS_KEY, &bytes)
+    }
+
+    /// What collection `name`'s context vectors were made with (None: it has none, or is on
+    /// the Milvus backend). A stamp of another model than the collection's (a reindex since)
+    /// is stale: searches do not use those vectors.
+    pub fn context_vectors_stamp(&self, name: &str) -> Result<Option<ContextVectorsStamp>> {
+        if self.remote.is_some() {
+            return Ok(None);
+        }
+        Ok(self
+            .store
+            .meta(name, CONTEXT_VECTORS_KEY)?
+            .and_then(|b| serde_json::from_slice(&b).ok()))
     }
 
     /// Upserts documents encoded by `model`: all of them, or (on any error) none. The model
@@ -1181,6 +1249,23 @@ const SAMPLE_CHECKS: usize = 1_000;
 /// The store key of a collection's own calibrator.
 const CALIBRATION_KEY: &str = "calibration";
 
+/// What to do instead of `rerank: context` on the Milvus backend.
+const CONTEXT_ON_MILVUS: &str = "use rerank rcmd, probability or none on this backend";
+
+/// Meta key of a collection's [`ContextVectorsStamp`].
+const CONTEXT_VECTORS_KEY: &str = "context_vectors";
+
+/// Which model a collection's stored context vectors were made with, and for how many
+/// documents when they were last made as a whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextVectorsStamp {
+    /// The model's fingerprint.
+    pub model: String,
+    /// Documents with a context vector when the set was made (documents written since add
+    /// theirs).
+    pub documents: u64,
+}
+
 /// The collection's search defaults from `ix`'s cache, read from the store on first use. A
 /// stored value that does not decode (damaged) is logged and treated as none, so searches go
 /// on; setting or clearing the defaults replaces it.
@@ -1592,6 +1677,27 @@ impl View<'_> {
         let c = Arc::new(c);
         *cached = Some(c.clone());
         Ok(c)
+    }
+
+    /// The context vectors of `internals` that have one, when the collection has a set made
+    /// with its current model (None: it has none, or only a stale one).
+    pub fn context_vectors(&self, internals: &[u64]) -> Result<Option<HashMap<u64, Vec<f32>>>> {
+        self.db
+            .embedded_only("rerank: context", CONTEXT_ON_MILVUS)?;
+        let current = self
+            .db
+            .context_vectors_stamp(&self.name)?
+            .is_some_and(|s| s.model == self.settings().model.fingerprint);
+        if !current {
+            return Ok(None);
+        }
+        let stored = self.db.store.context_vectors(&self.name, internals)?;
+        Ok(Some(
+            stored
+                .into_iter()
+                .filter_map(|(id, b)| Some((id, crate::score::context::decode_vector(&b)?)))
+                .collect(),
+        ))
     }
 
     /// The collection's search defaults, stale or not (None: it has none); read from the store

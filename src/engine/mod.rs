@@ -147,6 +147,115 @@ impl Engine {
     }
 }
 
+/// Context vectors — what `rerank: context` compares a query with ([`crate::score::context`])
+/// — of documents' contexts: for each, the normalised mean of the sentence vectors of its
+/// first `max_texts` non-blank texts (None: it has none). `progress(done, total)` counts
+/// texts encoded.
+pub fn context_vectors(
+    encoder: &Encoder,
+    contexts: &[&[String]],
+    max_texts: usize,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<Vec<Option<Vec<f32>>>> {
+    let mut texts: Vec<&str> = Vec::new();
+    let mut owner: Vec<usize> = Vec::new();
+    for (i, context) in contexts.iter().enumerate() {
+        for c in context
+            .iter()
+            .filter(|c| !c.trim().is_empty())
+            .take(max_texts.max(1))
+        {
+            texts.push(c);
+            owner.push(i);
+        }
+    }
+    let total = texts.len() as u64;
+    let mut done = 0u64;
+    let encoded = encoder.encode_with_progress(&texts, |k| {
+        done += k as u64;
+        progress(done, total);
+    })?;
+    let mut rows: Vec<Vec<&[f32]>> = vec![Vec::new(); contexts.len()];
+    for (e, &o) in encoded.iter().zip(&owner) {
+        rows[o].push(&e.sentence);
+    }
+    Ok(rows
+        .iter()
+        .map(|r| crate::score::context::mean_direction(r))
+        .collect())
+}
+
+/// Makes collection `name`'s whole set of context vectors with `encoder` (its model's),
+/// replacing any it had: one per document with context ([`context_vectors`], the first
+/// [`CONTEXT_TEXTS`](crate::score::context::CONTEXT_TEXTS) texts). From then on documents
+/// written with context get theirs as they are written ([`add_context_vectors`]). Returns how
+/// many documents have one. `progress(done, total)` counts context texts encoded.
+pub fn make_context_vectors(
+    db: &Database,
+    name: &str,
+    encoder: &Encoder,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<usize> {
+    let mut with_context: Vec<(u64, Vec<String>)> = Vec::new();
+    for doc in db.documents(name)? {
+        let doc = doc?;
+        if doc.context.iter().any(|c| !c.trim().is_empty()) {
+            with_context.push((doc.internal, doc.context));
+        }
+    }
+    let contexts: Vec<&[String]> = with_context.iter().map(|(_, c)| c.as_slice()).collect();
+    let vectors = context_vectors(
+        encoder,
+        &contexts,
+        crate::score::context::CONTEXT_TEXTS,
+        &mut progress,
+    )?;
+    let vectors: Vec<(u64, Vec<f32>)> = with_context
+        .iter()
+        .zip(vectors)
+        .filter_map(|((id, _), v)| Some((*id, v?)))
+        .collect();
+    db.set_context_vectors(name, encoder.identity(), &vectors, true)?;
+    Ok(vectors.len())
+}
+
+/// Adds the context vectors of documents just written (internal id, context) when collection
+/// `name` keeps a set made with `encoder`'s model (after `kindred tune`); does nothing
+/// otherwise, or for documents without context. Derived data, written after the documents:
+/// one whose vector a crash lost ranks by its question alone under `rerank: context` until
+/// the set is made again.
+pub fn add_context_vectors(
+    db: &Database,
+    name: &str,
+    encoder: &Encoder,
+    written: &[(u64, &[String])],
+) -> Result<()> {
+    let with_context: Vec<&(u64, &[String])> = written
+        .iter()
+        .filter(|(_, c)| c.iter().any(|t| !t.trim().is_empty()))
+        .collect();
+    if with_context.is_empty()
+        || db
+            .context_vectors_stamp(name)?
+            .is_none_or(|s| s.model != encoder.identity().fingerprint)
+    {
+        return Ok(());
+    }
+    let contexts: Vec<&[String]> = with_context.iter().map(|(_, c)| *c).collect();
+    let vectors = context_vectors(
+        encoder,
+        &contexts,
+        crate::score::context::CONTEXT_TEXTS,
+        |_, _| {},
+    )?;
+    let vectors: Vec<(u64, Vec<f32>)> = with_context
+        .iter()
+        .zip(vectors)
+        .filter_map(|((id, _), v)| Some((*id, v?)))
+        .collect();
+    db.set_context_vectors(name, encoder.identity(), &vectors, false)
+}
+
 /// One collection, as one request sees it: its view, its model's encoder, its judge.
 pub struct Collection<'e> {
     view: View<'e>,
@@ -368,10 +477,19 @@ impl Collection<'_> {
     }
 
     /// Upserts documents already encoded with this collection's model.
+    /// Documents with context get their context vectors when the collection keeps a set
+    /// ([`add_context_vectors`]).
     pub fn upsert_encoded(&self, docs: Vec<(NewDocument, Encoded)>) -> Result<Vec<Upserted>> {
-        self.view
-            .db()
-            .upsert_encoded(self.name(), self.encoder.identity(), docs)
+        let contexts: Vec<Vec<String>> = docs.iter().map(|(d, _)| d.context.clone()).collect();
+        let db = self.view.db();
+        let upserted = db.upsert_encoded(self.name(), self.encoder.identity(), docs)?;
+        let written: Vec<(u64, &[String])> = upserted
+            .iter()
+            .zip(&contexts)
+            .map(|(u, c)| (u.internal, c.as_slice()))
+            .collect();
+        add_context_vectors(db, self.name(), &self.encoder, &written)?;
+        Ok(upserted)
     }
 
     /// Deletes a document; true if it existed.

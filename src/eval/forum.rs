@@ -352,8 +352,9 @@ pub fn related_documents(questions: &[OriginalQuestion]) -> Vec<NewDocument> {
 }
 
 /// Ranks each original question's related questions with the search pipeline in a temporary
-/// collection, for every first stage alone, with RCMD rerank (uniform and IDF weights), and by
-/// P(duplicate); plus the task's search-engine order. `progress(what, done, total)`.
+/// collection, for every first stage alone, with RCMD rerank (uniform and IDF weights), with
+/// the context channel (`rerank: context`, from each thread's comments) and by P(duplicate);
+/// plus the task's search-engine order. `progress(what, done, total)`.
 /// `extra` adds named configurations (e.g. a collection's learned search defaults), ranked
 /// like the built-in ones.
 pub fn eval_forum(
@@ -371,6 +372,10 @@ pub fn eval_forum(
         (64, "indexing related questions"),
         progress,
     )?;
+    // The context channel's vectors (`rerank: context`), from each thread's comments.
+    crate::engine::make_context_vectors(&db, COLLECTION, encoder, |done, total| {
+        progress("encoding comments", done, total)
+    })?;
     let index_seconds = start.elapsed().as_secs_f64();
     let view = db.view(COLLECTION)?;
     let judge = search::Judge::Calibrated(view.calibrator()?);
@@ -403,6 +408,8 @@ pub fn eval_forum(
                 (Mode::Cosine, Rerank::Rcmd, Weighting::Uniform),
                 (Mode::Hybrid, Rerank::Rcmd, Weighting::Uniform),
                 (Mode::Hybrid, Rerank::Rcmd, Weighting::Idf),
+                (Mode::Cosine, Rerank::Context, Weighting::Uniform),
+                (Mode::Hybrid, Rerank::Context, Weighting::Uniform),
             ])
             .map(|(mode, rerank, weights)| {
                 let params = SearchParams {
@@ -507,6 +514,7 @@ fn config_name(mode: Mode, rerank: Rerank, weights: Weighting) -> String {
         (Rerank::Probability, _) => format!("{mode} → P(duplicate)"),
         (Rerank::Rcmd, Weighting::Uniform) => format!("{mode} → RCMD"),
         (Rerank::Rcmd, Weighting::Idf) => format!("{mode} → IDF-RCMD"),
+        (Rerank::Context, _) => format!("{mode} → context"),
     }
 }
 

@@ -483,6 +483,15 @@ fn write_batch(
             .collect();
         let refused = match db.upsert_encoded(collection, batch.encoder.identity(), docs) {
             Err(e @ crate::Error::User(UserError::ModelMismatch { .. })) => e,
+            Ok(upserted) => {
+                let written: Vec<(u64, &[String])> = upserted
+                    .iter()
+                    .zip(&batch.docs)
+                    .map(|(u, (_, d, _))| (u.internal, d.context.as_slice()))
+                    .collect();
+                crate::engine::add_context_vectors(db, collection, &batch.encoder, &written)?;
+                return Ok(upserted);
+            }
             other => return other,
         };
         let fresh = current()?;

@@ -13,10 +13,13 @@
 //! - [`rerank`]: the scores-only fast path over many candidates, on f32 or int8 token vectors;
 //! - [`features`], [`calibration`]: a pair's scores and the logistic model that turns them
 //!   into a calibrated P(duplicate);
+//! - [`context`]: the context channel — a candidate's context vector against the query,
+//!   standardised and added to its question's cosine;
 //! - [`stats`]: pair-classification and correlation metrics (AUC, accuracy, thresholds, Spearman).
 
 pub mod align;
 pub mod calibration;
+pub mod context;
 pub mod cosine;
 pub mod explain;
 pub mod features;

@@ -42,6 +42,10 @@ pub struct Stages {
     pub fused: Stage,
     /// RCMD rerank.
     pub rcmd: RcmdStage,
+    /// With `rerank: context`: the cosine of the query to the hit's context vector (absent
+    /// for a hit without one, or another rerank).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<f32>,
 }
 
 /// One search result.
@@ -54,7 +58,8 @@ pub struct Hit {
     /// Its metadata.
     pub metadata: serde_json::Map<String, serde_json::Value>,
     /// The score the hits are ordered by: s_RCMD with `rerank: rcmd`, P(duplicate) with
-    /// `rerank: probability`, the fused score with `rerank: none`.
+    /// `rerank: probability`, the context channel's standardised sum with `rerank: context`,
+    /// the fused score with `rerank: none`.
     pub score: f32,
     /// P(duplicate) of (query, hit): from the model's variational-siamese classifier when the
     /// model carries one, else from the calibrated logistic model (`calibration` says which).

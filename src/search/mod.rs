@@ -29,6 +29,7 @@ use std::time::Instant;
 use crate::db::View;
 use crate::error::{Result, UserError};
 use crate::index::{Filter, LexicalIndex};
+use crate::score;
 use crate::score::explain::{explain_chunked, explain_with_chunks, ChunkSource, Chunks, Sentence};
 use crate::score::features::lexical_similarity;
 pub use crate::score::features::PairFeatures;
@@ -235,6 +236,10 @@ pub fn score(
             )
         }),
     };
+    let context = match params.rerank {
+        Rerank::Context => Some(context_vectors(view, &candidates)?),
+        _ => None,
+    };
     let query_tokens = Tokens::new(&query.token_vectors, query.dim());
     let mut reranker = Reranker::new();
     let mut hits: Vec<(Hit, Explainable)> = candidates
@@ -273,6 +278,8 @@ pub fn score(
                     Rerank::Rcmd => rcmd,
                     Rerank::None => c.fused_score,
                     Rerank::Probability => probability,
+                    // Set over all candidates below.
+                    Rerank::Context => 0.0,
                 },
                 stages: Stages {
                     cosine: stage(&cos_rank, features.cosine),
@@ -288,6 +295,10 @@ pub fn score(
                         backward,
                         rank: 0,
                     },
+                    context: context
+                        .as_ref()
+                        .and_then(|v| v.get(&internal))
+                        .map(|v| dot(&query.sentence, v)),
                 },
                 metadata,
                 explanation: None,
@@ -297,12 +308,40 @@ pub fn score(
             (hit, explainable)
         })
         .collect();
+    if params.rerank == Rerank::Context {
+        let question: Vec<f32> = hits.iter().map(|(h, _)| h.stages.cosine.score).collect();
+        let context: Vec<Option<f32>> = hits.iter().map(|(h, _)| h.stages.context).collect();
+        for ((h, _), s) in hits
+            .iter_mut()
+            .zip(score::context::fused(&question, &context))
+        {
+            h.score = s;
+        }
+    }
     order(&mut hits, params.rerank);
     Ok(Scored {
         hits,
         candidates_ms,
         filtered: scope.report(view),
         query_weights,
+    })
+}
+
+/// The candidates' context vectors (`rerank: context`); an error naming the fix when the
+/// collection has none made with its model.
+fn context_vectors(view: &View<'_>, candidates: &[Candidate]) -> Result<HashMap<u64, Vec<f32>>> {
+    let ids: Vec<u64> = candidates.iter().map(|c| c.doc.internal).collect();
+    view.context_vectors(&ids)?.ok_or_else(|| {
+        let name = view.name();
+        UserError::InvalidArgument {
+            name: "rerank",
+            reason: format!(
+                "context: collection {name:?} has no context vectors made with its model; \
+                 `kindred tune --collection {name}` makes them from its documents' context \
+                 (answers, comments), or use rcmd, probability or none"
+            ),
+        }
+        .into()
     })
 }
 

@@ -145,7 +145,7 @@ mod tests {
             Rerank::Probability
         );
         let e = "bm25".parse::<Rerank>().unwrap_err().to_string();
-        assert!(e.contains("use rcmd, probability or none"), "{e}");
+        assert!(e.contains("use rcmd, probability, context or none"), "{e}");
         let e = "bm25".parse::<Mode>().unwrap_err().to_string();
         assert!(e.contains("cosine, w2, lexical or hybrid"), "{e}");
         assert_eq!("idf".parse::<Weighting>().unwrap(), Weighting::Idf);

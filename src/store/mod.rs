@@ -355,7 +355,7 @@ impl Handles {
         Ok(())
     }
 
-    /// A collection-level tree (`meta`, `pairs`) of a collection that exists.
+    /// A collection-level tree (`meta`, `pairs`, `context`) of a collection that exists.
     fn side_tree(&self, kind: &str, name: &str) -> Result<sled::Tree> {
         self.trees(name)?;
         Ok(self.db.open_tree(tree_name(kind, name))?)
@@ -750,7 +750,7 @@ impl Store {
         cache.remove(name);
         drop(cache);
         h.drop_physical(&decode_settings(&old)?.physical(name))?;
-        for kind in ["meta", "pairs"] {
+        for kind in ["meta", "pairs", "context"] {
             h.db.drop_tree(tree_name(kind, name))?;
         }
         self.durable(&h)
@@ -902,6 +902,54 @@ impl Store {
                 Ok((k.to_vec(), v.to_vec()))
             })
             .collect()
+    }
+
+    /// Stores context vectors (encoded by the caller) under their documents' internal ids, in
+    /// one atomic batch, durably; with `replace`, every vector stored before is removed in the
+    /// same batch. Derived data ([`crate::db::Database::set_context_vectors`]): the documents
+    /// are not touched.
+    pub fn put_context_vectors(
+        &self,
+        name: &str,
+        vectors: &[(u64, Vec<u8>)],
+        replace: bool,
+    ) -> Result<()> {
+        self.ensure_room(
+            vectors
+                .iter()
+                .map(|(_, v)| v.len() as u64 + 16)
+                .sum::<u64>()
+                + 4096,
+        )?;
+        let h = self.handles()?;
+        let t = h.side_tree("context", name)?;
+        let mut batch = sled::Batch::default();
+        if replace {
+            for k in t.iter().keys() {
+                batch.remove(k?);
+            }
+        }
+        for (internal, v) in vectors {
+            batch.insert(&internal.to_be_bytes(), v.as_slice());
+        }
+        t.apply_batch(batch)?;
+        self.durable(&h)
+    }
+
+    /// The stored context vectors of `ids` (those that have one).
+    pub fn context_vectors(
+        &self,
+        name: &str,
+        ids: &[u64],
+    ) -> Result<std::collections::HashMap<u64, Vec<u8>>> {
+        let t = self.handles()?.side_tree("context", name)?;
+        let mut out = std::collections::HashMap::with_capacity(ids.len());
+        for &id in ids {
+            if let Some(v) = t.get(id.to_be_bytes())? {
+                out.insert(id, v.to_vec());
+            }
+        }
+        Ok(out)
     }
 
     /// The most recently written live documents, newest first: up to `limit` (internal id,

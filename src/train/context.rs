@@ -217,18 +217,7 @@ pub fn unrelated_context(spearman: f64) -> Option<String> {
     })
 }
 
-/// Normalised mean of unit vectors; None when empty.
-pub fn mean_direction(rows: &[&[f32]]) -> Option<Vec<f32>> {
-    let first = rows.first()?;
-    let mut m = vec![0f32; first.len()];
-    for r in rows {
-        for (x, y) in m.iter_mut().zip(r.iter()) {
-            *x += y;
-        }
-    }
-    let n = dot(&m, &m).sqrt();
-    (n > 0.0).then(|| m.iter().map(|x| x / n).collect())
-}
+pub use crate::score::context::mean_direction;
 
 /// Grades from the two signals of each pair (pure): each standardised over the pairs, the
 /// chosen view (or their mean), mapped to 0–5 by rank (ties share their mean rank).
@@ -449,42 +438,30 @@ pub fn harvest(
 }
 
 /// Each question's context vector (the normalised mean of its first `max_context_texts`
-/// texts' sentence vectors), and how many texts were encoded.
+/// texts' sentence vectors, [`crate::engine::context_vectors`]), and how many texts were
+/// encoded.
 fn context_vectors(
     encoder: &Encoder,
     kept: &[&ContextDoc],
     options: &HarvestOptions,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<(Vec<Vec<f32>>, usize)> {
-    let n = kept.len();
-    let mut ctx_texts: Vec<&str> = Vec::new();
-    let mut owner: Vec<usize> = Vec::new();
-    for (i, d) in kept.iter().enumerate() {
-        for c in d
-            .context
-            .iter()
-            .filter(|c| !c.trim().is_empty())
-            .take(options.max_context_texts.max(1))
-        {
-            ctx_texts.push(c);
-            owner.push(i);
-        }
-    }
-    let total = ctx_texts.len() as u64;
-    let mut done = 0u64;
-    let encoded = encoder.encode_with_progress(&ctx_texts, |k| {
-        done += k as u64;
-        progress("encoding context", done, total);
-    })?;
-    let mut per_doc: Vec<Vec<&[f32]>> = vec![Vec::new(); n];
-    for (e, &o) in encoded.iter().zip(&owner) {
-        per_doc[o].push(&e.sentence);
-    }
-    let ctx: Vec<Vec<f32>> = per_doc
-        .iter()
-        .map(|rows| mean_direction(rows).expect("every kept question has context"))
+    let contexts: Vec<&[String]> = kept.iter().map(|d| d.context.as_slice()).collect();
+    let mut texts = 0;
+    let vectors = crate::engine::context_vectors(
+        encoder,
+        &contexts,
+        options.max_context_texts,
+        |done, total| {
+            texts = total as usize;
+            progress("encoding context", done, total);
+        },
+    )?;
+    let ctx = vectors
+        .into_iter()
+        .map(|v| v.expect("every kept question has context"))
         .collect();
-    Ok((ctx, ctx_texts.len()))
+    Ok((ctx, texts))
 }
 
 /// Each question's `k` nearest neighbours by question cosine, then its `k` nearest by context
@@ -885,13 +862,6 @@ mod tests {
         // Opposite signals cancel: all tie at the middle.
         let both = grades(&context, &retrieval, Signal::Both);
         assert!(both.iter().all(|&g| (g - 2.5).abs() < 1e-9), "{both:?}");
-    }
-
-    #[test]
-    fn the_mean_direction_is_unit_length_and_none_for_no_rows() {
-        let m = mean_direction(&[&[1.0, 0.0], &[0.0, 1.0]]).unwrap();
-        assert!((m[0] - m[1]).abs() < 1e-6 && (dot(&m, &m) - 1.0).abs() < 1e-5);
-        assert!(mean_direction(&[]).is_none());
     }
 
     #[test]

@@ -109,8 +109,10 @@ impl Tuning {
 }
 
 /// The configurations tried: the built-in default first, then each first stage alone and
-/// hybrid with other fusion weights, each without rerank, with RCMD and with IDF-RCMD.
-pub fn candidates() -> Vec<TuneRow> {
+/// hybrid with other fusion weights, each without rerank, with RCMD, with IDF-RCMD and by
+/// P(duplicate); with `context` (the collection has context vectors), each first stage again
+/// with `rerank: context`, last.
+pub fn candidates(context: bool) -> Vec<TuneRow> {
     let fusion = |cosine, w2, lexical| FusionWeights {
         cosine,
         w2,
@@ -129,13 +131,26 @@ pub fn candidates() -> Vec<TuneRow> {
     ];
     stages.dedup();
     let mut rows = Vec::new();
-    for (mode, fusion) in stages {
+    for &(mode, fusion) in &stages {
         for (rerank, weights) in [
             (Rerank::Rcmd, Weighting::Uniform),
             (Rerank::None, Weighting::Uniform),
             (Rerank::Rcmd, Weighting::Idf),
             (Rerank::Probability, Weighting::Uniform),
         ] {
+            rows.push(TuneRow {
+                name: name(mode, fusion, rerank, weights),
+                mode,
+                rerank,
+                weights,
+                fusion,
+                ndcg_at_10: 0.0,
+            });
+        }
+    }
+    if context {
+        for &(mode, fusion) in &stages {
+            let (rerank, weights) = (Rerank::Context, Weighting::Uniform);
             rows.push(TuneRow {
                 name: name(mode, fusion, rerank, weights),
                 mode,
@@ -163,6 +178,7 @@ fn name(mode: Mode, f: FusionWeights, rerank: Rerank, weights: Weighting) -> Str
         (Rerank::Probability, _) => format!("{stage} → P(duplicate)"),
         (Rerank::Rcmd, Weighting::Uniform) => format!("{stage} → RCMD"),
         (Rerank::Rcmd, Weighting::Idf) => format!("{stage} → IDF-RCMD"),
+        (Rerank::Context, _) => format!("{stage} → context"),
     }
 }
 
@@ -258,7 +274,9 @@ pub fn tune(
         .iter()
         .map(|&q| encoder.encode_one(&docs[q].text))
         .collect::<Result<Vec<_>>>()?;
-    let mut rows = candidates();
+    // `rerank: context` is tried when the collection has context vectors of its model.
+    let context = matches!(collection.view().context_vectors(&[]), Ok(Some(_)));
+    let mut rows = candidates(context);
     let total = (rows.len() * queries.len()) as u64;
     let mut done = 0u64;
     // ranked[row][query]: the top 10 hits as indices into `docs` (None: not among them).
@@ -341,7 +359,7 @@ mod tests {
 
     #[test]
     fn the_built_in_default_comes_first_and_every_name_is_distinct() {
-        let rows = candidates();
+        let rows = candidates(true);
         let d = SearchParams::default();
         assert_eq!(
             (
@@ -355,11 +373,19 @@ mod tests {
         let names: std::collections::HashSet<&str> = rows.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names.len(), rows.len());
         assert_eq!(rows[0].name, "hybrid 1/1/1 → RCMD");
+        // Without context vectors the context rows are left out; with them they come last.
+        let without = candidates(false);
+        assert_eq!(without.len() + 7, rows.len());
+        assert!(without.iter().all(|r| r.rerank != Rerank::Context));
+        assert_eq!(rows[without.len()].name, "hybrid 1/1/1 → context");
+        assert!(rows[without.len()..]
+            .iter()
+            .all(|r| r.rerank == Rerank::Context));
     }
 
     #[test]
     fn the_first_of_equal_configurations_is_chosen_and_the_default_without_a_clear_gain() {
-        let mut rows = candidates();
+        let mut rows = candidates(false);
         let score = |rows: &mut [TuneRow], v: &[(usize, f64)]| {
             for r in rows.iter_mut() {
                 r.ndcg_at_10 = 0.5;
@@ -382,7 +408,7 @@ mod tests {
     fn with_unrelated_grades_the_reason_says_the_default_stays_and_why() {
         let t = Tuning {
             queries: 300,
-            rows: candidates(),
+            rows: candidates(false),
             chosen: 0,
             grade_vs_question_spearman: 0.05,
             unrelated: crate::train::context::unrelated_context(0.05),
@@ -396,7 +422,7 @@ mod tests {
 
     #[test]
     fn the_reason_names_the_choice_and_the_numbers() {
-        let mut rows = candidates();
+        let mut rows = candidates(false);
         rows[0].ndcg_at_10 = 0.5;
         rows[4].ndcg_at_10 = 0.6;
         let t = Tuning {

@@ -52,6 +52,11 @@ pub enum Rerank {
     /// By P(duplicate), each hit's `probability` (the collection's calibrated model over
     /// s_RCMD and the other scores, or the model's classifier): the likeliest duplicates first.
     Probability,
+    /// By the context channel: each candidate's question cosine and the cosine of the query
+    /// to its context (the normalised mean of its answers' or comments' sentence vectors),
+    /// each standardised over the candidates, summed ([`crate::score::context`]). Needs the
+    /// collection's context vectors (`kindred tune` computes them).
+    Context,
 }
 
 impl Rerank {
@@ -61,6 +66,7 @@ impl Rerank {
             Rerank::Rcmd => "rcmd",
             Rerank::None => "none",
             Rerank::Probability => "probability",
+            Rerank::Context => "context",
         }
     }
 
@@ -149,9 +155,10 @@ impl FromStr for Rerank {
             "rcmd" => Ok(Rerank::Rcmd),
             "none" => Ok(Rerank::None),
             "probability" => Ok(Rerank::Probability),
+            "context" => Ok(Rerank::Context),
             other => Err(UserError::InvalidArgument {
                 name: "rerank",
-                reason: format!("{other:?}; use rcmd, probability or none"),
+                reason: format!("{other:?}; use rcmd, probability, context or none"),
             }
             .into()),
         }

@@ -1015,6 +1015,9 @@ fn eval_forum_reproduces_the_tasks_baseline_and_ranks_above_it_on_semeval_dev() 
     // The official scorer's MAP of the search engine's order on dev is 71.35.
     assert!((map("search engine") - 71.35).abs() < 0.005, "{v}");
     assert!(map("cosine") > 75.0, "{v}");
+    // The context channel (each thread's comments) ranks above the question cosine alone
+    // (77.09 against 76.57 measured).
+    assert!(map("cosine → context") > map("cosine") + 0.3, "{v}");
     // Every vector stage sees all ten related questions through the filter.
     for r in v["report"]["rows"].as_array().unwrap() {
         if !r["ranking"].as_str().unwrap().starts_with("lexical") {
@@ -1251,4 +1254,145 @@ fn an_interrupted_train_context_is_refused_without_resume_and_continued_with_it(
     );
     let err = run_refused(train(&dir.path().join("new")).arg("--resume"));
     assert!(err.contains("no checkpoint"), "{err}");
+}
+
+/// The context channel (`rerank: context`): refused with the fix until `kindred tune` makes the
+/// collection's context vectors; then each hit's `stages.context` is the query's cosine to the
+/// normalised mean of its answers' sentence vectors, and its score the question cosine and
+/// that, each standardised over the hits, summed. Documents written afterwards with context
+/// (`kindred add`, `kindred ingest`) get their vectors as they are written; one without
+/// context is ranked by its question alone.
+#[test]
+fn rerank_context_reads_the_vectors_tune_makes_and_new_documents_get_theirs() {
+    use kindred::score::context::{fused, mean_direction};
+    let (dir, data) = forum_with_context();
+    let query = "Where do I renew my driving licence?";
+    let search = |k: usize| -> serde_json::Value {
+        let k = k.to_string();
+        let out = run_ok(kindred(&data).args([
+            "search", "-c", "forum", "--rerank", "context", "-k", &k, "--json", query,
+        ]));
+        serde_json::from_str(&out).expect("search JSON")
+    };
+    let refused =
+        run_refused(kindred(&data).args(["search", "-c", "forum", "--rerank", "context", query]));
+    assert!(
+        refused.contains("no context vectors")
+            && refused.contains("kindred tune --collection forum"),
+        "{refused}"
+    );
+
+    let report = run_ok(kindred(&data).args(["tune", "-c", "forum", "--dry-run", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&report).expect("tune's JSON report");
+    let names: Vec<&str> = v["tuning"]["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| r["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names.len(), 35, "{names:?}");
+    assert!(
+        names[28..].iter().all(|n| n.ends_with("→ context")),
+        "{names:?}"
+    );
+
+    // Every document: the channel over all 16, checked against the encoder directly.
+    let encoder = crate::common::encoder();
+    let q = encoder.encode_one(query).unwrap().sentence;
+    let expected_context = |context: &[String]| -> f32 {
+        let rows: Vec<Vec<f32>> = encoder
+            .encode(context)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.sentence)
+            .collect();
+        let rows: Vec<&[f32]> = rows.iter().map(Vec::as_slice).collect();
+        kindred::score::dot(&q, &mean_direction(&rows).unwrap())
+    };
+    let check = |out: &serde_json::Value,
+                 contexts: &std::collections::HashMap<String, Vec<String>>| {
+        let hits = out["hits"].as_array().expect("hits");
+        assert_eq!(out["settings"]["rerank"], "context", "{out}");
+        let f =
+            |h: &serde_json::Value, key: &str| h["stages"][key]["score"].as_f64().unwrap() as f32;
+        let question: Vec<f32> = hits.iter().map(|h| f(h, "cosine")).collect();
+        let context: Vec<Option<f32>> = hits
+            .iter()
+            .map(|h| h["stages"]["context"].as_f64().map(|c| c as f32))
+            .collect();
+        for (h, (c, score)) in hits
+            .iter()
+            .zip(context.iter().zip(fused(&question, &context)))
+        {
+            let id = h["id"].as_str().unwrap();
+            let got = h["score"].as_f64().unwrap() as f32;
+            assert!(
+                (got - score).abs() < 1e-4,
+                "{id}: score {got} against {score}"
+            );
+            match contexts.get(id).filter(|c| !c.is_empty()) {
+                Some(ctx) => {
+                    let want = expected_context(ctx);
+                    let c = c.unwrap_or_else(|| panic!("{id} has no context score: {h}"));
+                    assert!((c - want).abs() < 0.01, "{id}: context {c} against {want}");
+                }
+                None => assert_eq!(*c, None, "{id} has no context: {h}"),
+            }
+        }
+        let scores: Vec<f64> = hits.iter().map(|h| h["score"].as_f64().unwrap()).collect();
+        assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    };
+    let mut contexts: std::collections::HashMap<String, Vec<String>> =
+        forum().into_iter().map(|d| (d.id, d.context)).collect();
+    let out = search(16);
+    assert_eq!(out["hits"].as_array().unwrap().len(), 16);
+    check(&out, &contexts);
+
+    // Written afterwards: through `add` (the engine) and `ingest` (its pipeline).
+    let new = (
+        "new",
+        "Is there a cheap place to renew a licence?",
+        vec!["The traffic department in Al Rayyan, bring your eye test.".to_string()],
+    );
+    let ingested = (
+        "ingested",
+        "Who renews licences fastest?",
+        vec![
+            "Madinat Khalifa traffic office, ten minutes.".to_string(),
+            "Yes".to_string(),
+        ],
+    );
+    let line = |(id, text, context): &(&str, &str, Vec<String>)| {
+        serde_json::json!({"id": id, "text": text, "context": context}).to_string()
+    };
+    let file = dir.path().join("more.jsonl");
+    std::fs::write(
+        &file,
+        format!(
+            "{}\n{}\n",
+            line(&new),
+            serde_json::json!({"id": "bare", "text": "Renewing a licence: how?"})
+        ),
+    )
+    .unwrap();
+    run_ok(kindred(&data).args(["add", "-c", "forum"]).arg(&file));
+    std::fs::write(&file, line(&ingested) + "\n").unwrap();
+    run_ok(kindred(&data).args(["ingest", "-c", "forum"]).arg(&file));
+    for (id, _, context) in [new, ingested] {
+        contexts.insert(id.to_string(), context);
+    }
+    let out = search(19);
+    let ids: Vec<&str> = out["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ["new", "ingested", "bare"]
+            .iter()
+            .all(|id| ids.contains(id)),
+        "{ids:?}"
+    );
+    check(&out, &contexts);
 }

@@ -168,6 +168,28 @@ fn search_defaults_over_http_apply_where_a_request_does_not_say_and_clear() {
     assert_eq!(plain["settings"]["rerank"], "rcmd");
     assert!(plain["settings"].get("stale_defaults").is_none());
 
+    // rerank: context needs the collection's context vectors (`kindred tune` makes them):
+    // refused rather than stored to fail every search; a search asking for it says the same.
+    let (st, e) = put_defaults(&s, json!({ "mode": "cosine", "rerank": "context" }));
+    assert_eq!(st, 422, "{e}");
+    let message = e["error"]["message"].as_str().expect("message");
+    assert!(message.contains("kindred tune --collection"), "{e}");
+    assert!(info(&s).get("search_defaults").is_none(), "{}", info(&s));
+    let (st, e) = call(
+        "POST",
+        &s.url("/v1/collections/q/search"),
+        None,
+        Some(&json!({ "text": QUERY, "rerank": "context" })),
+    );
+    assert_eq!(st, 422, "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no context vectors"),
+        "{e}"
+    );
+
     // Set by hand: cosine, no rerank.
     let reason = "cosine alone, in first-stage order: the operator's choice";
     let (st, set) = put_defaults(
@@ -574,7 +596,7 @@ fn kindred_search_takes_the_collections_search_defaults_and_stats_shows_them() {
         .expect("runs");
     assert!(!bad.status.success());
     assert!(
-        String::from_utf8_lossy(&bad.stderr).contains("use rcmd, probability or none"),
+        String::from_utf8_lossy(&bad.stderr).contains("use rcmd, probability, context or none"),
         "{}",
         String::from_utf8_lossy(&bad.stderr)
     );

@@ -111,8 +111,12 @@ fn answers_like_the_embedded_one(kind: Kind, layout: &str) {
         .iter()
         .enumerate()
         .map(|(i, q)| {
-            json!({"id": format!("q{i}"), "text": q,
-                   "metadata": {"bucket": i % 5, "lang": if i % 2 == 0 { "en" } else { "xx" }, "tags": [format!("t{}", i % 3)]}})
+            let mut d = json!({"id": format!("q{i}"), "text": q,
+                   "metadata": {"bucket": i % 5, "lang": if i % 2 == 0 { "en" } else { "xx" }, "tags": [format!("t{}", i % 3)]}});
+            if i % 50 == 0 {
+                d["context"] = json!([format!("answer {i}"), "a second comment"]);
+            }
+            d
         })
         .collect();
     for chunk in docs.chunks(100) {
@@ -129,6 +133,41 @@ fn answers_like_the_embedded_one(kind: Kind, layout: &str) {
     for s in [&remote, &local] {
         assert_eq!(documents(s), 600);
     }
+
+    // The export: every document with its metadata and context, the same set on both
+    // (internal-id order on Milvus, id order embedded), each line as it was posted.
+    let export = |s: &Server| -> Vec<Value> {
+        let r = ureq::get(&s.url("/v1/collections/qqp/export"))
+            .set("authorization", &format!("Bearer {ADMIN}"))
+            .call()
+            .expect("export answers");
+        let mut lines: Vec<Value> = (r.into_string().expect("an NDJSON body").lines())
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect();
+        lines.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+        lines
+    };
+    // The context channel keeps its vectors in the embedded store only: refused, naming
+    // what to use instead.
+    let (st, e) = call(
+        "POST",
+        &remote.url("/v1/collections/qqp/search"),
+        Some(ADMIN),
+        Some(&json!({"text": queries[0], "rerank": "context"})),
+    );
+    assert_eq!(
+        (st, e["error"]["code"].as_str()),
+        (501, Some("not_supported")),
+        "{e}"
+    );
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("rcmd"),
+        "{e}"
+    );
+    let mut posted = docs.clone();
+    posted.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    assert_eq!(export(&remote), posted);
+    assert_eq!(export(&local), posted);
 
     // Sizes: counted over every record on the embedded backend, extrapolated from a sample of
     // 256 on Milvus (before, Milvus reported 0 bytes).

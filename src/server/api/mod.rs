@@ -121,6 +121,7 @@ mod tests {
                     backward: 0.825,
                     rank: 1,
                 },
+                context: None,
             },
             explanation: explained.then(|| search::Explained {
                 vectors: search::Vectors::StoredInt8,

@@ -57,6 +57,11 @@ pub enum Rerank {
     /// By P(duplicate), each hit's `probability` (the collection's calibrated model over
     /// s_RCMD and the other scores, or the model's classifier): the likeliest duplicates first.
     Probability,
+    /// By the context channel: the question's cosine and the query's cosine to the
+    /// candidate's context (its answers or comments), each standardised over the candidates,
+    /// summed. Needs the collection's context vectors (`kindred tune` computes them; 422
+    /// without).
+    Context,
 }
 
 impl From<Rerank> for search::Rerank {
@@ -65,6 +70,7 @@ impl From<Rerank> for search::Rerank {
             Rerank::Rcmd => search::Rerank::Rcmd,
             Rerank::None => search::Rerank::None,
             Rerank::Probability => search::Rerank::Probability,
+            Rerank::Context => search::Rerank::Context,
         }
     }
 }
@@ -75,6 +81,7 @@ impl From<search::Rerank> for Rerank {
             search::Rerank::Rcmd => Rerank::Rcmd,
             search::Rerank::None => Rerank::None,
             search::Rerank::Probability => Rerank::Probability,
+            search::Rerank::Context => Rerank::Context,
         }
     }
 }
@@ -374,6 +381,10 @@ pub struct Stages {
     pub fused: Stage,
     /// RCMD rerank.
     pub rcmd: RcmdStage,
+    /// With `rerank: context`: the cosine of the query to the hit's context vector (its
+    /// answers or comments); absent for a hit without one, or another rerank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<f32>,
 }
 
 impl From<search::Stages> for Stages {
@@ -384,6 +395,7 @@ impl From<search::Stages> for Stages {
             lexical: s.lexical.into(),
             fused: s.fused.into(),
             rcmd: s.rcmd.into(),
+            context: s.context,
         }
     }
 }
