@@ -90,6 +90,8 @@ pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
         &super::reindex::ReindexArgs {
             collection: t.collection.clone(),
             json: false,
+            // The tune step below makes them.
+            context_vectors: false,
         },
     )
     .with_context(|| {

@@ -19,6 +19,10 @@ pub struct ReindexArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also make the collection's context vectors with the new model (`rerank: context`)
+    /// when it has none; one that has them gets them made again either way.
+    #[arg(long)]
+    pub context_vectors: bool,
 }
 
 pub fn run(g: &Global, args: &ReindexArgs) -> Result<()> {
@@ -41,10 +45,16 @@ pub fn run(g: &Global, args: &ReindexArgs) -> Result<()> {
     let encoder = Arc::new(encoder);
     let engine = Engine::with_encoder(Arc::new(db), encoder.clone());
     let report = engine
-        .reindex(name, encoder, Some(&path), &|done, total| {
-            bar.set_length(total);
-            bar.set_position(done);
-        })
+        .reindex(
+            name,
+            encoder,
+            Some(&path),
+            args.context_vectors,
+            &|done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+            },
+        )
         .with_context(|| format!("reindexing {name}"))?;
     bar.finish_and_clear();
     if args.json {

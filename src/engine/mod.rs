@@ -130,19 +130,27 @@ impl Engine {
 
     /// Re-encodes collection `name` with `encoder` (another model, from directory
     /// `model_path`) as a new generation, serving meanwhile (see [`Database::reindex`]); the
-    /// encoder is kept for the collection's later requests.
+    /// encoder is kept for the collection's later requests. A collection that had context
+    /// vectors (`rerank: context`) gets them made again with the new model once it switched
+    /// (until then that rerank is refused); with `context_vectors`, also one that had none.
     pub fn reindex(
         &self,
         name: &str,
         encoder: Arc<Encoder>,
         model_path: Option<&Path>,
+        context_vectors: bool,
         progress: &dyn Fn(u64, u64),
     ) -> Result<ReindexReport> {
+        let had = self.db.context_vectors_stamp(name)?.is_some();
         let encode = |texts: &[&str]| encoder.encode(texts);
         let report = self
             .db
             .reindex(name, encoder.identity(), &encode, model_path, progress)?;
-        self.encoders.insert(encoder);
+        self.encoders.insert(encoder.clone());
+        if had || context_vectors {
+            let made = make_context_vectors(&self.db, name, &encoder, |_, _| {})?;
+            tracing::info!(collection = name, documents = made, "context vectors made");
+        }
         Ok(report)
     }
 }

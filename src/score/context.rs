@@ -34,7 +34,7 @@ pub fn standardised(scores: &[f32]) -> Vec<f32> {
     let mean = scores.iter().sum::<f32>() / n;
     let var = scores.iter().map(|s| (s - mean) * (s - mean)).sum::<f32>() / n;
     let sd = var.sqrt();
-    if !(sd > 1e-12) {
+    if sd.is_nan() || sd <= 1e-12 {
         return vec![0.0; scores.len()];
     }
     scores.iter().map(|s| (s - mean) / sd).collect()

@@ -33,6 +33,10 @@ pub struct ReindexRequest {
     /// A model directory on the server's machine (config.json, model.safetensors,
     /// tokenizer.json; a trained kindred model directory is one).
     pub model: String,
+    /// Also make the collection's context vectors with the new model (`rerank: context`)
+    /// when it has none; one that has them gets them made again either way.
+    #[serde(default)]
+    pub context_vectors: bool,
 }
 
 /// A reindex as `GET /v1/collections/{c}/reindex` shows it.
@@ -148,7 +152,7 @@ pub async fn start(
     let s = state.clone();
     std::thread::Builder::new()
         .name(format!("kindred-reindex-{collection}"))
-        .spawn(move || run(&s, &collection, &path, encoder, &job))
+        .spawn(move || run(&s, &collection, (&path, req.context_vectors), encoder, &job))
         .map_err(|e| {
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -194,7 +198,7 @@ fn refuse_if_already_on(
 fn run(
     state: &AppState,
     collection: &str,
-    model: &std::path::Path,
+    (model, context_vectors): (&std::path::Path, bool),
     encoder: Arc<Encoder>,
     job: &Job,
 ) {
@@ -207,7 +211,7 @@ fn run(
     let result = state.write_pool.install(|| {
         state
             .engine
-            .reindex(collection, encoder, Some(model), &progress)
+            .reindex(collection, encoder, Some(model), context_vectors, &progress)
     });
     let mut j = job.locked();
     j.0.seconds = j.1.elapsed().as_secs_f64();

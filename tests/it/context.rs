@@ -1261,15 +1261,17 @@ fn an_interrupted_train_context_is_refused_without_resume_and_continued_with_it(
 /// normalised mean of its answers' sentence vectors, and its score the question cosine and
 /// that, each standardised over the hits, summed. Documents written afterwards with context
 /// (`kindred add`, `kindred ingest`) get their vectors as they are written; one without
-/// context is ranked by its question alone.
+/// context is ranked by its question alone. A reindex makes the set again with the new model.
 #[test]
 fn rerank_context_reads_the_vectors_tune_makes_and_new_documents_get_theirs() {
     use kindred::score::context::{fused, mean_direction};
     let (dir, data) = forum_with_context();
     let query = "Where do I renew my driving licence?";
+    // After the reindex below, searches name the collection's new model (as a user's would).
+    let model = std::cell::RefCell::new(model_dir().path.clone());
     let search = |k: usize| -> serde_json::Value {
         let k = k.to_string();
-        let out = run_ok(kindred(&data).args([
+        let out = run_ok(kindred(&data).arg("--model").arg(&*model.borrow()).args([
             "search", "-c", "forum", "--rerank", "context", "-k", &k, "--json", query,
         ]));
         serde_json::from_str(&out).expect("search JSON")
@@ -1395,4 +1397,35 @@ fn rerank_context_reads_the_vectors_tune_makes_and_new_documents_get_theirs() {
         "{ids:?}"
     );
     check(&out, &contexts);
+
+    // A reindex onto another model makes the set again with it (the test's second model keeps
+    // every cosine, not the vectors or the fingerprint): the same channel after it.
+    run_ok(
+        kindred(&data)
+            .arg("--model")
+            .arg(&crate::common::other_model().path)
+            .args(["reindex", "-c", "forum"]),
+    );
+    assert_on_model(&data, &crate::common::other_model().path);
+    *model.borrow_mut() = crate::common::other_model().path.clone();
+    check(&search(19), &contexts);
+
+    // A collection that never had a set gets one from a reindex asked for it
+    // (`--context-vectors`; over HTTP `"context_vectors": true`), as a served collection moved
+    // onto a model adapted on a copy needs.
+    let (_other_dir, other) = forum_with_context();
+    run_ok(
+        kindred(&other)
+            .arg("--model")
+            .arg(&crate::common::other_model().path)
+            .args(["reindex", "-c", "forum", "--context-vectors"]),
+    );
+    let out = run_ok(kindred(&other).arg("--model").arg(&*model.borrow()).args([
+        "search", "-c", "forum", "--rerank", "context", "-k", "16", "--json", query,
+    ]));
+    let out: serde_json::Value = serde_json::from_str(&out).expect("search JSON");
+    check(
+        &out,
+        &forum().into_iter().map(|d| (d.id, d.context)).collect(),
+    );
 }

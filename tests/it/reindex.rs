@@ -115,7 +115,13 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
     };
     std::thread::sleep(std::time::Duration::from_millis(200));
     let report = engine
-        .reindex("c", other.clone(), Some(&other_model().path), &|_, _| {})
+        .reindex(
+            "c",
+            other.clone(),
+            Some(&other_model().path),
+            false,
+            &|_, _| {},
+        )
         .expect("reindexed");
     // Writes keep going a little after the switch too.
     std::thread::sleep(std::time::Duration::from_millis(500));
@@ -178,11 +184,11 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
         info.index
     );
     let err = engine
-        .reindex("c", other.clone(), None, &|_, _| {})
+        .reindex("c", other.clone(), None, false, &|_, _| {})
         .expect_err("same model refused");
     assert!(err.to_string().contains("already uses"), "{err}");
     let err = engine
-        .reindex("nope", other.clone(), None, &|_, _| {})
+        .reindex("nope", other.clone(), None, false, &|_, _| {})
         .expect_err("unknown collection");
     assert!(
         matches!(err, Error::User(UserError::UnknownCollection { .. })),
@@ -190,7 +196,7 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
     );
     // And back onto the first model: generation 2, old generation trees dropped.
     engine
-        .reindex("c", encoder().clone(), None, &|_, _| {})
+        .reindex("c", encoder().clone(), None, false, &|_, _| {})
         .expect("back");
     assert_eq!(
         db.store().settings("c").expect("settings").generation,
@@ -363,7 +369,13 @@ fn a_file_ingest_goes_on_through_a_reindex_with_the_new_model() {
             // After the second batch, while the next ones are read and encoded already.
             if switched_after.is_none() && p.written >= 16 {
                 engine
-                    .reindex("c", other.clone(), Some(&other_model().path), &|_, _| {})
+                    .reindex(
+                        "c",
+                        other.clone(),
+                        Some(&other_model().path),
+                        false,
+                        &|_, _| {},
+                    )
                     .expect("reindexed");
                 switched_after = Some(p.written);
             }
