@@ -211,18 +211,11 @@ pub fn make_context_vectors(
             with_context.push((doc.internal, doc.context));
         }
     }
-    let contexts: Vec<&[String]> = with_context.iter().map(|(_, c)| c.as_slice()).collect();
-    let vectors = context_vectors(
-        encoder,
-        &contexts,
-        crate::score::context::CONTEXT_TEXTS,
-        &mut progress,
-    )?;
-    let vectors: Vec<(u64, Vec<f32>)> = with_context
+    let docs: Vec<(u64, &[String])> = with_context
         .iter()
-        .zip(vectors)
-        .filter_map(|((id, _), v)| Some((*id, v?)))
+        .map(|(id, c)| (*id, c.as_slice()))
         .collect();
+    let vectors = vectors_by_id(encoder, &docs, &mut progress)?;
     db.set_context_vectors(name, encoder.identity(), &vectors, true)?;
     Ok(vectors.len())
 }
@@ -238,9 +231,10 @@ pub fn add_context_vectors(
     encoder: &Encoder,
     written: &[(u64, &[String])],
 ) -> Result<()> {
-    let with_context: Vec<&(u64, &[String])> = written
+    let with_context: Vec<(u64, &[String])> = written
         .iter()
         .filter(|(_, c)| c.iter().any(|t| !t.trim().is_empty()))
+        .copied()
         .collect();
     if with_context.is_empty()
         || db
@@ -249,19 +243,28 @@ pub fn add_context_vectors(
     {
         return Ok(());
     }
-    let contexts: Vec<&[String]> = with_context.iter().map(|(_, c)| *c).collect();
+    let vectors = vectors_by_id(encoder, &with_context, |_, _| {})?;
+    db.set_context_vectors(name, encoder.identity(), &vectors, false)
+}
+
+/// [`context_vectors`] of documents (internal id, context), by id: those that have one.
+fn vectors_by_id(
+    encoder: &Encoder,
+    docs: &[(u64, &[String])],
+    progress: impl FnMut(u64, u64),
+) -> Result<Vec<(u64, Vec<f32>)>> {
+    let contexts: Vec<&[String]> = docs.iter().map(|(_, c)| *c).collect();
     let vectors = context_vectors(
         encoder,
         &contexts,
         crate::score::context::CONTEXT_TEXTS,
-        |_, _| {},
+        progress,
     )?;
-    let vectors: Vec<(u64, Vec<f32>)> = with_context
+    Ok(docs
         .iter()
         .zip(vectors)
         .filter_map(|((id, _), v)| Some((*id, v?)))
-        .collect();
-    db.set_context_vectors(name, encoder.identity(), &vectors, false)
+        .collect())
 }
 
 /// One collection, as one request sees it: its view, its model's encoder, its judge.

@@ -130,37 +130,29 @@ pub fn candidates(context: bool) -> Vec<TuneRow> {
         (Mode::Hybrid, fusion(1.0, 0.5, 0.5)),
     ];
     stages.dedup();
-    let mut rows = Vec::new();
-    for &(mode, fusion) in &stages {
-        for (rerank, weights) in [
-            (Rerank::Rcmd, Weighting::Uniform),
-            (Rerank::None, Weighting::Uniform),
-            (Rerank::Rcmd, Weighting::Idf),
-            (Rerank::Probability, Weighting::Uniform),
-        ] {
-            rows.push(TuneRow {
-                name: name(mode, fusion, rerank, weights),
-                mode,
-                rerank,
-                weights,
-                fusion,
-                ndcg_at_10: 0.0,
-            });
-        }
-    }
-    if context {
-        for &(mode, fusion) in &stages {
-            let (rerank, weights) = (Rerank::Context, Weighting::Uniform);
-            rows.push(TuneRow {
-                name: name(mode, fusion, rerank, weights),
-                mode,
-                rerank,
-                weights,
-                fusion,
-                ndcg_at_10: 0.0,
-            });
-        }
-    }
+    let reranks = [
+        (Rerank::Rcmd, Weighting::Uniform),
+        (Rerank::None, Weighting::Uniform),
+        (Rerank::Rcmd, Weighting::Idf),
+        (Rerank::Probability, Weighting::Uniform),
+    ];
+    let by_stage = stages.iter().flat_map(|&s| reranks.map(|r| (s, r)));
+    // The context rows last: the rows before keep their places (and ties their winners).
+    let with_context = stages
+        .iter()
+        .filter(|_| context)
+        .map(|&s| (s, (Rerank::Context, Weighting::Uniform)));
+    let rows: Vec<TuneRow> = by_stage
+        .chain(with_context)
+        .map(|((mode, fusion), (rerank, weights))| TuneRow {
+            name: name(mode, fusion, rerank, weights),
+            mode,
+            rerank,
+            weights,
+            fusion,
+            ndcg_at_10: 0.0,
+        })
+        .collect();
     // The built-in default (hybrid 1/1/1 → RCMD, uniform) is first by construction.
     debug_assert!(rows[0].mode == default.mode && rows[0].rerank == default.rerank);
     rows
