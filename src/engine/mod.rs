@@ -222,10 +222,27 @@ pub fn make_context_vectors(
 
 /// Adds the context vectors of documents just written (internal id, context) when collection
 /// `name` keeps a set made with `encoder`'s model (after `kindred tune`); does nothing
-/// otherwise, or for documents without context. Derived data, written after the documents:
-/// one whose vector a crash lost ranks by its question alone under `rerank: context` until
-/// the set is made again.
+/// otherwise, or for documents without context. Derived data, written after the documents,
+/// which are stored whatever happens here: a vector that could not be made or stored (or that
+/// a crash lost) is logged, and its document ranks by its question alone under
+/// `rerank: context` until the set is made again.
 pub fn add_context_vectors(
+    db: &Database,
+    name: &str,
+    encoder: &Encoder,
+    written: &[(u64, &[String])],
+) {
+    if let Err(e) = try_add_context_vectors(db, name, encoder, written) {
+        tracing::warn!(
+            collection = name,
+            error = %e,
+            "documents stored without their context vectors: they rank by their question alone \
+             under rerank: context until `kindred tune` makes the set again"
+        );
+    }
+}
+
+fn try_add_context_vectors(
     db: &Database,
     name: &str,
     encoder: &Encoder,
@@ -499,7 +516,7 @@ impl Collection<'_> {
             .zip(&contexts)
             .map(|(u, c)| (u.internal, c.as_slice()))
             .collect();
-        add_context_vectors(db, self.name(), &self.encoder, &written)?;
+        add_context_vectors(db, self.name(), &self.encoder, &written);
         Ok(upserted)
     }
 

@@ -489,7 +489,7 @@ fn write_batch(
                     .zip(&batch.docs)
                     .map(|(u, (_, d, _))| (u.internal, d.context.as_slice()))
                     .collect();
-                crate::engine::add_context_vectors(db, collection, &batch.encoder, &written)?;
+                crate::engine::add_context_vectors(db, collection, &batch.encoder, &written);
                 return Ok(upserted);
             }
             other => return other,
