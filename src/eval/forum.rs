@@ -372,11 +372,11 @@ pub fn eval_forum(
         (64, "indexing related questions"),
         progress,
     )?;
+    let index_seconds = start.elapsed().as_secs_f64();
     // The context channel's vectors (`rerank: context`), from each thread's comments.
     crate::engine::make_context_vectors(&db, COLLECTION, encoder, |done, total| {
         progress("encoding comments", done, total)
     })?;
-    let index_seconds = start.elapsed().as_secs_f64();
     let view = db.view(COLLECTION)?;
     let judge = search::Judge::Calibrated(view.calibrator()?);
 
