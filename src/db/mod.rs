@@ -566,9 +566,7 @@ impl Database {
         if defaults
             .as_ref()
             .is_some_and(|d| d.rerank == Rerank::Context)
-            && self
-                .context_vectors_stamp(name)?
-                .is_none_or(|s| s.model != ix.settings.model.fingerprint)
+            && !self.has_context_vectors(name, &ix.settings.model.fingerprint)?
         {
             return Err(UserError::InvalidArgument {
                 name: "rerank",
@@ -650,6 +648,14 @@ impl Database {
             .store
             .meta(name, CONTEXT_VECTORS_KEY)?
             .and_then(|b| serde_json::from_slice(&b).ok()))
+    }
+
+    /// Whether collection `name` has a set of context vectors made with the model of
+    /// fingerprint `model` (the one searches and new documents use; false on Milvus).
+    pub fn has_context_vectors(&self, name: &str, model: &str) -> Result<bool> {
+        Ok(self
+            .context_vectors_stamp(name)?
+            .is_some_and(|s| s.model == model))
     }
 
     /// Upserts documents encoded by `model`: all of them, or (on any error) none. The model
@@ -1684,11 +1690,10 @@ impl View<'_> {
     pub fn context_vectors(&self, internals: &[u64]) -> Result<Option<HashMap<u64, Vec<f32>>>> {
         self.db
             .embedded_only("rerank: context", CONTEXT_ON_MILVUS)?;
-        let current = self
+        if !self
             .db
-            .context_vectors_stamp(&self.name)?
-            .is_some_and(|s| s.model == self.settings().model.fingerprint);
-        if !current {
+            .has_context_vectors(&self.name, &self.settings().model.fingerprint)?
+        {
             return Ok(None);
         }
         let stored = self.db.store.context_vectors(&self.name, internals)?;

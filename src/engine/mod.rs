@@ -253,11 +253,7 @@ fn try_add_context_vectors(
         .filter(|(_, c)| c.iter().any(|t| !t.trim().is_empty()))
         .copied()
         .collect();
-    if with_context.is_empty()
-        || db
-            .context_vectors_stamp(name)?
-            .is_none_or(|s| s.model != encoder.identity().fingerprint)
-    {
+    if with_context.is_empty() || !db.has_context_vectors(name, &encoder.identity().fingerprint)? {
         return Ok(());
     }
     let vectors = vectors_by_id(encoder, &with_context, |_, _| {})?;
@@ -508,15 +504,21 @@ impl Collection<'_> {
     /// Documents with context get their context vectors when the collection keeps a set
     /// ([`add_context_vectors`]).
     pub fn upsert_encoded(&self, docs: Vec<(NewDocument, Encoded)>) -> Result<Vec<Upserted>> {
-        let contexts: Vec<Vec<String>> = docs.iter().map(|(d, _)| d.context.clone()).collect();
         let db = self.view.db();
+        // Kept for after the write only when the collection keeps a set.
+        let fingerprint = &self.encoder.identity().fingerprint;
+        let contexts: Option<Vec<Vec<String>>> = db
+            .has_context_vectors(self.name(), fingerprint)?
+            .then(|| docs.iter().map(|(d, _)| d.context.clone()).collect());
         let upserted = db.upsert_encoded(self.name(), self.encoder.identity(), docs)?;
-        let written: Vec<(u64, &[String])> = upserted
-            .iter()
-            .zip(&contexts)
-            .map(|(u, c)| (u.internal, c.as_slice()))
-            .collect();
-        add_context_vectors(db, self.name(), &self.encoder, &written);
+        if let Some(contexts) = contexts {
+            let written: Vec<(u64, &[String])> = upserted
+                .iter()
+                .zip(&contexts)
+                .map(|(u, c)| (u.internal, c.as_slice()))
+                .collect();
+            add_context_vectors(db, self.name(), &self.encoder, &written);
+        }
         Ok(upserted)
     }
 

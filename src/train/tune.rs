@@ -267,7 +267,10 @@ pub fn tune(
         .map(|&q| encoder.encode_one(&docs[q].text))
         .collect::<Result<Vec<_>>>()?;
     // `rerank: context` is tried when the collection has context vectors of its model.
-    let context = matches!(collection.view().context_vectors(&[]), Ok(Some(_)));
+    let view = collection.view();
+    let context = view
+        .db()
+        .has_context_vectors(view.name(), &view.settings().model.fingerprint)?;
     let mut rows = candidates(context);
     let total = (rows.len() * queries.len()) as u64;
     let mut done = 0u64;
