@@ -111,6 +111,18 @@ pub fn stats(g: &Global, args: &StatsArgs) -> Result<()> {
         None => println!("search defaults none (searches use the built-in or server defaults)"),
         Some(d) => print_search_defaults(d, &info.settings.model.fingerprint),
     }
+    match &info.context_vectors {
+        None => println!("context vectors none (`kindred tune` makes them for rerank: context)"),
+        Some(c) if c.stale => println!(
+            "context vectors STALE: made by model {} for {} documents; rerank: context is \
+             refused until `kindred tune` makes them again",
+            c.model, c.documents
+        ),
+        Some(c) => println!(
+            "context vectors {} documents, model {} (rerank: context)",
+            c.documents, c.model
+        ),
+    }
     Ok(())
 }
 

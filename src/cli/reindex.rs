@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use kindred::engine::Engine;
+use kindred::engine::{Engine, OnReindex};
 
 use super::Global;
 
@@ -26,7 +26,17 @@ pub struct ReindexArgs {
 }
 
 pub fn run(g: &Global, args: &ReindexArgs) -> Result<()> {
-    let name = &args.collection;
+    reindex(
+        g,
+        &args.collection,
+        OnReindex::from_flag(args.context_vectors),
+        args.json,
+    )
+}
+
+/// Reindexes collection `name` onto the global model (and precision), doing `context_vectors`
+/// with its context vectors; prints the report (as JSON with `json`).
+pub fn reindex(g: &Global, name: &str, context_vectors: OnReindex, json: bool) -> Result<()> {
     let db = g.database()?;
     let dir = g.model_dir()?;
     // The collection keeps its precision unless --precision moves it.
@@ -49,7 +59,7 @@ pub fn run(g: &Global, args: &ReindexArgs) -> Result<()> {
             name,
             encoder,
             Some(&path),
-            args.context_vectors,
+            context_vectors,
             &|done, total| {
                 bar.set_length(total);
                 bar.set_position(done);
@@ -57,7 +67,7 @@ pub fn run(g: &Global, args: &ReindexArgs) -> Result<()> {
         )
         .with_context(|| format!("reindexing {name}"))?;
     bar.finish_and_clear();
-    if args.json {
+    if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(

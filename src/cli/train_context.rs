@@ -43,8 +43,10 @@ pub struct ContextArgs {
     /// texts, rehearsing --general), written as the model — no harvest, one run. On Qatar
     /// Living two such models gained +2.68 and +2.65 MAP on 117 questions with QQP's AUC
     /// measurably above the untrained model's, in about 40 minutes on 2 cores (EVALUATION.md).
-    #[arg(long, value_enum, default_value = "encoder")]
-    pub method: MethodArg,
+    /// Default: encoder for `train context`, thread for `adapt` (with the context channel
+    /// `tune` then chooses, 79.34 MAP on the forum's dev questions against 76.57 untrained).
+    #[arg(long, value_enum)]
+    pub method: Option<MethodArg>,
     /// The grade: context (cosine of the context vectors), retrieval (how well each question
     /// retrieves the other's context) or both.
     #[arg(long, default_value = "retrieval", value_parser = parse_signal)]
@@ -70,8 +72,8 @@ pub struct ContextArgs {
     /// `thread` (first train a contextual model on the collection's own threads — each
     /// question with its first 3 context texts, no labels — and grade with it; it is kept in
     /// OUT/grader; with --general it rehearses the general pairs too) or a model directory.
-    /// The collection's own model is what is trained either way. Default: base; for `adapt`
-    /// with --general, thread: on Qatar Living two three-run soups graded by such graders
+    /// The collection's own model is what is trained either way. Default: base; for `adapt
+    /// --method encoder` with --general, thread: on Qatar Living two three-run soups graded by such graders
     /// (seeds 42, 43) gained +3.39 and +2.87 MAP on 117 questions over the untrained cosine,
     /// where two graded by the base gained +2.36 and +2.96, with QQP's AUC kept; the grader
     /// adds about 40 minutes there (EVALUATION.md).
@@ -163,6 +165,12 @@ impl ContextArgs {
     /// [`ADAPT_RUNS`](super::adapt::ADAPT_RUNS)).
     pub fn runs(&self) -> usize {
         self.runs.unwrap_or(1)
+    }
+
+    /// What is trained: `--method`, or the encoder when it is not given (`adapt` gives
+    /// [`ADAPT_METHOD`](super::adapt::ADAPT_METHOD)).
+    pub fn method(&self) -> MethodArg {
+        self.method.unwrap_or(MethodArg::Encoder)
     }
 
     /// The grader: `--grader`, or the collection's model when it is not given.
@@ -298,13 +306,13 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
             HarvestOptions::default().positive_share
         );
     }
-    if args.general.is_some() && args.method == MethodArg::Transition {
+    if args.general.is_some() && args.method() == MethodArg::Transition {
         anyhow::bail!(
             "--general keeps the encoder's order on general text, and --method transition \
              leaves the encoder frozen; drop --general or train the encoder"
         );
     }
-    if args.grader.is_some() && args.method == MethodArg::Thread {
+    if args.grader.is_some() && args.method() == MethodArg::Thread {
         anyhow::bail!(
             "--method thread trains the contextual model itself and harvests nothing to grade; \
              drop --grader (or use --method encoder --grader thread to grade a harvest with it)"
@@ -313,12 +321,12 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
     if args.runs() == 0 {
         anyhow::bail!("--runs 0: give the number of runs to average, 1 or more (1: no soup)");
     }
-    if args.runs() > 1 && args.method != MethodArg::Encoder {
+    if args.runs() > 1 && args.method() != MethodArg::Encoder {
         anyhow::bail!(
             "--runs {} averages encoders trained on the harvest with other batch orders, which \
              --method {} does not train; drop --runs or use --method encoder",
             args.runs(),
-            clap::ValueEnum::to_possible_value(&args.method)
+            clap::ValueEnum::to_possible_value(&args.method())
                 .map_or_else(String::new, |v| v.get_name().to_owned())
         );
     }
@@ -350,6 +358,19 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
     }
     let out = args.out(g);
     check_out(&out, &args.collection, args.resume)?;
+    // --method thread trains into OUT itself; the checkpoints of an encoder run are in its
+    // grader's and runs' directories (`adapt` trained the encoder by default until session
+    // 43), which it would not continue but start over beside.
+    if args.resume && args.method() == MethodArg::Thread && !clrcmd::has_checkpoint(&out) {
+        return Err(kindred::Error::from(UserError::InvalidArgument {
+            name: "--resume",
+            reason: format!(
+                "{} holds the checkpoints of a --method encoder run, which --method thread does                  not continue; give --method encoder to continue it, or choose another --out",
+                out.display()
+            ),
+        })
+        .into());
+    }
     // The collection is read before anything is announced: a wrong name fails alone.
     let db = g.database()?;
     let base = g.collection_model_dir(&db, &args.collection)?;
@@ -428,7 +449,7 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         })),
         "out": out,
     });
-    if args.method == MethodArg::Thread {
+    if args.method() == MethodArg::Thread {
         eprintln!(
             "training the contextual model on the collection's own threads (each question with \
              its first {} context texts) as the model",
@@ -480,7 +501,7 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         harvest.grade_vs_question_spearman
     );
     let started = std::time::Instant::now();
-    let (method, selection) = match args.method {
+    let (method, selection) = match args.method() {
         MethodArg::Encoder if args.runs() == 1 => (
             "encoder",
             train_encoder(args, args.seed, &base, &sets, &general, &out, device)?,

@@ -234,6 +234,23 @@ pub struct CollectionInfo {
     /// The search defaults its searches use where a request does not say (absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search_defaults: Option<SearchDefaultsInfo>,
+    /// The context vectors `rerank: context` reads (absent: none, or the Milvus backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_vectors: Option<ContextVectorsInfo>,
+}
+
+/// A collection's context vectors as its info reports them: which model made the set, for how
+/// many documents, and whether a reindex since made it stale (then `rerank: context` is
+/// refused until `kindred tune` or `reindex --context-vectors` makes it again).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextVectorsInfo {
+    /// The fingerprint of the model that encoded them.
+    pub model: String,
+    /// Documents with a context vector when the set was made (documents written since add
+    /// theirs).
+    pub documents: u64,
+    /// True when `model` is not the collection's model: not used.
+    pub stale: bool,
 }
 
 /// A collection's search defaults as its info reports them: the stored defaults and whether
@@ -536,6 +553,13 @@ impl Database {
             stale: d.is_stale(&ix.settings.model.fingerprint),
             defaults: (*d).clone(),
         });
+        let context_vectors = self
+            .context_vectors_stamp(name)?
+            .map(|stamp| ContextVectorsInfo {
+                stale: stamp.model != ix.settings.model.fingerprint,
+                model: stamp.model,
+                documents: stamp.documents,
+            });
         Ok(CollectionInfo {
             name: name.into(),
             settings: ix.settings.clone(),
@@ -543,6 +567,7 @@ impl Database {
             stats: self.store.stats(name)?,
             index,
             search_defaults,
+            context_vectors,
         })
     }
 
@@ -1788,6 +1813,7 @@ fn remote_info(r: &remote::Remote, name: &str) -> Result<CollectionInfo> {
         format_version: 0,
         stats: r.stats(name, documents)?,
         search_defaults,
+        context_vectors: None,
     })
 }
 

@@ -130,28 +130,55 @@ impl Engine {
 
     /// Re-encodes collection `name` with `encoder` (another model, from directory
     /// `model_path`) as a new generation, serving meanwhile (see [`Database::reindex`]); the
-    /// encoder is kept for the collection's later requests. A collection that had context
-    /// vectors (`rerank: context`) gets them made again with the new model once it switched
-    /// (until then that rerank is refused); with `context_vectors`, also one that had none.
+    /// encoder is kept for the collection's later requests. What happens to its context
+    /// vectors (`rerank: context`) once it switched: [`OnReindex`] (until they are made again
+    /// that rerank is refused).
     pub fn reindex(
         &self,
         name: &str,
         encoder: Arc<Encoder>,
         model_path: Option<&Path>,
-        context_vectors: bool,
+        context_vectors: OnReindex,
         progress: &dyn Fn(u64, u64),
     ) -> Result<ReindexReport> {
-        let had = self.db.context_vectors_stamp(name)?.is_some();
+        let make = match context_vectors {
+            OnReindex::Remake => self.db.context_vectors_stamp(name)?.is_some(),
+            OnReindex::Make => true,
+            OnReindex::Leave => false,
+        };
         let encode = |texts: &[&str]| encoder.encode(texts);
         let report = self
             .db
             .reindex(name, encoder.identity(), &encode, model_path, progress)?;
         self.encoders.insert(encoder.clone());
-        if had || context_vectors {
+        if make {
             let made = make_context_vectors(&self.db, name, &encoder, |_, _| {})?;
             tracing::info!(collection = name, documents = made, "context vectors made");
         }
         Ok(report)
+    }
+}
+
+/// What [`Engine::reindex`] does with a collection's context vectors once it switched models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnReindex {
+    /// Make them again with the new model if the collection had a set (the default).
+    Remake,
+    /// Make a set whether or not it had one (`reindex --context-vectors`).
+    Make,
+    /// Leave a set stale for a `tune` that follows and makes it anyway (`adapt`): at 100,000
+    /// questions with 10 comments each, making a set is most of an hour.
+    Leave,
+}
+
+impl OnReindex {
+    /// `--context-vectors` / `"context_vectors": true` given or not.
+    pub fn from_flag(make: bool) -> Self {
+        if make {
+            OnReindex::Make
+        } else {
+            OnReindex::Remake
+        }
     }
 }
 

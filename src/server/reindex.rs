@@ -209,9 +209,13 @@ fn run(
     };
     // On the write pool, like ingest: the other cores stay with searches.
     let result = state.write_pool.install(|| {
-        state
-            .engine
-            .reindex(collection, encoder, Some(model), context_vectors, &progress)
+        state.engine.reindex(
+            collection,
+            encoder,
+            Some(model),
+            crate::engine::OnReindex::from_flag(context_vectors),
+            &progress,
+        )
     });
     let mut j = job.locked();
     j.0.seconds = j.1.elapsed().as_secs_f64();

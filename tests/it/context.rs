@@ -740,11 +740,40 @@ fn train_context_method_thread_writes_the_contextual_model_as_the_model() {
     assert!(err.contains("at least 1 context text"), "{err}");
 }
 
+/// `adapt` without `--method` trains the contextual model alone (the measured best with the
+/// context channel, EVALUATION.md session 42), then reindexes and tunes with the channel among
+/// the configurations, so that `rerank: context` works on the adapted collection at once
+/// (before: the grader and a three-run soup, not measured with the channel).
 #[test]
-fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
+fn adapt_trains_the_contextual_model_by_default_and_tunes_with_the_context_channel() {
     let (dir, data) = forum_with_context();
     let out = dir.path().join("adapted");
     let general = general_file(dir.path());
+    // Flags that only the encoder method reads are refused without it, naming it.
+    let err = run_refused(kindred(&data).args(["adapt", "-c", "forum", "--runs", "3"]));
+    assert!(err.contains("--method encoder"), "{err}");
+    let err = run_refused(kindred(&data).args(["adapt", "-c", "forum", "--grader", "thread"]));
+    assert!(err.contains("--method encoder"), "{err}");
+    // An --out holding an interrupted encoder run (how adapt trained by default before) is
+    // not silently started over by the new default.
+    let earlier = dir.path().join("earlier");
+    std::fs::create_dir_all(earlier.join("grader/checkpoint")).unwrap();
+    std::fs::write(earlier.join("grader/checkpoint/state.json"), "{}").unwrap();
+    let err = run_refused(
+        kindred(&data)
+            .args(["adapt", "-c", "forum", "--resume", "--out"])
+            .arg(&earlier),
+    );
+    assert!(
+        err.contains("--method encoder") && err.contains(&*earlier.to_string_lossy()),
+        "{err}"
+    );
+    // Without --general, adapt says what that costs and how to keep it.
+    assert!(err.contains("--general FILE"), "{err}");
+    // A set of context vectors made with the base model before adapting: adapt's reindex
+    // leaves it stale (not made twice) and its tune makes it with the adapted model.
+    run_ok(kindred(&data).args(["tune", "-c", "forum"]));
+
     let report = run_ok(
         kindred(&data)
             .args(["adapt", "-c", "forum", "--json", "--held-out-every", "3"])
@@ -755,8 +784,76 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
             .arg("--out")
             .arg(&out),
     );
-    // The first JSON document printed is train context's: three runs, averaged, unless
-    // --runs says otherwise.
+    let mut documents =
+        serde_json::Deserializer::from_str(&report).into_iter::<serde_json::Value>();
+    let trained = documents
+        .next()
+        .expect("train context's JSON report")
+        .expect("JSON");
+    assert_eq!(trained["method"], "thread", "{trained}");
+    assert!(trained.get("harvest").is_none(), "{trained}");
+    assert!(
+        !out.join("grader").exists(),
+        "no grader: the model is OUT itself"
+    );
+    assert_on_model(&data, &out);
+    let tune_json = &report[report.rfind("\n{").map_or(0, |i| i + 1)..];
+    let v: serde_json::Value = serde_json::from_str(tune_json).expect("tune's JSON report");
+    assert_eq!(v["stored"], true, "{v}");
+    assert_eq!(v["graded_by"], "the collection's own model", "{v}");
+    let rows = v["tuning"]["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 35, "{v}");
+    // tune made the context vectors with the adapted model: stats reports them, and a
+    // search with the channel runs on the collection as adapt left it.
+    let stats: serde_json::Value = serde_json::from_str(&run_ok(
+        kindred(&data)
+            .env_remove("KINDRED_MODEL")
+            .args(["stats", "forum", "--json"]),
+    ))
+    .unwrap();
+    assert_eq!(
+        stats["context_vectors"]["model"], stats["settings"]["model"]["fingerprint"],
+        "{stats}"
+    );
+    assert_eq!(stats["context_vectors"]["stale"], false, "{stats}");
+    assert_eq!(
+        stats["context_vectors"]["documents"],
+        forum().iter().filter(|d| !d.context.is_empty()).count() as u64,
+        "{stats}"
+    );
+    let hits: serde_json::Value =
+        serde_json::from_str(&run_ok(kindred(&data).env_remove("KINDRED_MODEL").args([
+            "search",
+            "-c",
+            "forum",
+            "--rerank",
+            "context",
+            "--json",
+            "How do I renew my driving licence?",
+        ])))
+        .unwrap();
+    assert_eq!(hits["hits"][0]["id"], "q0", "{hits}");
+    assert!(hits["hits"][0]["stages"]["context"].is_number(), "{hits}");
+}
+
+#[test]
+fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
+    let (dir, data) = forum_with_context();
+    let out = dir.path().join("adapted");
+    let general = general_file(dir.path());
+    let report = run_ok(
+        kindred(&data)
+            .args(["adapt", "-c", "forum", "--json", "--held-out-every", "3"])
+            .args(["--method", "encoder"])
+            .args(QUICK_TRAINING)
+            .args(["--general-batch", "3"])
+            .arg("--general")
+            .arg(&general)
+            .arg("--out")
+            .arg(&out),
+    );
+    // The first JSON document printed is train context's: with --method encoder (adapt's
+    // default is thread, the test below), three runs, averaged, unless --runs says otherwise.
     let mut documents =
         serde_json::Deserializer::from_str(&report).into_iter::<serde_json::Value>();
     let trained = documents

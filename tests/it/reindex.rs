@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use kindred::db::{Database, NewDocument};
 use kindred::encoder::Encoders;
-use kindred::engine::Engine;
+use kindred::engine::{Engine, OnReindex};
 use kindred::search::SearchParams;
 use kindred::store::{CollectionSettings, Durability};
 use kindred::{Encoder, EncoderOptions, Error, UserError};
@@ -119,7 +119,7 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
             "c",
             other.clone(),
             Some(&other_model().path),
-            false,
+            OnReindex::Remake,
             &|_, _| {},
         )
         .expect("reindexed");
@@ -184,11 +184,11 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
         info.index
     );
     let err = engine
-        .reindex("c", other.clone(), None, false, &|_, _| {})
+        .reindex("c", other.clone(), None, OnReindex::Remake, &|_, _| {})
         .expect_err("same model refused");
     assert!(err.to_string().contains("already uses"), "{err}");
     let err = engine
-        .reindex("nope", other.clone(), None, false, &|_, _| {})
+        .reindex("nope", other.clone(), None, OnReindex::Remake, &|_, _| {})
         .expect_err("unknown collection");
     assert!(
         matches!(err, Error::User(UserError::UnknownCollection { .. })),
@@ -196,7 +196,7 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
     );
     // And back onto the first model: generation 2, old generation trees dropped.
     engine
-        .reindex("c", encoder().clone(), None, false, &|_, _| {})
+        .reindex("c", encoder().clone(), None, OnReindex::Remake, &|_, _| {})
         .expect("back");
     assert_eq!(
         db.store().settings("c").expect("settings").generation,
@@ -373,7 +373,7 @@ fn a_file_ingest_goes_on_through_a_reindex_with_the_new_model() {
                         "c",
                         other.clone(),
                         Some(&other_model().path),
-                        false,
+                        OnReindex::Remake,
                         &|_, _| {},
                     )
                     .expect("reindexed");

@@ -390,6 +390,33 @@ pub struct CollectionInfo {
     /// server's apply).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search_defaults: Option<SearchDefaultsInfo>,
+    /// The context vectors `rerank: context` reads (absent: none, or the Milvus backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_vectors: Option<ContextVectorsInfo>,
+}
+
+/// A collection's context vectors: which model made the set, for how many documents, and
+/// whether a reindex since made it stale.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ContextVectorsInfo {
+    /// The fingerprint of the model that encoded them.
+    pub model: String,
+    /// Documents with a context vector when the set was made (documents written since add
+    /// theirs).
+    pub documents: u64,
+    /// True when `model` is not the collection's model (a reindex since): `rerank: context`
+    /// is refused until `kindred tune` or a reindex with `context_vectors` makes them again.
+    pub stale: bool,
+}
+
+impl From<db::ContextVectorsInfo> for ContextVectorsInfo {
+    fn from(i: db::ContextVectorsInfo) -> Self {
+        ContextVectorsInfo {
+            model: i.model,
+            documents: i.documents,
+            stale: i.stale,
+        }
+    }
 }
 
 impl From<db::CollectionInfo> for CollectionInfo {
@@ -401,6 +428,7 @@ impl From<db::CollectionInfo> for CollectionInfo {
             stats: c.stats.into(),
             index: c.index.into(),
             search_defaults: c.search_defaults.map(Into::into),
+            context_vectors: c.context_vectors.map(Into::into),
         }
     }
 }

@@ -312,6 +312,11 @@ mod tests {
                     }),
                 },
                 search_defaults: defaults,
+                context_vectors: generation.map(|g| db::ContextVectorsInfo {
+                    model: "9f2c0a11".into(),
+                    documents: 8,
+                    stale: g > 2,
+                }),
             };
             same_json::<_, super::CollectionInfo>(info);
         }
