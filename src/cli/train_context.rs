@@ -73,10 +73,10 @@ pub struct ContextArgs {
     /// question with its first 3 context texts, no labels — and grade with it; it is kept in
     /// OUT/grader; with --general it rehearses the general pairs too) or a model directory.
     /// The collection's own model is what is trained either way. Default: base; for `adapt
-    /// --method encoder` with --general, thread: on Qatar Living two three-run soups graded by such graders
-    /// (seeds 42, 43) gained +3.39 and +2.87 MAP on 117 questions over the untrained cosine,
-    /// where two graded by the base gained +2.36 and +2.96, with QQP's AUC kept; the grader
-    /// adds about 40 minutes there (EVALUATION.md).
+    /// --method encoder` with --general, thread: on Qatar Living two three-run soups graded
+    /// by such graders (seeds 42, 43) gained +3.39 and +2.87 MAP on 117 questions over the
+    /// untrained cosine, where two graded by the base gained +2.36 and +2.96, with QQP's AUC
+    /// kept; the grader adds about 40 minutes there (EVALUATION.md).
     #[arg(long, value_name = "base|thread|DIR", value_parser = parse_grader)]
     pub grader: Option<GraderArg>,
     /// Context texts per question (its first non-empty ones) the contextual model of
@@ -365,7 +365,8 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         return Err(kindred::Error::from(UserError::InvalidArgument {
             name: "--resume",
             reason: format!(
-                "{} holds the checkpoints of a --method encoder run, which --method thread does                  not continue; give --method encoder to continue it, or choose another --out",
+                "{} holds the checkpoints of a --method encoder run, which --method thread does \
+                 not continue; give --method encoder to continue it, or choose another --out",
                 out.display()
             ),
         })
