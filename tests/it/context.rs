@@ -740,6 +740,36 @@ fn train_context_method_thread_writes_the_contextual_model_as_the_model() {
     assert!(err.contains("at least 1 context text"), "{err}");
 }
 
+/// Runs `adapt --json` on the synthetic forum of `data` into `out`, with training flags that
+/// keep it short, `general` as --general and `extra` flags; returns train context's JSON
+/// report (the first printed) and tune's (the last).
+fn adapt_quickly(
+    data: &Path,
+    general: &Path,
+    out: &Path,
+    extra: &[&str],
+) -> (serde_json::Value, serde_json::Value) {
+    let report = run_ok(
+        kindred(data)
+            .args(["adapt", "-c", "forum", "--json", "--held-out-every", "3"])
+            .args(extra)
+            .args(QUICK_TRAINING)
+            .args(["--general-batch", "3"])
+            .arg("--general")
+            .arg(general)
+            .arg("--out")
+            .arg(out),
+    );
+    let trained = serde_json::Deserializer::from_str(&report)
+        .into_iter::<serde_json::Value>()
+        .next()
+        .expect("train context's JSON report")
+        .expect("JSON");
+    let tune_json = &report[report.rfind("\n{").map_or(0, |i| i + 1)..];
+    let tuned = serde_json::from_str(tune_json).expect("tune's JSON report");
+    (trained, tuned)
+}
+
 /// `adapt` without `--method` trains the contextual model alone (the measured best with the
 /// context channel, EVALUATION.md session 42), then reindexes and tunes with the channel among
 /// the configurations, so that `rerank: context` works on the adapted collection at once
@@ -774,22 +804,7 @@ fn adapt_trains_the_contextual_model_by_default_and_tunes_with_the_context_chann
     // leaves it stale (not made twice) and its tune makes it with the adapted model.
     run_ok(kindred(&data).args(["tune", "-c", "forum"]));
 
-    let report = run_ok(
-        kindred(&data)
-            .args(["adapt", "-c", "forum", "--json", "--held-out-every", "3"])
-            .args(QUICK_TRAINING)
-            .args(["--general-batch", "3"])
-            .arg("--general")
-            .arg(&general)
-            .arg("--out")
-            .arg(&out),
-    );
-    let mut documents =
-        serde_json::Deserializer::from_str(&report).into_iter::<serde_json::Value>();
-    let trained = documents
-        .next()
-        .expect("train context's JSON report")
-        .expect("JSON");
+    let (trained, v) = adapt_quickly(&data, &general, &out, &[]);
     assert_eq!(trained["method"], "thread", "{trained}");
     assert!(trained.get("harvest").is_none(), "{trained}");
     assert!(
@@ -797,8 +812,6 @@ fn adapt_trains_the_contextual_model_by_default_and_tunes_with_the_context_chann
         "no grader: the model is OUT itself"
     );
     assert_on_model(&data, &out);
-    let tune_json = &report[report.rfind("\n{").map_or(0, |i| i + 1)..];
-    let v: serde_json::Value = serde_json::from_str(tune_json).expect("tune's JSON report");
     assert_eq!(v["stored"], true, "{v}");
     assert_eq!(v["graded_by"], "the collection's own model", "{v}");
     let rows = v["tuning"]["rows"].as_array().expect("rows");
@@ -841,25 +854,9 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
     let (dir, data) = forum_with_context();
     let out = dir.path().join("adapted");
     let general = general_file(dir.path());
-    let report = run_ok(
-        kindred(&data)
-            .args(["adapt", "-c", "forum", "--json", "--held-out-every", "3"])
-            .args(["--method", "encoder"])
-            .args(QUICK_TRAINING)
-            .args(["--general-batch", "3"])
-            .arg("--general")
-            .arg(&general)
-            .arg("--out")
-            .arg(&out),
-    );
-    // The first JSON document printed is train context's: with --method encoder (adapt's
-    // default is thread, the test below), three runs, averaged, unless --runs says otherwise.
-    let mut documents =
-        serde_json::Deserializer::from_str(&report).into_iter::<serde_json::Value>();
-    let trained = documents
-        .next()
-        .expect("train context's JSON report")
-        .expect("JSON");
+    // With --method encoder (adapt's default is thread, the test above): three runs,
+    // averaged, unless --runs says otherwise.
+    let (trained, v) = adapt_quickly(&data, &general, &out, &["--method", "encoder"]);
     assert_eq!(trained["method"], "encoder soup", "{trained}");
     let seeds: Vec<_> = trained["selection"]["runs"]
         .as_array()
@@ -901,9 +898,6 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
         trained["grader"]["identity"]["fingerprint"],
         serde_json::to_value(grader.identity().unwrap().fingerprint).unwrap()
     );
-    // The last JSON document printed is tune's report.
-    let tune_json = &report[report.rfind("\n{").map_or(0, |i| i + 1)..];
-    let v: serde_json::Value = serde_json::from_str(tune_json).expect("tune's JSON report");
     assert_eq!(v["stored"], true, "{v}");
     assert!(v["tuning"]["queries"].as_u64().unwrap() >= 1, "{v}");
     assert!(
