@@ -116,11 +116,11 @@ pub fn stats(g: &Global, args: &StatsArgs) -> Result<()> {
         Some(c) if c.stale => println!(
             "context vectors STALE: made by model {} for {} documents; rerank: context is \
              refused until `kindred tune` makes them again",
-            c.model, c.documents
+            c.stamp.model, c.stamp.documents
         ),
         Some(c) => println!(
             "context vectors {} documents, model {} (rerank: context)",
-            c.documents, c.model
+            c.stamp.documents, c.stamp.model
         ),
     }
     Ok(())

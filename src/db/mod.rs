@@ -244,12 +244,10 @@ pub struct CollectionInfo {
 /// refused until `kindred tune` or `reindex --context-vectors` makes it again).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContextVectorsInfo {
-    /// The fingerprint of the model that encoded them.
-    pub model: String,
-    /// Documents with a context vector when the set was made (documents written since add
-    /// theirs).
-    pub documents: u64,
-    /// True when `model` is not the collection's model: not used.
+    /// Which model made them, for how many documents.
+    #[serde(flatten)]
+    pub stamp: ContextVectorsStamp,
+    /// True when `stamp.model` is not the collection's model: not used.
     pub stale: bool,
 }
 
@@ -557,8 +555,7 @@ impl Database {
             .context_vectors_stamp(name)?
             .map(|stamp| ContextVectorsInfo {
                 stale: stamp.model != ix.settings.model.fingerprint,
-                model: stamp.model,
-                documents: stamp.documents,
+                stamp,
             });
         Ok(CollectionInfo {
             name: name.into(),

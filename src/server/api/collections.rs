@@ -412,8 +412,8 @@ pub struct ContextVectorsInfo {
 impl From<db::ContextVectorsInfo> for ContextVectorsInfo {
     fn from(i: db::ContextVectorsInfo) -> Self {
         ContextVectorsInfo {
-            model: i.model,
-            documents: i.documents,
+            model: i.stamp.model,
+            documents: i.stamp.documents,
             stale: i.stale,
         }
     }

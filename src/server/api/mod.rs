@@ -313,8 +313,10 @@ mod tests {
                 },
                 search_defaults: defaults,
                 context_vectors: generation.map(|g| db::ContextVectorsInfo {
-                    model: "9f2c0a11".into(),
-                    documents: 8,
+                    stamp: db::ContextVectorsStamp {
+                        model: "9f2c0a11".into(),
+                        documents: 8,
+                    },
                     stale: g > 2,
                 }),
             };
