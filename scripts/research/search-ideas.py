@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Two label-free search-time ideas, measured offline against a forum's labels.
 
-    scripts/search-ideas.py COLLECTION.jsonl LABELLED.xml... [--kindred BIN] [--model DIR]
+    scripts/research/search-ideas.py COLLECTION.jsonl LABELLED.xml... [--kindred BIN] [--model DIR]
 
-Inputs as for scripts/context-search.py (beside this one, whose parsing and scorer it uses).
+Inputs as for scripts/research/context-search.py (beside this one, whose parsing and scorer it uses).
 Each original question ranks its related questions by cosine after one of:
 
 - Rocchio pseudo-relevance feedback: the query moved toward the mean of its k nearest

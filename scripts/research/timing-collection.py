@@ -2,7 +2,7 @@
 """A collection of N questions with context, for timing `kindred adapt` at a size no labelled
 forum here has. Timing only: the context is not the questions' own.
 
-    scripts/timing-collection.py N FORUM.jsonl > bigN.jsonl
+    scripts/research/timing-collection.py N FORUM.jsonl > bigN.jsonl
 
 The questions are QQP's (../shared/data: the BiMPM and deep1994 dev and test files, about
 73,500 distinct), then STS-B's and SICK's sentences (95,066 distinct texts in all); each gets
@@ -17,7 +17,7 @@ import json
 import os
 import sys
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
 # (file, the columns holding texts, header lines): QQP first, then STS-B and SICK sentences.
 FILES = [
     ("qqp_bimpm/dev.tsv", slice(1, 3), 0),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Would a candidate's stored context help at search time? An offline measurement.
 
-    scripts/context-search.py COLLECTION.jsonl LABELLED.xml... [--kindred BIN] [--model DIR]
+    scripts/research/context-search.py COLLECTION.jsonl LABELLED.xml... [--kindred BIN] [--model DIR]
 
 COLLECTION.jsonl is what `kindred eval forum … --write-jsonl` writes (each related question
 with its comments as `context`); each LABELLED.xml is a SemEval-2016 Task 3 file whose related

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A forum's (question, own comment) pairs as a `kindred train clrcmd` pair file.
 
-    scripts/thread-pairs.py COLLECTION.jsonl [N] > /dev/null   # writes thread-train.tsv, thread-dev.tsv
+    scripts/research/thread-pairs.py COLLECTION.jsonl [N] > /dev/null   # writes thread-train.tsv, thread-dev.tsv
 
 COLLECTION.jsonl is what `kindred eval forum … --write-jsonl` writes (each question with its
 comments as `context`). Each question's first N comments (default 3) become duplicate pairs

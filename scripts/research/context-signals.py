@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How much does each context signal know about "same question"? An offline diagnostic.
 
-    scripts/context-signals.py COLLECTION.jsonl LABELLED.xml [--kindred BIN] [--model DIR]
+    scripts/research/context-signals.py COLLECTION.jsonl LABELLED.xml [--kindred BIN] [--model DIR]
 
 COLLECTION.jsonl is what `kindred eval forum … --write-jsonl` writes (each related question
 with its comments as `context`); LABELLED.xml is one SemEval-2016 Task 3 file whose related
