@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Reproduces every table in EVALUATION.md (untrained all-MiniLM-L6-v2 unless --model/KINDRED_MODEL
-# says otherwise). Reads ../shared/data; writes markdown and JSON under target/eval/.
-# About 30 minutes on 2 cores.
+# Reproduces EVALUATION.md's untrained tables, phrase alignment and ingest (all-MiniLM-L6-v2
+# unless KINDRED_MODEL says otherwise; the other tables give their own commands). Reads
+# ../shared/data; writes markdown and JSON under target/eval/. About 30 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 D=../shared/data
