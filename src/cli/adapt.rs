@@ -16,9 +16,8 @@ use super::Global;
 
 /// What `adapt` trains when `--method` is not given: the contextual model alone (each
 /// question matched to its own thread). With the context channel that `tune` then chooses it
-/// reached 79.34 MAP on Qatar Living's dev questions (76.57 untrained) with QQP's AUC above
-/// the untrained model's, in 40 minutes on 2 cores, where the grader + three-run soup took
-/// 100 and was not measured with the channel (EVALUATION.md, sessions 39 and 42).
+/// is the best adaptation measured on Qatar Living, in under half the encoder method's time
+/// (EVALUATION.md, "Adapting without labels").
 pub const ADAPT_METHOD: MethodArg = MethodArg::Thread;
 
 /// Runs `adapt` averages with `--method encoder` when `--runs` is not given: one run's gain

@@ -40,11 +40,8 @@ pub struct ContextArgs {
     /// What is trained: the encoder (CLRCMD on the best pairs + CoSENT on every grade), only
     /// the sentence transition matrix (encoder frozen; seconds), or `thread`: only the
     /// contextual model `--grader thread` trains first (each question with its first 3 context
-    /// texts, rehearsing --general), written as the model — no harvest, one run. On Qatar
-    /// Living two such models gained +2.68 and +2.65 MAP on 117 questions with QQP's AUC
-    /// measurably above the untrained model's, in about 40 minutes on 2 cores (EVALUATION.md).
-    /// Default: encoder for `train context`, thread for `adapt` (with the context channel
-    /// `tune` then chooses, 79.34 MAP on the forum's dev questions against 76.57 untrained).
+    /// texts, rehearsing --general), written as the model — no harvest, one run.
+    /// Default: encoder for `train context`, thread for `adapt`.
     #[arg(long, value_enum)]
     pub method: Option<MethodArg>,
     /// The grade: context (cosine of the context vectors), retrieval (how well each question
@@ -64,8 +61,7 @@ pub struct ContextArgs {
     pub held_out_every: u64,
     /// Context texts per question (its first ones) that become InfoNCE positives of the
     /// question itself (encoder): the question learns to retrieve its own thread. 0: none.
-    /// Opt-in: on Qatar Living, 2 did not add to the harvest in the one run measured and made
-    /// the run 2.6 times as long (EVALUATION.md).
+    /// More positives make more steps.
     #[arg(long, default_value_t = HarvestOptions::default().thread_positives, value_name = "N")]
     pub thread_positives: usize,
     /// The model that grades the harvested pairs: `base` (the collection's own model),
@@ -73,10 +69,7 @@ pub struct ContextArgs {
     /// question with its first 3 context texts, no labels — and grade with it; it is kept in
     /// OUT/grader; with --general it rehearses the general pairs too) or a model directory.
     /// The collection's own model is what is trained either way. Default: base; for `adapt
-    /// --method encoder` with --general, thread: on Qatar Living two three-run soups graded
-    /// by such graders (seeds 42, 43) gained +3.39 and +2.87 MAP on 117 questions over the
-    /// untrained cosine, where two graded by the base gained +2.36 and +2.96, with QQP's AUC
-    /// kept; the grader adds about 40 minutes there (EVALUATION.md).
+    /// --method encoder` with --general, thread (training the grader first lengthens the run).
     #[arg(long, value_name = "base|thread|DIR", value_parser = parse_grader)]
     pub grader: Option<GraderArg>,
     /// Context texts per question (its first non-empty ones) the contextual model of
@@ -88,14 +81,11 @@ pub struct ContextArgs {
     /// Passes over the positive pairs (encoder) or over all pairs (transition).
     #[arg(long, default_value_t = 1)]
     pub epochs: usize,
-    /// Stop after N steps (encoder): bounds the run on a large collection (a step is about
-    /// 16 s on 2 cores for forum-length questions, 24 s with --general; EVALUATION.md).
+    /// Stop after N steps (encoder): bounds the run on a large collection.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub max_steps: usize,
     /// Peak learning rate (encoder; the transition matrix uses 1e-3, the contextual model of
-    /// `--method thread` and `--grader thread` its measured 5e-5). 1e-4 agreed better with
-    /// the held-out harvest than 5e-5 in each of three batch orders on Qatar Living, and its
-    /// soup gained more on the forum and on QQP (EVALUATION.md).
+    /// `--method thread` and `--grader thread` 5e-5).
     #[arg(long, default_value_t = 1e-4)]
     pub lr: f64,
     /// Positive pairs per step (encoder).
@@ -114,15 +104,12 @@ pub struct ContextArgs {
     /// does not undo the base model's elsewhere (EVALUATION.md). Encoder only.
     #[arg(long, value_name = "FILE")]
     pub general: Option<PathBuf>,
-    /// Weight of the CoSENT loss on the general pairs (with --general). On Qatar Living, 3
-    /// with 128 pairs per step kept QQP's cosine AUC at 0.8628 on average over four batch
-    /// orders (0.8631 untrained, 0.8558 without --general); 1 kept 0.8609 in one run with 32
-    /// pairs per step (EVALUATION.md).
+    /// Weight of the CoSENT loss on the general pairs (with --general): the higher, the more
+    /// firmly the base model's order on them is held.
     #[arg(long, default_value_t = 3.0, value_name = "W")]
     pub general_weight: f32,
-    /// General pairs per step (with --general). More pairs hold the order more closely: on
-    /// Qatar Living 128 kept QQP's cosine AUC at the untrained model's where 32 did not, for
-    /// about 12 s more per step on 2 cores (27 s against 15 s there; EVALUATION.md).
+    /// General pairs per step (with --general). More pairs hold the order more closely and
+    /// make each step longer.
     #[arg(long, default_value_t = 128, value_name = "N")]
     pub general_batch: usize,
     /// Seed of the batch order (encoder): runs with other seeds show how much of a difference
@@ -130,10 +117,9 @@ pub struct ContextArgs {
     #[arg(long, default_value_t = ClrcmdOptions::default().seed)]
     pub seed: u64,
     /// Train N runs (encoder), with seeds --seed, --seed + 1, …, and write the mean of their
-    /// weights (a model soup). One run's gain depends on its batch order; on Qatar Living
-    /// single runs ranged from −0.5 to +2.4 MAP on the dev questions where soups of 2 to 5
-    /// gained +1.5 to +2.3 (EVALUATION.md). Takes N times as long. Default: 1 for `train
-    /// context`, 3 for `adapt` (with --method encoder).
+    /// weights (a model soup): steadier than one run, whose gain depends on its batch order.
+    /// Takes N times as long. Default: 1 for `train context`, 3 for `adapt` (with --method
+    /// encoder).
     #[arg(long, value_name = "N")]
     pub runs: Option<usize>,
     /// Train even when the harvested grades hardly agree with the questions' own similarity
@@ -143,8 +129,7 @@ pub struct ContextArgs {
     pub allow_unrelated_context: bool,
     /// Train in about a third less memory for about a tenth more time: activations that are
     /// cheap to compute again are recomputed in the backward pass instead of kept (the same
-    /// model results). With --general and forum-length comments a step peaked at 4.9 GB
-    /// instead of 7.1 GB on 10,000 questions (EVALUATION.md).
+    /// model results).
     #[arg(long)]
     pub low_memory: bool,
     /// Continue an interrupted run in --out (killed, or stopped by a fault): the grader's and
@@ -201,7 +186,7 @@ fn parse_grader(s: &str) -> std::result::Result<GraderArg, String> {
 }
 
 /// Context texts per question the contextual model is trained on by default (`--thread-texts`;
-/// its first ones): the setting measured on Qatar Living (EVALUATION.md, session 34).
+/// its first ones): the setting measured on Qatar Living (EVALUATION.md).
 pub const THREAD_GRADER_TEXTS: usize = 3;
 
 /// `--method`.
