@@ -15,7 +15,7 @@ Each original question ranks its related questions by cosine after one of:
 Prints MAP ×100 per file and pooled for each setting; the first row is plain cosine
 (`kindred eval forum`'s cosine row). Labels only score. Vectors from `kindred encode --json`
 (int8 by default). Needs numpy. About 2 minutes on 2 cores for Qatar Living's dev and
-train-part2 (EVALUATION.md, session 39).
+train-part2 (docs/research/log.md, session 39).
 """
 import argparse
 import importlib.util

@@ -9,7 +9,7 @@ comments as `context`). Each question's first N comments (default 3) become dupl
 held out instead, and gives thread-dev.tsv: its first 3 comments against as many comments drawn
 from other threads (seed 1), for `--dev`. No labels are read: a question and the answers of its
 own thread are the pair. `kindred train context --thread-positives N` adds the same pairs to
-the harvested ones; this file trains them alone (EVALUATION.md, session 34). `kindred train
+the harvested ones; this file trains them alone (docs/research/log.md, session 34). `kindred train
 context --grader thread` (and `adapt`) builds the same kind of pairs from the collection in Rust
 (`context::thread_sets`; its dev negatives are drawn by hash, not by this seed) and trains the
 grader on them itself; this script stays to reproduce session 34's table. Its held-out slice
