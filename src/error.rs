@@ -208,6 +208,11 @@ pub enum InternalError {
     /// The tensor backend failed or returned data of an unexpected shape.
     #[error("encoder backend failed: {0}")]
     Backend(String),
+    /// The store cannot take writes until the server is restarted (or the data directory
+    /// restored): an I/O error that is not a full disk, such as its files removed under it.
+    /// The message names no server paths; the server answers it 503 `store_failed`.
+    #[error("{0}")]
+    StoreFailed(String),
 }
 
 impl InternalError {
@@ -247,6 +252,10 @@ static ENGINE_DAMAGED: std::sync::atomic::AtomicBool = std::sync::atomic::Atomic
 /// (and sometimes reads) until the store is reopened ([`crate::store::Store::reopen`], which
 /// clears it through [`storage_engine_reopened`]).
 static ENGINE_IO_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Whether the I/O error behind [`ENGINE_IO_FAILED`] was a full disk (or quota): only then is
+/// waiting for space the way out.
+static ENGINE_IO_DISK_FULL: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 /// True once the storage engine has met damaged data, or an I/O error it has not been
 /// reopened after, in this process.
@@ -259,10 +268,22 @@ pub fn storage_engine_io_failed() -> bool {
     ENGINE_IO_FAILED.load(std::sync::atomic::Ordering::Acquire)
 }
 
+/// True when the I/O error the storage engine met (see [`storage_engine_io_failed`]) was a
+/// full disk or quota.
+pub fn storage_engine_disk_full() -> bool {
+    ENGINE_IO_DISK_FULL.load(std::sync::atomic::Ordering::Acquire)
+}
+
+/// Marks the storage engine failed by an I/O error (`disk_full`: ENOSPC or EDQUOT).
+pub(crate) fn storage_engine_io_error(disk_full: bool) {
+    ENGINE_IO_DISK_FULL.store(disk_full, std::sync::atomic::Ordering::Release);
+    ENGINE_IO_FAILED.store(true, std::sync::atomic::Ordering::Release);
+}
+
 /// Marks the storage engine failed because it did not finish a flush in time (as an I/O
 /// error: writes are refused until the store is reopened).
 pub(crate) fn storage_engine_stalled() {
-    ENGINE_IO_FAILED.store(true, std::sync::atomic::Ordering::Release);
+    storage_engine_io_error(false);
 }
 
 /// Marks the storage engine as reopened after an I/O error.
@@ -290,11 +311,12 @@ impl From<sled::Error> for Error {
             sled::Error::Io(io) => {
                 // sled keeps failing (reads too, at times) after an I/O error until it is
                 // reopened: the process is not ready until then.
-                ENGINE_IO_FAILED.store(true, std::sync::atomic::Ordering::Release);
-                Error::Internal(InternalError::Io {
+                let e = InternalError::Io {
                     context: "storage engine I/O".into(),
                     source: io,
-                })
+                };
+                storage_engine_io_error(e.is_disk_full());
+                Error::Internal(e)
             }
             other => Error::Internal(InternalError::Store(other.to_string())),
         }

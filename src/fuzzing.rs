@@ -5,8 +5,8 @@
 //! random mutations of it). Owns no behaviour of its own: each target calls the real reader.
 //!
 //! Targets ([`TARGETS`]): the ingest readers (JSON Lines, TSV, CSV, QQP), the JSON request
-//! bodies of the API, text normalisation and markup stripping, stored-record decoding, and
-//! index-file loading.
+//! bodies of the API, text normalisation and markup stripping, stored-record decoding,
+//! index-file loading, and collection names and document ids (the names that become paths).
 
 use std::io::Cursor;
 use std::path::Path;
@@ -26,6 +26,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("text", text),
     ("record", record),
     ("graph_file", graph_file),
+    ("names", names),
 ];
 
 /// The ingest readers. The first byte picks the format and the record bound; the rest is
@@ -99,6 +100,31 @@ pub fn request_body(data: &[u8]) {
 /// Without the server there are no request bodies to read.
 #[cfg(not(feature = "server"))]
 pub fn request_body(_data: &[u8]) {}
+
+/// A collection name and a document id (the bytes before and after the first newline): a
+/// name is refused or makes a path that is exactly one entry of the folder it is made in
+/// (never the folder itself, its parent, an absolute path or a deeper one); an id is
+/// accepted or refused, never a panic.
+pub fn names(data: &[u8]) {
+    let s = String::from_utf8_lossy(data);
+    let (name, id) = s.split_once('\n').unwrap_or((&s, ""));
+    let root = Path::new("/data/indexes");
+    let named = crate::store::names::child(root, name);
+    if let Ok(path) = &named {
+        assert_eq!(
+            path.parent(),
+            Some(root),
+            "{name:?} made {}",
+            path.display()
+        );
+        assert_eq!(path.file_name().and_then(|f| f.to_str()), Some(name));
+        assert!(!name.contains(['.', '/', '\\']) && !name.is_empty());
+    }
+    if crate::store::validate_name(name).is_ok() {
+        assert!(named.is_ok(), "{name:?} is a valid name but makes no path");
+    }
+    let _ = crate::store::validate_id(id);
+}
 
 /// Text normalisation (entities, whitespace, the map back to the original) and markup
 /// stripping, on the bytes read as UTF-8 (lossily).

@@ -99,11 +99,15 @@ pub fn serve(c: ServeConfig, engine: Engine) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(kindred::server::serve(c, engine, |r| {
+    let served = runtime.block_on(kindred::server::serve(c, engine, |r| {
         // Tests and scripts read this line to find the port.
         println!("listening on http://{}", r.addr);
         use std::io::Write;
         let _ = std::io::stdout().flush();
-    }))?;
+    }));
+    // The indexes are saved (or their save failed, logged): background work still running
+    // (a store reopen waiting on a failed disk) must not keep the process from exiting.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    served?;
     Ok(())
 }

@@ -249,16 +249,19 @@ pub(super) fn read_documents(
 }
 
 impl ContextArgs {
-    /// --out, or a new directory under kindred's home named after the collection.
-    pub fn out(&self, g: &Global) -> PathBuf {
-        self.out.clone().unwrap_or_else(|| {
-            let secs = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            g.home()
-                .join("models")
-                .join(format!("{}-context-{secs}", self.collection))
-        })
+    /// --out, or a new directory under kindred's home named after the collection (checked
+    /// first: the name becomes part of the path).
+    pub fn out(&self, g: &Global) -> kindred::Result<PathBuf> {
+        if let Some(out) = &self.out {
+            return Ok(out.clone());
+        }
+        kindred::store::validate_name(&self.collection)?;
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Ok(g.home()
+            .join("models")
+            .join(format!("{}-context-{secs}", self.collection)))
     }
 }
 
@@ -341,7 +344,7 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
     if let GraderArg::Dir(dir) = args.grader() {
         open_grader(&dir)?;
     }
-    let out = args.out(g);
+    let out = args.out(g)?;
     check_out(&out, &args.collection, args.resume)?;
     // --method thread trains into OUT itself; the checkpoints of an encoder run are in its
     // grader's and runs' directories (`adapt` trained the encoder by default until session

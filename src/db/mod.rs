@@ -447,6 +447,13 @@ impl Database {
         self
     }
 
+    /// The index folder of physical name `physical` (`name` or `name@G`), checked to be one
+    /// entry of `indexes/` ([`crate::store::names::child`]): the one way a path is made from
+    /// a collection's name here.
+    pub(crate) fn index_folder(&self, physical: &str) -> Result<PathBuf> {
+        crate::store::names::child(&self.index_dir, physical)
+    }
+
     /// The store.
     pub fn store(&self) -> &Store {
         &self.store
@@ -485,6 +492,9 @@ impl Database {
 
     /// Creates a collection.
     pub fn create_collection(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
+        // The name first: it becomes a folder name below, and a path must never be built
+        // from an unchecked one (`..` once removed the whole data directory).
+        crate::store::validate_name(name)?;
         settings.hnsw.validate()?;
         if let Some(r) = &self.remote {
             return r.create_collection(name, settings);
@@ -494,7 +504,7 @@ impl Database {
         if let Err(crate::Error::User(UserError::UnknownCollection { .. })) =
             self.store.settings(name)
         {
-            let leftover = self.index_dir.join(settings.physical(name));
+            let leftover = self.index_folder(&settings.physical(name))?;
             if leftover.exists() {
                 std::fs::remove_dir_all(&leftover).map_err(crate::error::io_err(format!(
                     "removing {}",
@@ -511,10 +521,10 @@ impl Database {
             return r.drop_collection(name);
         }
         let physical = self.store.settings(name)?.physical(name);
+        let dir = self.index_folder(&physical)?;
         self.store.drop_collection(name)?;
         self.open.writing().remove(name);
         self.load_failures.locked().remove(name);
-        let dir = self.index_dir.join(physical);
         if dir.exists() {
             std::fs::remove_dir_all(&dir)
                 .map_err(crate::error::io_err(format!("removing {}", dir.display())))?;
@@ -829,7 +839,9 @@ impl Database {
         if self.remote.is_some() || !crate::error::storage_engine_io_failed() {
             return Ok(false);
         }
-        if self.store.free_below(0).is_some() {
+        // Never on a store whose files are gone: sled would make an empty store in their
+        // place (a restart, after a restore, is the way out; `/readyz` says so).
+        if self.store.free_below(0).is_some() || !self.store.files_present() {
             return Ok(false);
         }
         self.store.reopen(std::time::Duration::from_secs(5))?;
@@ -926,7 +938,7 @@ impl Database {
         // Never ahead of the store on disk (with relaxed durability the last writes may still
         // be in memory): a store found behind its indexes then always means lost data.
         self.store.flush()?;
-        ix.save_files(&self.index_dir.join(&ix.physical), seq, graphs)?;
+        ix.save_files(&self.index_folder(&ix.physical)?, seq, graphs)?;
         Ok(true)
     }
 
@@ -1003,7 +1015,7 @@ impl Database {
         let settings = self.store.settings(name)?;
         let seq = self.store.seq(name)?;
         let physical = settings.physical(name);
-        let dir = self.index_dir.join(&physical);
+        let dir = self.index_folder(&physical)?;
         // Indexes are saved only after the store is flushed at their checkpoint, so a store
         // behind them lost writes it had on disk.
         let saved = ["cosine", "w2", "text"]

@@ -102,13 +102,13 @@ impl Database {
         self.with_writer(name, |old| {
             self.sync_generation(name, &generation, &shadow, encode, &mut count)?;
             let seq = self.store.switch_generation(generation, new_settings)?;
-            shadow.save_files(&self.index_dir.join(&shadow.physical), seq, true)?;
+            shadow.save_files(&self.index_folder(&shadow.physical)?, seq, true)?;
             old.retired.store(true, Ordering::Release);
             let slot = self.open.reading().get(name).cloned();
             if let Some(slot) = slot {
                 *slot.locked() = Some(shadow);
             }
-            let old_dir = self.index_dir.join(&old.physical);
+            let old_dir = self.index_folder(&old.physical)?;
             if old_dir.exists() {
                 std::fs::remove_dir_all(&old_dir).map_err(crate::error::io_err(format!(
                     "removing {}",

@@ -521,10 +521,26 @@ impl Collection<'_> {
     /// refused before any encoder time.
     #[tracing::instrument(level = "debug", skip_all, fields(collection = self.name(), docs = docs.len()))]
     pub fn upsert(&self, docs: Vec<NewDocument>) -> Result<Vec<Upserted>> {
+        self.upsert_if(docs, || true)
+            .map(|written| written.unwrap_or_default())
+    }
+
+    /// [`Collection::upsert`], asking `proceed` once the documents are encoded, just before
+    /// anything is written: `false` writes nothing and returns `None` (a request that timed
+    /// out while it encoded is not stored after its client was told so).
+    pub fn upsert_if(
+        &self,
+        docs: Vec<NewDocument>,
+        proceed: impl FnOnce() -> bool,
+    ) -> Result<Option<Vec<Upserted>>> {
         docs.iter().try_for_each(crate::db::validate)?;
         let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
         let encoded = self.encoder.encode(&texts)?;
+        if !proceed() {
+            return Ok(None);
+        }
         self.upsert_encoded(docs.into_iter().zip(encoded).collect())
+            .map(Some)
     }
 
     /// Upserts documents already encoded with this collection's model.

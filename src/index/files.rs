@@ -7,6 +7,7 @@
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -62,10 +63,65 @@ impl Checksum {
     }
 }
 
-/// The meta file of the save named `basename` in `dir`, if it is there and reads as `M`.
+static REFUSED_FILES: AtomicU64 = AtomicU64::new(0);
+
+/// Index files found damaged (unreadable, garbled meta files, or files disagreeing with their
+/// meta) and so rebuilt from the store, since the process started
+/// (`kindred_damaged_index_files_total`).
+pub fn refused_files() -> u64 {
+    REFUSED_FILES.load(Ordering::Relaxed)
+}
+
+/// Counts an index file refused as damaged (its reader logs why).
+pub(crate) fn note_refused_file() {
+    REFUSED_FILES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The meta file of the save named `basename` in `dir`, if it is there and reads as `M`. A
+/// meta file that is there but cannot be read or parsed is damaged: logged and counted
+/// ([`refused_files`]), and the caller rebuilds as if there were none.
 pub(crate) fn read_meta<M: DeserializeOwned>(dir: &Path, basename: &str) -> Option<M> {
     let path = dir.join(format!("{basename}.meta.json"));
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => return damaged(&path, &e.to_string()),
+    };
+    match serde_json::from_slice(&bytes) {
+        Ok(meta) => Some(meta),
+        Err(e) => damaged(&path, &e.to_string()),
+    }
+}
+
+/// The file a meta file of `basename` names, in `dir`: refused as damaged (logged, counted)
+/// unless it is a plain file name of that save (`BASENAME-SEQ.EXT`), so a meta file can never
+/// send a load outside its folder.
+pub(crate) fn saved_file(dir: &Path, basename: &str, file: &str) -> Option<std::path::PathBuf> {
+    let plain = file
+        .strip_prefix(basename)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|rest| {
+            !rest.is_empty()
+                && rest
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_')
+                && !rest.contains("..")
+        });
+    if plain {
+        Some(dir.join(file))
+    } else {
+        damaged(
+            &dir.join(format!("{basename}.meta.json")),
+            &format!("it names {file:?}, not a file of this save"),
+        )
+    }
+}
+
+fn damaged<T>(path: &Path, why: &str) -> Option<T> {
+    tracing::warn!(file = %path.display(), why,
+        "index meta file damaged; rebuilding the index from the store");
+    note_refused_file();
+    None
 }
 
 /// The store checkpoint the save named `basename` in `dir` reflects, if its meta file is there
@@ -75,7 +131,9 @@ pub fn saved_seq(dir: &Path, basename: &str) -> Option<u64> {
     struct Seq {
         seq: u64,
     }
-    read_meta::<Seq>(dir, basename).map(|m| m.seq)
+    // Quietly: the load that follows reports a damaged meta file once.
+    let bytes = std::fs::read(dir.join(format!("{basename}.meta.json"))).ok()?;
+    serde_json::from_slice::<Seq>(&bytes).ok().map(|m| m.seq)
 }
 
 /// Saves `basename` at checkpoint `seq`: `write` fills the new file, `meta` (given the file's

@@ -16,7 +16,6 @@
 //! swapped or emptied under them is refused rather than taken for theirs.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -40,18 +39,8 @@ pub const EXACT_SCAN_MAX: usize = 8_000;
 /// up to about 3,000 points (cosine) and 2,000–3,000 (W2).
 pub const SMALL_EXACT_MAX: usize = 2_000;
 
-static REFUSED_FILES: AtomicU64 = AtomicU64::new(0);
-
-/// Index files found damaged (unreadable, or disagreeing with their meta) and so rebuilt from
-/// the store, since the process started.
-pub fn refused_files() -> u64 {
-    REFUSED_FILES.load(Ordering::Relaxed)
-}
-
-/// Counts index files refused by a caller that found them disagreeing with the store.
-pub(crate) fn note_refused_file() {
-    REFUSED_FILES.fetch_add(1, Ordering::Relaxed);
-}
+pub(crate) use super::files::note_refused_file;
+pub use super::files::refused_files;
 
 #[derive(Serialize, Deserialize)]
 struct Meta {
@@ -266,7 +255,7 @@ impl VectorIndex {
         if meta.seq > upto || meta.metric != metric || meta.params != params || meta.dim != dim {
             return None;
         }
-        let path = dir.join(&meta.file);
+        let path = files::saved_file(dir, basename, &meta.file)?;
         // The reader refuses every damaged file without panicking (unit-tested); a panic all
         // the same is caught here as a last guard and means "rebuild", never a dead process.
         let read = std::panic::catch_unwind(|| {
@@ -280,7 +269,7 @@ impl VectorIndex {
             Err(e) => {
                 tracing::warn!(file = %path.display(), error = %e,
                     "index file unreadable; rebuilding it from the store");
-                REFUSED_FILES.fetch_add(1, Ordering::Relaxed);
+                note_refused_file();
                 return None;
             }
         };
@@ -291,7 +280,7 @@ impl VectorIndex {
         if !sound {
             tracing::warn!(file = %path.display(),
                 "index file disagrees with its meta; rebuilding it from the store");
-            REFUSED_FILES.fetch_add(1, Ordering::Relaxed);
+            note_refused_file();
             return None;
         }
         Some((VectorIndex { graph, params }, meta.seq))
@@ -391,5 +380,41 @@ mod tests {
         ix.save(dir.path(), "w2", 44).unwrap();
         assert!(VectorIndex::load(dir.path(), "w2", Metric::L2, 8, p, 44).is_some());
         assert!(!file.exists());
+    }
+
+    /// A garbled meta file, or one naming a file outside its save, is damage: refused (the
+    /// caller rebuilds), logged and counted (before: rebuilt silently, and a meta file could
+    /// send the load to any file on the machine).
+    #[test]
+    fn a_garbled_or_escaping_meta_file_is_counted_as_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let points = unit_points(50, 8, 5);
+        let p = HnswParams::default();
+        let ix = VectorIndex::build(Metric::L2, 8, p, &points).unwrap();
+        ix.save(dir.path(), "w2", 3).unwrap();
+        let meta = dir.path().join("w2.meta.json");
+        let good = std::fs::read_to_string(&meta).unwrap();
+        let load = || VectorIndex::load(dir.path(), "w2", Metric::L2, 8, p, 3);
+        assert!(load().is_some());
+        let before = refused_files();
+        std::fs::write(&meta, b"{\"seq\": \"x\"").unwrap();
+        assert!(load().is_none());
+        assert!(refused_files() > before, "a garbled meta file is counted");
+        for escaping in [
+            "../../w2-3.graph",
+            "/etc/passwd",
+            "w2-3.graph/../x",
+            "other-3.graph",
+        ] {
+            let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+            v["file"] = serde_json::json!(escaping);
+            std::fs::write(&meta, v.to_string()).unwrap();
+            let before = refused_files();
+            assert!(load().is_none(), "{escaping}");
+            assert!(refused_files() > before, "{escaping} is counted");
+        }
+        // A missing meta file is no damage: nothing was saved yet.
+        std::fs::remove_file(&meta).unwrap();
+        assert!(load().is_none());
     }
 }

@@ -5,7 +5,7 @@
 //! Saved as `dir/text-SEQ.index` plus `dir/text.meta.json` ([`super::files`]). The file is
 //! `KNDTEXT\0`, a format version (u32 LE), the bincode 2 (standard configuration) encoding of
 //! both snapshots, and the CRC-32 of all preceding bytes (as a u64 LE). A missing, damaged or inconsistent
-//! file is reported (damaged ones are counted with the graphs': [`super::hnsw::refused_files`])
+//! file is reported (damaged ones are counted with the graphs': [`super::files::refused_files`])
 //! and the caller fills the indexes from the store instead.
 
 use std::path::Path;
@@ -65,13 +65,13 @@ pub fn load(dir: &Path, upto: u64) -> Option<(LexicalIndex, MetadataIndex, u64)>
     if meta.seq > upto {
         return None;
     }
-    let path = dir.join(&meta.file);
+    let path = files::saved_file(dir, BASENAME, &meta.file)?;
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) => {
             tracing::warn!(file = %path.display(), error = %e,
                 "text index file unreadable; filling the text indexes from the store");
-            super::hnsw::note_refused_file();
+            super::files::note_refused_file();
             return None;
         }
     };
@@ -87,7 +87,7 @@ pub fn load(dir: &Path, upto: u64) -> Option<(LexicalIndex, MetadataIndex, u64)>
 fn refuse<T>(path: &Path, why: &str) -> Option<T> {
     tracing::warn!(file = %path.display(), why,
         "text index file damaged; filling the text indexes from the store");
-    super::hnsw::note_refused_file();
+    super::files::note_refused_file();
     None
 }
 

@@ -116,13 +116,8 @@ fn state_path(data: &Path, collection: &str, file: &Path) -> Result<(PathBuf, Pa
         .len();
     let key = Sha256::digest(format!("{}\0{size}", canonical.display()).as_bytes());
     let hex: String = key[..12].iter().map(|b| format!("{b:02x}")).collect();
-    Ok((
-        data.join("ingest")
-            .join(collection)
-            .join(format!("{hex}.json")),
-        canonical,
-        size,
-    ))
+    let folder = crate::store::names::child(&data.join("ingest"), collection)?;
+    Ok((folder.join(format!("{hex}.json")), canonical, size))
 }
 
 fn save_state(path: &Path, state: &SavedState) -> Result<()> {

@@ -117,17 +117,7 @@ pub fn validate(p: &SearchParams) -> Result<()> {
             format!("0; use 1-{MAX_DEPTH} (the top k are always scored)"),
         );
     }
-    let f = p.fusion;
-    if [f.cosine, f.w2, f.lexical]
-        .iter()
-        .chain([&f.k0])
-        .any(|w| !w.is_finite() || *w < 0.0)
-    {
-        return bad(
-            "fusion",
-            "weights and k0 must be finite and non-negative".into(),
-        );
-    }
+    p.fusion.validate(p.mode)?;
     Filter::parse(&p.filter)?;
     Ok(())
 }

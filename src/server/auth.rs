@@ -1,6 +1,9 @@
 //! API keys. Two roles: `admin` (writes, collection management, the UI) and `read` (search,
 //! get, explain). A key is sent as `Authorization: Bearer KEY` or `X-API-Key: KEY` and compared
-//! in constant time (both sides hashed with SHA-256 first, so neither the content nor the
+//! byte for byte: the whitespace HTTP allows around a header's value is not part of it (RFC
+//! 9110 §5.5), every other byte is, so `Bearer  KEY` (two spaces) or a key with a space added
+//! is invalid; configured keys may hold no whitespace at all. The comparison runs in
+//! constant time (both sides hashed with SHA-256 first, so neither the content nor the
 //! length of the key leaks through timing). Without a configured read key, reads are open;
 //! without an admin key, so are writes (the configuration only allows that on loopback).
 
@@ -90,24 +93,28 @@ impl Keys {
     }
 }
 
-/// The key a request presents: `Authorization: Bearer KEY` (the scheme in any case), else
-/// `X-API-Key: KEY`. Another scheme (`Basic`, added by a proxy or a browser) does not hide an
-/// `X-API-Key`.
+/// The key a request presents: `Authorization: Bearer KEY` (the scheme in any case, one space,
+/// then the key), else `X-API-Key: KEY`; each value without the whitespace HTTP allows around
+/// it, and nothing else trimmed. Another scheme (`Basic`, added by a proxy or a browser) does
+/// not hide an `X-API-Key`.
 fn presented(headers: &HeaderMap) -> Option<&str> {
     let bearer = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {
-            let (scheme, key) = v.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| key.trim())
+            let (scheme, key) = v.trim_matches(OWS).split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(key)
         });
     bearer.or_else(|| {
         headers
             .get("x-api-key")
             .and_then(|v| v.to_str().ok())
-            .map(str::trim)
+            .map(|v| v.trim_matches(OWS))
     })
 }
+
+/// HTTP's optional whitespace around a field value (RFC 9110 §5.6.3).
+const OWS: &[char] = &[' ', '\t'];
 
 #[cfg(test)]
 mod tests {
@@ -158,5 +165,34 @@ mod tests {
         let mut h = with("authorization", "Basic dXNlcjpwYXNz");
         h.insert("x-api-key", admin.parse().unwrap());
         assert!(keys.check(&h, Role::Admin).is_ok());
+    }
+
+    /// One rule for whitespace: HTTP's own around a value is not part of it; any other
+    /// whitespace is part of the key, so the key no longer matches (before: trimmed away).
+    #[test]
+    fn whitespace_is_part_of_the_key_except_around_the_header_value() {
+        let admin = "a".repeat(20);
+        let keys = Keys::new(Some(&admin), None);
+        for ok in [
+            ("authorization", format!("Bearer {admin}")),
+            ("authorization", format!(" Bearer {admin}\t")),
+            ("x-api-key", format!("  {admin} ")),
+        ] {
+            assert!(
+                keys.check(&with(ok.0, &ok.1), Role::Admin).is_ok(),
+                "{ok:?}"
+            );
+        }
+        for bad in [
+            ("authorization", format!("Bearer  {admin}")),
+            ("authorization", format!("Bearer\t{admin}")),
+            ("authorization", format!("Bearer {admin} x")),
+            ("x-api-key", format!("{admin} x")),
+            ("x-api-key", format!("{} {}", &admin[..10], &admin[10..])),
+        ] {
+            let e = keys.check(&with(bad.0, &bad.1), Role::Admin).unwrap_err();
+            // A tab after `Bearer` is no Bearer value at all (`missing_key`).
+            assert_eq!(e.status, StatusCode::UNAUTHORIZED, "{bad:?}");
+        }
     }
 }

@@ -279,10 +279,10 @@ impl ServeConfig {
             if key.len() < 16 {
                 return bad(name, "shorter than 16 characters; use a long random key (e.g. `openssl rand -hex 24`)");
             }
-            if key.trim() != key || key.chars().any(char::is_control) {
+            if key.chars().any(|c| c.is_whitespace() || c.is_control()) {
                 return bad(
                     name,
-                    "has leading or trailing whitespace or control characters, which no client could send back; remove them",
+                    "holds whitespace or control characters; a key is compared byte for byte and HTTP drops the whitespace around a header's value, so use a key without them (e.g. `openssl rand -hex 24`)",
                 );
             }
         }

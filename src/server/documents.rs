@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::{blocking, check_collection, check_text, is_ndjson, parse};
+use super::extract::{blocking, check_collection, check_text, is_ndjson, parse, WriteTicket};
 use super::AppState;
 use crate::ingest::lines::{Line, LineSplitter};
 use crate::{db, text};
@@ -129,6 +129,7 @@ pub struct UpsertResult {
 pub async fn upsert_documents(
     State(state): State<Arc<AppState>>,
     Path(collection): Path<String>,
+    ticket: Option<Extension<WriteTicket>>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<UpsertResult>> {
@@ -154,7 +155,8 @@ pub async fn upsert_documents(
             format!("{} documents in one request; the limit is {max} (limits.max_batch): split the batch or stream NDJSON", docs.len()),
         ));
     }
-    let (upserted, replaced) = write_batch(&state, &collection, docs).await?;
+    let ticket = ticket.map(|Extension(t)| t).unwrap_or_default();
+    let (upserted, replaced) = write_batch(&state, &collection, docs, ticket).await?;
     Ok(Json(UpsertResult {
         upserted,
         replaced,
@@ -162,10 +164,13 @@ pub async fn upsert_documents(
     }))
 }
 
+/// Writes one batch (all or nothing). `ticket` is asked just before the commit: a request
+/// answered `timeout` while it waited or encoded writes nothing.
 async fn write_batch(
     state: &Arc<AppState>,
     collection: &str,
     docs: Vec<db::NewDocument>,
+    ticket: WriteTicket,
 ) -> ApiResult<(usize, usize)> {
     if docs.is_empty() {
         // Nothing to write, but an unknown collection is still a 404.
@@ -190,10 +195,20 @@ async fn write_batch(
     let out = blocking(move || {
         // Held until the write ends, even if the request is answered `timeout` first.
         let _permit = permit;
-        s.engine
-            .write_with(&c, |col| s.write_pool.install(|| col.upsert(docs.clone())))
+        s.engine.write_with(&c, |col| {
+            s.write_pool
+                .install(|| col.upsert_if(docs.clone(), || ticket.begin_commit()))
+        })
     })
     .await?;
+    let Some(out) = out else {
+        // Cancelled by the timeout, which has answered the client already.
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            "the write was not stored: the request timed out first",
+        ));
+    };
     state.metrics.upserted(collection, out.len());
     Ok((
         out.len(),
@@ -284,7 +299,7 @@ async fn commit(
         return Ok(());
     }
     let docs = std::mem::take(batch);
-    match write_batch(state, collection, docs).await {
+    match write_batch(state, collection, docs, WriteTicket::default()).await {
         Ok((n, r)) => {
             result.upserted += n;
             result.replaced += r;

@@ -109,6 +109,14 @@ impl From<Error> for ApiError {
                     "the server's disk is full: this write was not acknowledged; free space on the server and retry (reads go on)",
                 );
             }
+            Error::Internal(crate::InternalError::StoreFailed(message)) => {
+                tracing::error!(error = %e, "the store refuses writes");
+                return ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store_failed",
+                    message.clone(),
+                );
+            }
             Error::Internal(_) => {
                 return hidden(StatusCode::INTERNAL_SERVER_ERROR, "internal", &e);
             }

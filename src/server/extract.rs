@@ -26,6 +26,69 @@ pub(crate) async fn blocking<T: Send + 'static>(
     }
 }
 
+/// Whether a write may still be stored, shared by the timeout and the write it covers: the
+/// timeout cancels it only while it has not begun to commit, and otherwise waits for its
+/// answer, so a write is never answered `timeout` and then stored.
+#[derive(Clone, Default)]
+pub(crate) struct WriteTicket(Arc<std::sync::atomic::AtomicU8>);
+
+impl WriteTicket {
+    const PENDING: u8 = 0;
+    const COMMITTING: u8 = 1;
+    const CANCELLED: u8 = 2;
+
+    /// Called by the write before it commits: false once the request was answered `timeout`.
+    pub(crate) fn begin_commit(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        match self.0.compare_exchange(
+            Self::PENDING,
+            Self::COMMITTING,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => true,
+            Err(now) => now == Self::COMMITTING,
+        }
+    }
+
+    /// Called by the timeout: true if the write will not be stored (it had not begun to
+    /// commit), false if it is committing (its answer is worth waiting for).
+    pub(crate) fn cancel(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        match self.0.compare_exchange(
+            Self::PENDING,
+            Self::CANCELLED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => true,
+            Err(now) => now == Self::CANCELLED,
+        }
+    }
+}
+
+/// `body` as it reaches the handler, and a flag set once all of it has arrived (at once for a
+/// request without a body), so a timeout can tell a slow client from a slow server.
+pub(crate) fn watch_body(
+    body: axum::body::Body,
+) -> (axum::body::Body, Arc<std::sync::atomic::AtomicBool>) {
+    use axum::body::HttpBody;
+    use futures_util::StreamExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let arrived = Arc::new(AtomicBool::new(body.is_end_stream()));
+    if arrived.load(Ordering::Relaxed) {
+        return (body, arrived);
+    }
+    let flag = arrived.clone();
+    let end = futures_util::stream::once(async move {
+        flag.store(true, Ordering::Release);
+        None::<Result<Bytes, axum::Error>>
+    })
+    .filter_map(std::future::ready);
+    let stream = body.into_data_stream().chain(end);
+    (axum::body::Body::from_stream(stream), arrived)
+}
+
 /// Parses a JSON body with errors that name the problem: 413 over the size limit, 400 for
 /// bytes that are not UTF-8 or not JSON, 422 for JSON of the wrong shape.
 pub fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> ApiResult<T> {
@@ -87,12 +150,7 @@ pub(crate) fn check_k(state: &AppState, k: usize) -> ApiResult<()> {
 
 /// True for an NDJSON body (`application/x-ndjson` or `application/jsonl`).
 pub fn is_ndjson(headers: &HeaderMap) -> bool {
-    headers
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.starts_with("application/x-ndjson") || v.starts_with("application/jsonl")
-        })
+    super::guard::is_ndjson_type(&super::guard::essence(headers))
 }
 
 /// A query string, or 422 naming what is wrong with it.

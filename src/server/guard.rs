@@ -8,9 +8,15 @@
 //! - **Origin** (cross-site writes): a request that changes something (any method but GET,
 //!   HEAD and OPTIONS) from another origin (`Sec-Fetch-Site: cross-site` or `same-site`, or an
 //!   `Origin` that is neither this server's Host nor a name in `allowed_hosts`) is refused.
-//! - **Content type**: a body sent with a type a page may send without asking the server first
-//!   (`text/plain`, form types) or with no type is refused, so a cross-origin "simple request"
-//!   cannot carry JSON in.
+//! - **Content type**: an allowlist. A body must say `application/json` (parameters such as
+//!   `charset` allowed) or an NDJSON type (`application/x-ndjson`, `application/jsonl`); a file
+//!   upload (`POST …/ingest`) may carry any type but those a page may send without asking the
+//!   server first (`text/plain`, form types). No type, or any other, is refused, so a
+//!   cross-origin "simple request" cannot carry JSON in and a near miss (`application/jsonx`,
+//!   a list of types) is not read as JSON.
+//!
+//! Also one protocol check: a request with more than one `Host` header is 400 (RFC 9112
+//! §3.2), since the two could name different servers.
 
 use axum::http::{header, HeaderMap, Method, StatusCode};
 
@@ -18,12 +24,19 @@ use super::error::ApiError;
 
 /// The request's headers and method, checked against where the server listens.
 pub fn check(
-    method: &Method,
+    (method, path): (&Method, &str),
     headers: &HeaderMap,
     authority: Option<&str>,
     loopback: bool,
     allowed_hosts: &[String],
 ) -> Result<(), ApiError> {
+    if headers.get_all(header::HOST).iter().nth(1).is_some() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "the request has more than one Host header; send exactly one (RFC 9112 section 3.2)",
+        ));
+    }
     let host = authority.or_else(|| headers.get(header::HOST).and_then(|v| v.to_str().ok()));
     if loopback {
         check_host(host, allowed_hosts)?;
@@ -32,7 +45,30 @@ pub fn check(
         return Ok(());
     }
     check_origin(headers, host, allowed_hosts)?;
-    check_content_type(headers)
+    check_content_type(headers, is_upload(method, path))
+}
+
+/// A file upload (`POST /v1/collections/{c}/ingest`): its body is a file of any type.
+fn is_upload(method: &Method, path: &str) -> bool {
+    *method == Method::POST && path.starts_with("/v1/collections/") && path.ends_with("/ingest")
+}
+
+/// The media type of a `Content-Type` value, lower case, without parameters (`""`: none).
+pub fn essence(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Whether `essence` is an NDJSON type.
+pub fn is_ndjson_type(essence: &str) -> bool {
+    matches!(essence, "application/x-ndjson" | "application/jsonl")
 }
 
 /// The host part of a `Host` value: `[::1]:7700` → `::1`, `localhost:80` → `localhost`.
@@ -117,7 +153,7 @@ fn check_origin(
     }
 }
 
-fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+fn check_content_type(headers: &HeaderMap, upload: bool) -> Result<(), ApiError> {
     let has_body = headers.contains_key(header::TRANSFER_ENCODING)
         || headers
             .get(header::CONTENT_LENGTH)
@@ -126,28 +162,29 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     if !has_body {
         return Ok(());
     }
-    let ty = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    let essence = ty.split(';').next().unwrap_or("").trim();
+    let essence = essence(headers);
     let simple = matches!(
-        essence,
+        essence.as_str(),
         "" | "text/plain" | "application/x-www-form-urlencoded" | "multipart/form-data"
     );
-    if !simple {
+    let json = essence == "application/json" || is_ndjson_type(&essence);
+    if json || (upload && !simple) {
         return Ok(());
     }
     let given = if essence.is_empty() {
         "no Content-Type".to_string()
     } else {
-        format!("Content-Type {essence}")
+        format!("Content-Type {}", truncate(&essence))
+    };
+    let why = if simple {
+        ". Plain-text and form bodies are refused so that no web page can write here"
+    } else {
+        ""
     };
     Err(ApiError::new(
         StatusCode::UNSUPPORTED_MEDIA_TYPE,
         "unsupported_media_type",
-        format!("a body with {given}; send Content-Type: application/json (application/x-ndjson for a document stream, application/octet-stream for a file upload). Plain-text and form bodies are refused so that no web page can write here"),
+        format!("a body with {given}; send Content-Type: application/json (application/x-ndjson for a document stream; a file upload may be application/octet-stream){why}"),
     ))
 }
 
@@ -172,7 +209,7 @@ mod tests {
 
     fn code(method: Method, pairs: &[(&str, &str)], loopback: bool) -> Option<&'static str> {
         check(
-            &method,
+            (&method, "/v1/collections/faq/search"),
             &headers(pairs),
             None,
             loopback,
@@ -180,6 +217,14 @@ mod tests {
         )
         .err()
         .map(|e| e.code)
+    }
+
+    #[test]
+    fn two_host_headers_are_a_bad_request() {
+        let mut h = headers(&[("host", "localhost:7700")]);
+        h.append(header::HOST, "evil.example".parse().unwrap());
+        let e = check((&Method::GET, "/v1/collections"), &h, None, true, &[]).unwrap_err();
+        assert_eq!((e.status, e.code), (StatusCode::BAD_REQUEST, "bad_request"));
     }
 
     #[test]
@@ -263,8 +308,10 @@ mod tests {
         );
         for ty in [
             "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON",
             "application/x-ndjson",
-            "application/octet-stream",
+            "application/jsonl",
         ] {
             assert_eq!(
                 code(Method::POST, &[host, len, ("content-type", ty)], true),
@@ -272,6 +319,35 @@ mod tests {
                 "{ty}"
             );
         }
+        // An allowlist: near misses and lists of types are not JSON (before: accepted).
+        for ty in [
+            "application/jsonx",
+            "text/plain, application/json",
+            "application/octet-stream",
+            "text/csv",
+            "application/xml",
+        ] {
+            assert_eq!(
+                code(Method::POST, &[host, len, ("content-type", ty)], true),
+                Some("unsupported_media_type"),
+                "{ty}"
+            );
+        }
+        // A file upload carries a file of any type, but not one a page could send unasked.
+        let upload = |ty: &str| {
+            check(
+                (&Method::POST, "/v1/collections/faq/ingest"),
+                &headers(&[host, len, ("content-type", ty)]),
+                None,
+                true,
+                &[],
+            )
+            .err()
+            .map(|e| e.code)
+        };
+        assert_eq!(upload("application/octet-stream"), None);
+        assert_eq!(upload("text/csv"), None);
+        assert_eq!(upload("text/plain"), Some("unsupported_media_type"));
         // No body, no type needed (DELETE, a bodiless POST).
         assert_eq!(
             code(Method::POST, &[host, ("content-length", "0")], true),

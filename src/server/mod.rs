@@ -159,15 +159,24 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/ui/", get(ui::index))
         .route("/ui/{file}", get(ui::file));
     let limit = state.config.limits.max_body_bytes;
-    open.merge(read)
+    let routes = open
+        .merge(read)
         .merge(admin)
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), browser_guard))
-        .layer(middleware::from_fn(error::json_errors))
         .layer(middleware::from_fn_with_state(state.clone(), timeout))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            declared_length,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .layer(axum::extract::DefaultBodyLimit::max(limit))
-        .with_state(state)
+        .with_state(state);
+    // Around the whole router, not each route: a route's 405 gets its `Allow` header only
+    // as it leaves the route, and the JSON error names the methods from it.
+    Router::new()
+        .fallback_service(routes)
+        .layer(middleware::from_fn(error::json_errors))
 }
 
 async fn not_found() -> ApiError {
@@ -182,7 +191,7 @@ async fn not_found() -> ApiError {
 async fn browser_guard(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let authority = req.uri().authority().map(|a| a.as_str().to_string());
     match guard::check(
-        req.method(),
+        (req.method(), req.uri().path()),
         req.headers(),
         authority.as_deref(),
         s.config.listen.ip().is_loopback(),
@@ -207,28 +216,84 @@ async fn require_admin(State(s): State<Arc<AppState>>, req: Request, next: Next)
     }
 }
 
-/// Answers 503 `timeout` when a request takes longer than `limits.request_timeout_ms`.
-/// NDJSON document streams and file uploads are exempt: they are as long as the file (and
-/// only there: an NDJSON content type on another route gets no pass). Work already handed to
-/// the blocking pool finishes, still holding the writer's permit; a timed-out write may still
-/// commit (check with GET).
+/// Answers 503 `timeout` when a request takes longer than `limits.request_timeout_ms`, or 408
+/// `request_timeout` when that time ran out while its body was still arriving (a slow
+/// client, not a slow server). NDJSON document streams and file uploads are exempt: they are
+/// as long as the file (and only there: an NDJSON content type on another route gets no
+/// pass). JSON document writes keep their own deadline ([`documents`]): a write answered
+/// `timeout` is never stored.
 async fn timeout(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
-    let streaming = req.method() == axum::http::Method::POST
+    let post = req.method() == axum::http::Method::POST;
+    let streaming = post
         && ((extract::is_ndjson(req.headers()) && path.ends_with("/documents"))
             || path.ends_with("/ingest"));
     let ms = s.config.limits.request_timeout_ms;
     if streaming || ms == 0 {
         return next.run(req).await;
     }
-    match tokio::time::timeout(Duration::from_millis(ms), next.run(req)).await {
-        Ok(r) => r,
-        Err(_) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "timeout",
-            format!("the request took longer than {ms} ms (limits.request_timeout_ms); a write may still complete: check before retrying"),
+    let (mut parts, body) = req.into_parts();
+    let (body, arrived) = extract::watch_body(body);
+    let ticket = extract::WriteTicket::default();
+    parts.extensions.insert(ticket.clone());
+    let answer = next.run(Request::from_parts(parts, body));
+    tokio::pin!(answer);
+    tokio::select! {
+        r = &mut answer => return r,
+        () = tokio::time::sleep(Duration::from_millis(ms)) => {}
+    }
+    if !arrived.load(Ordering::Acquire) {
+        return ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!("the request body did not arrive within {ms} ms (limits.request_timeout_ms); nothing was done: send it faster or in smaller parts"),
+        )
+        .into_response();
+    }
+    if !ticket.cancel() {
+        // A write that has begun to commit: its answer (soon) is the truth.
+        return answer.await;
+    }
+    let mut r = ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "timeout",
+        format!("the request took longer than {ms} ms (limits.request_timeout_ms); a document write answered so was not stored: retry it"),
+    )
+    .into_response();
+    r.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static("1"),
+    );
+    r
+}
+
+/// 413 at once for a body whose declared length (`Content-Length`) is over the route's limit,
+/// before any of it is read, so a client that sent `Expect: 100-continue` is told not to send
+/// it instead of being invited to (`limits.max_upload_bytes` for a file upload,
+/// `limits.max_body_bytes` for a JSON body; an NDJSON stream is limited per line).
+async fn declared_length(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let limits = &s.config.limits;
+    let path = req.uri().path();
+    let (limit, what) = if path.ends_with("/ingest") {
+        (limits.max_upload_bytes, "limits.max_upload_bytes")
+    } else if extract::is_ndjson(req.headers()) && path.ends_with("/documents") {
+        (u64::MAX, "")
+    } else {
+        (limits.max_body_bytes as u64, "limits.max_body_bytes")
+    };
+    match declared {
+        Some(n) if n > limit => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the body is {n} bytes, over this route's {limit} ({what}); send less, or a document stream (application/x-ndjson) for many documents"),
         )
         .into_response(),
+        _ => next.run(req).await,
     }
 }
 
@@ -413,7 +478,7 @@ async fn shutdown_signal() {
 /// Raises the calling thread's niceness to `nice` (Linux: niceness is per thread), so a write
 /// thread yields the core to a search thread that wants it. 0 leaves it alone; failure is
 /// logged, never fatal.
-fn lower_thread_priority(nice: i32) {
+pub(crate) fn lower_thread_priority(nice: i32) {
     if nice == 0 {
         return;
     }

@@ -207,8 +207,10 @@ fn run(
         j.0.encoded = done;
         j.0.total = total;
     };
-    // On the write pool, like ingest: the other cores stay with searches.
-    let result = state.write_pool.install(|| {
+    // On a pool of its own, as many threads as the write pool and as nice: the other cores
+    // stay with searches, and writes go on meanwhile (the reindex catches them up). On the
+    // write pool itself, a reindex held every write for its whole length (they timed out).
+    let reindex = || {
         state.engine.reindex(
             collection,
             encoder,
@@ -216,7 +218,19 @@ fn run(
             crate::engine::OnReindex::from_flag(context_vectors),
             &progress,
         )
-    });
+    };
+    let nice = state.config.ingest_nice;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(state.config.writer_threads())
+        .thread_name(|i| format!("kindred-reindex-{i}"))
+        .start_handler(move |_| super::lower_thread_priority(nice))
+        .build();
+    let result = match pool {
+        Ok(pool) => pool.install(reindex),
+        Err(e) => {
+            Err(crate::InternalError::Backend(format!("starting the reindex pool: {e}")).into())
+        }
+    };
     let mut j = job.locked();
     j.0.seconds = j.1.elapsed().as_secs_f64();
     match result {

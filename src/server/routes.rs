@@ -73,8 +73,10 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 
 /// What `/readyz` says of a failed store, and the way out.
 fn store_failure() -> &'static str {
-    if crate::error::storage_engine_io_failed() {
-        "the store met an I/O error (a full disk?); it refuses writes until it is reopened, which happens by itself within a second of space being freed (acknowledged writes are on disk)"
+    if crate::error::storage_engine_io_failed() && !crate::error::storage_engine_disk_full() {
+        "the store met an I/O error that is not a full disk (its files removed or unreadable?) and refuses writes: restart the server, after restoring the data directory from a backup if its files are gone (the log has the error)"
+    } else if crate::error::storage_engine_io_failed() {
+        "the store met a full disk; it refuses writes until it is reopened, which happens by itself within a second of space being freed (acknowledged writes are on disk)"
     } else if crate::error::storage_engine_failed() {
         "the store met damaged data; restore the data directory from a backup (see the log)"
     } else {

@@ -19,6 +19,9 @@ pub const SEARCH_DEFAULTS_KEY: &str = "search_defaults";
 
 /// Longest accepted reason, in bytes.
 pub const MAX_REASON_BYTES: usize = 4096;
+/// Largest accepted evidence, in bytes of compact JSON (`kindred tune`'s table of 35
+/// configurations is about 10 KiB).
+pub const MAX_EVIDENCE_BYTES: usize = 64 << 10;
 
 /// Who chose a collection's search defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,34 +83,7 @@ impl SearchDefaults {
         let bad = |name: &'static str, reason: String| -> Result<()> {
             Err(UserError::InvalidArgument { name, reason }.into())
         };
-        let f = &self.fusion;
-        for (name, w) in [
-            ("fusion.cosine", f.cosine),
-            ("fusion.w2", f.w2),
-            ("fusion.lexical", f.lexical),
-        ] {
-            if !w.is_finite() || w < 0.0 {
-                return bad(
-                    name,
-                    format!("{w}; a stage weight must be finite and 0 or more"),
-                );
-            }
-        }
-        if self.mode == Mode::Hybrid && f.cosine + f.w2 + f.lexical <= 0.0 {
-            return bad(
-                "fusion",
-                "every stage weight is 0, so hybrid mode would find nothing; give at least one stage a positive weight, or choose that stage's mode".into(),
-            );
-        }
-        if !f.k0.is_finite() || f.k0 <= 0.0 {
-            return bad(
-                "fusion.k0",
-                format!(
-                    "{}; k0 must be finite and above 0 (the default is 60)",
-                    f.k0
-                ),
-            );
-        }
+        self.fusion.validate(self.mode)?;
         if self.reason.trim().is_empty() {
             return bad("reason", "it is empty; say why these settings".into());
         }
@@ -117,6 +93,15 @@ impl SearchDefaults {
                 format!(
                     "it is {} bytes; keep it to one sentence (at most {MAX_REASON_BYTES} bytes) and put tables in evidence",
                     self.reason.len()
+                ),
+            );
+        }
+        let evidence = serde_json::to_vec(&self.evidence).map_or(0, |v| v.len());
+        if evidence > MAX_EVIDENCE_BYTES {
+            return bad(
+                "evidence",
+                format!(
+                    "it is {evidence} bytes of JSON; keep it to at most {MAX_EVIDENCE_BYTES} bytes (a table of the configurations compared, not raw data)"
                 ),
             );
         }
@@ -300,6 +285,9 @@ mod tests {
         assert!(e.contains("reason"), "{e}");
         let e = with(|d| d.reason = "x".repeat(MAX_REASON_BYTES + 1));
         assert!(e.contains("reason") && e.contains("evidence"), "{e}");
+        // Evidence is bounded too (a 15 MB PUT was stored and sent with every GET).
+        let e = with(|d| d.evidence = serde_json::json!("x".repeat(MAX_EVIDENCE_BYTES)));
+        assert!(e.contains("evidence") && e.contains("65536"), "{e}");
         let e = with(|d| d.model_fingerprint = String::new());
         assert!(e.contains("model_fingerprint"), "{e}");
         let e = with(|d| d.chosen_at = "last tuesday".into());

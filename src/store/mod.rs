@@ -27,6 +27,7 @@ pub mod compat;
 mod defaults;
 mod flush;
 pub(crate) mod migrate;
+pub mod names;
 mod record;
 
 use std::path::{Path, PathBuf};
@@ -41,14 +42,14 @@ use crate::sync::RwLockExt;
 
 pub use crate::types::HnswParams;
 pub use defaults::{
-    now_rfc3339, rfc3339_utc, DefaultsSource, SearchDefaults, MAX_REASON_BYTES, SEARCH_DEFAULTS_KEY,
+    now_rfc3339, rfc3339_utc, DefaultsSource, SearchDefaults, MAX_EVIDENCE_BYTES, MAX_REASON_BYTES,
+    SEARCH_DEFAULTS_KEY,
 };
+pub use names::{validate_name, MAX_NAME_BYTES};
 pub use record::StoredDoc;
 
 /// Longest accepted external id, in bytes.
 pub const MAX_ID_BYTES: usize = 512;
-/// Longest accepted collection name, in bytes.
-pub const MAX_NAME_BYTES: usize = 64;
 
 /// When a write is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -218,24 +219,6 @@ fn tree_name(kind: &str, collection: &str) -> String {
     format!("{kind}/{collection}")
 }
 
-/// Checks a collection name: 1–64 bytes of ASCII letters, digits, `_` and `-`.
-pub fn validate_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_NAME_BYTES
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(UserError::InvalidArgument {
-            name: "collection name",
-            reason: format!("{name:?}; use 1-{MAX_NAME_BYTES} ASCII letters, digits, '_' or '-'"),
-        }
-        .into())
-    }
-}
-
 /// Checks an external document id: 1–512 bytes.
 pub fn validate_id(id: &str) -> Result<()> {
     if id.is_empty() || id.len() > MAX_ID_BYTES {
@@ -252,6 +235,29 @@ pub fn validate_id(id: &str) -> Result<()> {
     Ok(())
 }
 
+thread_local! {
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, catching a panic in it without the default hook printing it (its message is in
+/// the error the caller makes of it). Panics elsewhere, and on other threads, print as
+/// before.
+fn catch_quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> std::thread::Result<T> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    let was = QUIET.with(|q| q.replace(true));
+    let out = std::panic::catch_unwind(f);
+    QUIET.with(|q| q.set(was));
+    out
+}
+
 /// How long an open waits for a store's lock before it says another process holds it.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -265,9 +271,10 @@ fn open_sled(path: &Path) -> Result<sled::Db> {
             })
     };
     // sled panics on some damaged files (a log cut in its second half): caught, that is
-    // the same refusal as sled's own corruption error, never a crash.
+    // the same refusal as sled's own corruption error, never a crash (and without the
+    // panic's message and backtrace on stderr before it).
     let open = || {
-        std::panic::catch_unwind(|| sled::Config::new().path(path).open()).map_err(|panic| {
+        catch_quietly(|| sled::Config::new().path(path).open()).map_err(|panic| {
             let what = panic
                 .downcast_ref::<String>()
                 .map(String::as_str)
@@ -470,6 +477,22 @@ impl Store {
         Ok(())
     }
 
+    /// Whether sled's files are still where the store was opened (a data directory removed
+    /// under a running server is not).
+    pub fn files_present(&self) -> bool {
+        self.path.join("conf").is_file() && self.path.join("db").is_file()
+    }
+
+    /// Why the store refuses writes after an I/O error that is not a full disk, and what to
+    /// do (no server paths: clients see it).
+    pub fn failure(&self) -> String {
+        if self.files_present() {
+            "the store met an I/O error that is not a full disk and refuses writes: restart the server (acknowledged writes are on disk); the server log has the error".into()
+        } else {
+            "the store's files were removed or moved while the server ran, so it cannot take writes: nothing of this write was stored; restore the data directory from a backup and restart the server".into()
+        }
+    }
+
     /// This store's identity, made the first time it is opened (by a kindred that records
     /// one). Files kept beside the store (the index files) record it, so a store that was
     /// emptied or swapped under them is noticed instead of silently starting over.
@@ -485,7 +508,8 @@ impl Store {
 
     /// Refuses a write of about `incoming` bytes (an I/O error of kind `StorageFull`, which
     /// the API answers 507) when it would leave less than the configured free space, or while
-    /// sled is failed after an I/O error. sled fails every write after its first I/O error
+    /// sled is failed after a full disk; and ([`InternalError::StoreFailed`], 503) while sled
+    /// is failed after another I/O error, or once the store's files are gone. sled fails every write after its first I/O error
     /// until it is reopened ([`Store::reopen`]), so kindred keeps it off a full disk: reads go
     /// on, and writes resume by themselves once space is freed.
     pub fn ensure_room(&self, incoming: u64) -> Result<()> {
@@ -496,8 +520,17 @@ impl Store {
             )
             .into())
         };
+        // sled writes on into files removed under it (the data directory deleted while the
+        // server runs): such writes would be acknowledged and lost. Two stats a batch say so.
+        if !self.files_present() {
+            crate::error::storage_engine_io_error(false);
+            return Err(InternalError::StoreFailed(self.failure()).into());
+        }
         if crate::error::storage_engine_io_failed() {
-            return full("the store met an I/O error (a full disk?) and refuses writes until it is reopened, which the server does within a second of the disk having room again: free space and retry".into());
+            if !crate::error::storage_engine_disk_full() {
+                return Err(InternalError::StoreFailed(self.failure()).into());
+            }
+            return full("the store met a full disk and refuses writes until it is reopened, which the server does within a second of the disk having room again: free space and retry".into());
         }
         match self.free_below(incoming) {
             None => Ok(()),

@@ -190,6 +190,45 @@ impl Default for FusionWeights {
     }
 }
 
+impl FusionWeights {
+    /// Refuses weights no search can run with, naming the field: every stage weight finite
+    /// and 0 or more, at least one positive in hybrid mode (else it finds nothing), k0 finite
+    /// and above 0. The one check for a search request and for stored search defaults.
+    pub fn validate(&self, mode: Mode) -> Result<()> {
+        let bad = |name: &'static str, reason: String| -> Result<()> {
+            Err(UserError::InvalidArgument { name, reason }.into())
+        };
+        for (name, w) in [
+            ("fusion.cosine", self.cosine),
+            ("fusion.w2", self.w2),
+            ("fusion.lexical", self.lexical),
+        ] {
+            if !w.is_finite() || w < 0.0 {
+                return bad(
+                    name,
+                    format!("{w}; a stage weight must be finite and 0 or more"),
+                );
+            }
+        }
+        if mode == Mode::Hybrid && self.cosine + self.w2 + self.lexical <= 0.0 {
+            return bad(
+                "fusion",
+                "every stage weight is 0, so hybrid mode would find nothing; give at least one stage a positive weight, or choose that stage's mode".into(),
+            );
+        }
+        if !self.k0.is_finite() || self.k0 <= 0.0 {
+            return bad(
+                "fusion.k0",
+                format!(
+                    "{}; k0 must be finite and above 0 (the default is {DEFAULT_K0})",
+                    self.k0
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
 impl std::fmt::Display for FusionWeights {
     /// `cosine 1 · w2 1 · lexical 0.5 · k0 60`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

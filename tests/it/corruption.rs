@@ -34,7 +34,7 @@ fn kindred(data: &Path, args: &[&str]) -> (i32, String, String) {
         .arg(data)
         .args(args)
         .env("KINDRED_MODEL", &model_dir().path)
-        .env("RUST_BACKTRACE", "0")
+        .env("RUST_BACKTRACE", "1")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -79,6 +79,12 @@ fn check(what: &str, data: &Path, out: &mut Outcome) {
     ] {
         let (code, stdout, stderr) = kindred(data, args);
         eprintln!("{what}: {} -> exit {code}", args[0]);
+        // A panic caught inside sled is a clean refusal, not a panic message and a
+        // backtrace before it (RUST_BACKTRACE is 1 here, so one would show).
+        assert!(
+            !stderr.contains("panicked at") && !stderr.contains("stack backtrace"),
+            "{what}: {args:?} printed a panic: {stderr}"
+        );
         match code {
             0 => {
                 out.answered += 1;

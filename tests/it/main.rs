@@ -17,6 +17,7 @@ mod faults;
 mod filter;
 mod fuzz;
 mod golden;
+mod hardening;
 mod hostile;
 mod ingest;
 mod layers;

@@ -70,6 +70,23 @@ impl Server {
         format!("{}{path}", self.base)
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits up to `limit` for the process to end; its exit status if it did.
+    pub fn wait_for_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("waits") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
     /// SIGTERM, then waits for a clean exit (the server saves its indexes).
     pub fn stop(mut self) {
         // SAFETY: kill(2) with our own child's pid and a valid signal number.

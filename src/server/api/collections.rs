@@ -128,6 +128,7 @@ impl From<model::ModelIdentity> for ModelIdentity {
 
 /// HNSW parameters of a collection's vector indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct HnswParams {
     /// Links per node (M).
     pub m: usize,
