@@ -214,3 +214,69 @@ pub fn record_seed() -> Vec<u8> {
     .with_context(vec!["Use the link on the sign-in page.".into()])
     .to_bytes()
 }
+
+#[cfg(all(test, feature = "server"))]
+mod request_bodies {
+    //! The request bodies under proptest (as well as the mutation runner): any bytes and any JSON, read as every request type the API
+    //! takes, then (for a search) through the filter and parameter checks, answer an error
+    //! or a value; nothing panics.
+
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<f64>().prop_map(|x| serde_json::json!(x)),
+            any::<i64>().prop_map(|x| serde_json::json!(x)),
+            "[a-z_]{0,8}|\\PC{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("text".to_string()),
+                        Just("k".to_string()),
+                        Just("filter".to_string()),
+                        Just("id".to_string()),
+                        Just("in".to_string()),
+                        Just("gte".to_string()),
+                        Just("depths".to_string()),
+                        Just("a".to_string()),
+                        Just("format".to_string()),
+                        Just("context".to_string()),
+                        "[a-z]{1,6}"
+                    ],
+                    inner,
+                    0..6
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// The fuzz target reads every request type from the bytes.
+    fn read_all(bytes: &[u8]) {
+        super::request_body(bytes);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_json_body_is_an_error_or_a_request(v in json()) {
+            read_all(v.to_string().as_bytes());
+            // The same value as the filter and the documents of a request.
+            read_all(serde_json::json!({ "text": "q", "filter": v }).to_string().as_bytes());
+            read_all(serde_json::json!([{ "id": "x", "text": "t", "metadata": v }]).to_string().as_bytes());
+            read_all(serde_json::json!([{ "id": "x", "text": "t", "context": v }]).to_string().as_bytes());
+        }
+
+        #[test]
+        fn any_bytes_are_an_error_or_a_request(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            read_all(&bytes);
+        }
+    }
+}

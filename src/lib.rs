@@ -39,6 +39,7 @@ pub mod eval;
 pub mod fuzzing;
 pub mod index;
 pub mod ingest;
+pub mod math;
 pub mod model;
 pub mod review;
 pub mod score;

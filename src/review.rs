@@ -244,7 +244,7 @@ pub fn queue(col: &Collection<'_>, q: &ReviewQuery) -> Result<ReviewPage> {
         }
         None => col.judge()?.threshold(),
     };
-    let mut recent = db.store().recent(collection, q.before, q.scan + 1)?;
+    let mut recent = db.recent(collection, q.before, q.scan + 1)?;
     let more = recent.len() > q.scan;
     recent.truncate(q.scan);
     let params = SearchParams {
@@ -281,9 +281,7 @@ pub fn queue(col: &Collection<'_>, q: &ReviewQuery) -> Result<ReviewPage> {
                 },
             );
             // Only pairs above the threshold are looked up among the verdicts.
-            if best.probability < threshold
-                || db.store().pair(collection, key.as_bytes())?.is_some()
-            {
+            if best.probability < threshold || db.pair(collection, &key)?.is_some() {
                 return Ok(None);
             }
             Ok(Some((

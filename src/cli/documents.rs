@@ -134,7 +134,7 @@ pub fn export(g: &Global, args: &ExportArgs) -> Result<()> {
             let partial = PathBuf::from(partial);
             let file = std::fs::File::create(&partial)
                 .with_context(|| format!("creating {}", partial.display()))?;
-            let bar = super::eval::bar(total, "exporting")?;
+            let bar = super::progress::bar(total, "exporting");
             let mut out = std::io::BufWriter::new(file);
             let n = kindred::db::write_export(docs, &mut out, |n| bar.set_position(n))
                 .with_context(|| format!("writing {}", partial.display()))?;

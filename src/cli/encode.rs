@@ -6,7 +6,6 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use kindred::{Encoded, Encoder};
@@ -82,9 +81,7 @@ pub fn run(g: &Global, args: &EncodeArgs) -> Result<()> {
 fn encode_stats(encoder: &Encoder, texts: &[String], repeat: u32) -> Result<()> {
     let mut rounds = Vec::new();
     for _ in 0..repeat {
-        let bar = ProgressBar::new(texts.len() as u64).with_style(ProgressStyle::with_template(
-            "encoding {bar:30} {pos}/{len} {per_sec} eta {eta}",
-        )?);
+        let bar = super::progress::bar(texts.len() as u64, "encoding");
         let start = Instant::now();
         // Like sentence-transformers' encode: all texts in, sorted by length, cut into batches.
         encoder.encode_with_progress(texts, |n| bar.inc(n as u64))?;

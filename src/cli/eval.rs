@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args as ClapArgs, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use kindred::eval::retrieval::{eval_retrieval, RetrievalOptions};
@@ -47,7 +46,7 @@ pub struct PairsArgs {
     pub test: Vec<PathBuf>,
     /// RCMD's token weights: uniform, or idf (each wordpiece weighs its word's IDF over the
     /// distinct questions of the set it is in).
-    #[arg(long, value_name = "uniform|idf", default_value = "uniform", value_parser = parse_weighting)]
+    #[arg(long, value_name = "uniform|idf", default_value = "uniform", value_parser = super::global::parse_weighting)]
     pub weights: Weighting,
     /// Also write every pair's scores (dev and test: cosine, w2, rcmd both directions and
     /// total, lexical, siamese, P(duplicate), label, texts) to FILE: JSON Lines for a .jsonl
@@ -57,11 +56,6 @@ pub struct PairsArgs {
     /// Where the JSON report goes.
     #[arg(long, value_name = "FILE", default_value = "kindred-eval-pairs.json")]
     pub out: PathBuf,
-}
-
-/// `--weights`: uniform or idf.
-pub(super) fn parse_weighting(s: &str) -> std::result::Result<Weighting, String> {
-    s.parse().map_err(|e: kindred::Error| e.to_string())
 }
 
 #[derive(Debug, ClapArgs)]
@@ -86,7 +80,7 @@ pub struct RetrievalArgs {
     #[arg(long, default_value_t = Depths::default().lexical)]
     pub lexical_depth: usize,
     /// RCMD's token weights in the rerank: uniform, or idf (from the temporary collection).
-    #[arg(long, value_name = "uniform|idf", default_value = "uniform", value_parser = parse_weighting)]
+    #[arg(long, value_name = "uniform|idf", default_value = "uniform", value_parser = super::global::parse_weighting)]
     pub weights: Weighting,
     /// Where the JSON report goes.
     #[arg(
@@ -123,7 +117,7 @@ pub struct StsArgs {
     #[arg(long, required = true, num_args = 1..)]
     pub data: Vec<PathBuf>,
     /// RCMD's token weights: uniform, or idf (over each file's distinct sentences).
-    #[arg(long, value_name = "uniform|idf", default_value = "uniform", value_parser = parse_weighting)]
+    #[arg(long, value_name = "uniform|idf", default_value = "uniform", value_parser = super::global::parse_weighting)]
     pub weights: Weighting,
     /// Where the JSON report goes.
     #[arg(long, value_name = "FILE", default_value = "kindred-eval-sts.json")]
@@ -139,14 +133,6 @@ pub fn run(g: &Global, command: &EvalCommand) -> Result<()> {
         EvalCommand::Alignment(a) => super::eval_alignment::run(&encoder, a),
         EvalCommand::Forum(a) => forum(g, &encoder, a),
     }
-}
-
-pub(super) fn bar(len: u64, what: &str) -> Result<ProgressBar> {
-    let b = ProgressBar::new(len).with_style(ProgressStyle::with_template(
-        "{msg} [{bar:30}] {pos}/{len} {per_sec} eta {eta}",
-    )?);
-    b.set_message(what.to_string());
-    Ok(b)
 }
 
 /// Every labelled pair of the files, in order.
@@ -181,7 +167,7 @@ fn scored_weighted(
         .iter()
         .flat_map(|p| [p.a.as_str(), p.b.as_str()])
         .collect();
-    let b = bar(distinct.len() as u64, what)?;
+    let b = super::progress::bar(distinct.len() as u64, what);
     let f = score_pairs_weighted(encoder, pairs, lexicon, weights, |n| b.inc(n as u64))?;
     b.finish_and_clear();
     Ok(f.into_iter()
@@ -259,7 +245,7 @@ fn forum(g: &Global, encoder: &Encoder, args: &ForumArgs) -> Result<()> {
         );
         return Ok(());
     }
-    let b = bar(0, "")?;
+    let b = super::progress::bar(0, "");
     let progress = |what: &str, done: u64, total: u64| {
         b.set_message(what.to_string());
         b.set_length(total);
@@ -318,7 +304,7 @@ fn sts(encoder: &Encoder, args: &StsArgs) -> Result<()> {
     println!("|---|---|---|---|---|");
     for path in data {
         let pairs = read_scored_pairs(path)?;
-        let b = bar(2 * pairs.len() as u64, "encoding")?;
+        let b = super::progress::bar(2 * pairs.len() as u64, "encoding");
         let rows = eval::eval_sts_weighted(encoder, &pairs, args.weights, |n| b.inc(n as u64))?;
         b.finish_and_clear();
         println!(
@@ -345,7 +331,7 @@ fn retrieval(encoder: &Encoder, args: &RetrievalArgs) -> Result<()> {
         lexical: args.lexical_depth,
     };
     let pairs = load(files)?;
-    let b = bar(0, "")?;
+    let b = super::progress::bar(0, "");
     let progress = |what: &str, done: u64, total: u64| {
         b.set_message(what.to_string());
         b.set_length(total);

@@ -15,7 +15,6 @@ use kindred::score::{weights, Weights};
 use kindred::search::Weighting;
 use kindred::{Encoded, Encoder};
 
-use super::eval::bar;
 use super::train_aligner::{load_aligner, load_chunker, phrasing};
 
 #[derive(Debug, ClapArgs)]
@@ -30,13 +29,14 @@ pub struct AlignmentArgs {
     /// Use the gold chunks (*.chunk.txt) instead of kindred's own chunker.
     #[arg(long)]
     pub gold_chunks: bool,
-    /// Which pairs: the held-out part of the training data (ids divisible by 5), the rest, or
-    /// all (use `all` for the task's test files).
-    #[arg(long, value_enum, default_value = "held-out")]
-    pub part: Part,
+    /// Which pairs [default: all of a genre in the task's test files (STSint.testinput.*);
+    /// of one in the training files, the part held out of kindred's own fitting (ids
+    /// divisible by 5)].
+    #[arg(long, value_enum)]
+    pub part: Option<Part>,
     /// RCMD's token weights: uniform, or idf (each wordpiece weighs its word's IDF over the
     /// genre's sentences).
-    #[arg(long, value_name = "uniform|idf", default_value = "uniform", value_parser = super::eval::parse_weighting)]
+    #[arg(long, value_name = "uniform|idf", default_value = "uniform", value_parser = super::global::parse_weighting)]
     pub weights: Weighting,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -106,9 +106,16 @@ pub fn run(encoder: &Encoder, args: &AlignmentArgs) -> Result<()> {
     };
     let mut reports = Vec::new();
     for genre in &genres {
+        let part = args
+            .part
+            .unwrap_or(if ists::is_test_genre(&args.data, genre) {
+                Part::All
+            } else {
+                Part::HeldOut
+            });
         let pairs: Vec<IstsPair> = ists::read_genre(&args.data, genre)?
             .into_iter()
-            .filter(|p| args.part.keeps(p.id))
+            .filter(|p| part.keeps(p.id))
             .collect();
         if pairs.iter().any(|p| p.gold.is_none()) {
             bail!(
@@ -126,7 +133,7 @@ pub fn run(encoder: &Encoder, args: &AlignmentArgs) -> Result<()> {
                 args.data.display()
             );
         }
-        let b = bar(2 * pairs.len() as u64, &format!("encoding {genre}"))?;
+        let b = super::progress::bar(2 * pairs.len() as u64, &format!("encoding {genre}"));
         let encoded = encode_pairs(encoder, &pairs, |n| b.inc(n as u64))?;
         b.finish_and_clear();
         let weights = token_weights(&pairs, &encoded, args.weights);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 
 use kindred::db::{Backend, Database};
 use kindred::engine::Engine;
@@ -160,7 +160,7 @@ pub fn open_database(dir: &Path, relaxed: bool, backend: &Backend) -> Result<Dat
         Durability::Flush
     };
     let bar = ProgressBar::hidden();
-    bar.set_style(ProgressStyle::with_template("{msg} {bar:30} {pos}/{len}").expect("template"));
+    bar.set_style(super::progress::style());
     let progress = Arc::new(move |what: &str, done: u64, total: u64| {
         if bar.is_hidden() && total > 0 {
             bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
@@ -178,4 +178,9 @@ pub fn open_database(dir: &Path, relaxed: bool, backend: &Backend) -> Result<Dat
             Backend::Milvus(url) => format!("opening the Milvus backend at {url}"),
         })
         .map(|db| db.with_progress(progress))
+}
+
+/// `--weights`: uniform or idf.
+pub(super) fn parse_weighting(s: &str) -> std::result::Result<kindred::search::Weighting, String> {
+    s.parse().map_err(|e: kindred::Error| e.to_string())
 }

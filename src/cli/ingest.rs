@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 
 use kindred::ingest::{self, Fields, Format, IngestOptions};
 use kindred::store::CollectionSettings;
@@ -100,9 +100,7 @@ pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}.rejects.tsv", args.file.display())));
     let mut rejects: Option<std::fs::File> = None;
-    let bar = ProgressBar::new(lines).with_style(ProgressStyle::with_template(
-        "{spinner} {elapsed_precise} [{bar:30}] line {pos}/{len} · {msg} · eta {eta}",
-    )?);
+    let bar = super::progress::bar(lines, "ingesting (lines)");
     let start = std::time::Instant::now();
     let opts = IngestOptions {
         path: args.file.clone(),

@@ -8,6 +8,7 @@
 
 mod adapt;
 mod calibrate;
+mod clrcmd;
 mod collection;
 mod demo;
 mod documents;
@@ -18,6 +19,7 @@ mod explain;
 mod global;
 mod ingest;
 mod model;
+mod progress;
 mod reindex;
 mod search;
 mod serve;

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
-use indicatif::{ProgressBar, ProgressStyle};
 
 use kindred::engine::{Engine, OnReindex};
 
@@ -45,12 +44,7 @@ pub fn reindex(g: &Global, name: &str, context_vectors: OnReindex, json: bool) -
         None => db.settings(name)?.model.precision,
     };
     let encoder = g.load_encoder(&dir, precision)?;
-    let bar = ProgressBar::new(db.count(name)?).with_style(
-        ProgressStyle::with_template(
-            "reindexing {bar:30} {pos}/{len} documents {per_sec} eta {eta}",
-        )
-        .expect("template"),
-    );
+    let bar = super::progress::bar(db.count(name)?, "reindexing (documents)");
     let path = kindred::model::resolved(&dir.path);
     let encoder = Arc::new(encoder);
     let engine = Engine::with_encoder(Arc::new(db), encoder.clone());

@@ -6,14 +6,14 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args as ClapArgs, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use serde_json::json;
 
 use kindred::eval::LabelledPair;
 use kindred::model::heads::Heads;
 use kindred::model::ModelDir;
 use kindred::text::chunk::{self, ChunkCounts, Chunker, ContextualSpec, Method, MlpOptions};
-use kindred::train::clrcmd::{self, ClrcmdOptions, Event, GradedScore};
+use kindred::train::clrcmd::{self, ClrcmdOptions, GradedScore};
 use kindred::train::intent::{train_intent, IntentOptions};
 use kindred::train::transition::{train_transition, TransitionOptions};
 use kindred::train::{read_graded_training, read_training_pairs, write_model_dir, TrainedBy};
@@ -177,13 +177,7 @@ pub struct TransitionArgs {
 }
 
 fn encode_bar(what: &str) -> ProgressBar {
-    ProgressBar::new(0).with_style(
-        ProgressStyle::with_template(&format!(
-            "{{spinner}} {what} [{{bar:30}}] {{pos}}/{{len}} texts ({{per_sec}}, eta {{eta}})"
-        ))
-        .expect("template")
-        .progress_chars("=> "),
-    )
+    super::progress::bar(0, &format!("{what} (texts)"))
 }
 
 /// Loads the pairs and runs `train` (which reports encoded texts to its callback) under a
@@ -448,92 +442,8 @@ fn clrcmd(base: &ModelDir, device: DeviceKind, args: &ClrcmdArgs) -> Result<()> 
         low_memory: args.low_memory,
         resume: args.resume,
     };
-    let report = run_clrcmd(&run)?;
+    let report = super::clrcmd::run_clrcmd(&run)?;
     print_clrcmd_report(args, &report)
-}
-
-/// Runs CLRCMD behind a progress bar (loss, pairs/s, dev AUC), its events logged as lines.
-pub(super) fn run_clrcmd(run: &clrcmd::ClrcmdRun<'_>) -> Result<clrcmd::ClrcmdReport> {
-    let (graded, dev, options) = (run.graded, run.dev, run.options);
-    let bar = ProgressBar::new(0).with_style(
-        ProgressStyle::with_template(
-            "{spinner} clrcmd [{bar:30}] {pos}/{len} steps {msg} ({elapsed}, eta {eta})",
-        )
-        .expect("template")
-        .progress_chars("=> "),
-    );
-    let mut dev_msg = String::new();
-    // Without a terminal the bar draws nothing; its lines still belong in the log.
-    let say = |line: String| {
-        if bar.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            bar.println(line);
-        }
-    };
-    let report = clrcmd::train_clrcmd(run, |event| match event {
-        Event::Started {
-            step,
-            total,
-            items,
-            linked_negatives,
-            mined_negatives,
-        } => {
-            bar.set_length(total as u64);
-            bar.set_position(step as u64);
-            bar.set_message("");
-            let graded_msg = if graded.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " + {} graded pairs (CoSENT, {} per step, weight {})",
-                    graded.len(),
-                    options.graded_batch,
-                    options.graded_weight
-                )
-            };
-            say(format!(
-                "{items} duplicate pairs ({linked_negatives} with a labelled hard negative, \
-                     {mined_negatives} mined){graded_msg}, {} dev pairs; {total} steps of {}",
-                dev.len(),
-                options.batch_size
-            ));
-        }
-        Event::Step {
-            step,
-            loss,
-            pairs_per_sec,
-        } => {
-            bar.set_position(step as u64);
-            if bar.is_hidden() && step % 10 == 0 {
-                eprintln!("step {step}: loss {loss:.4}, {pairs_per_sec:.1} pairs/s");
-            }
-            bar.set_message(format!(
-                "loss {loss:.4}, {pairs_per_sec:.1} pairs/s{dev_msg}"
-            ));
-        }
-        Event::Eval { step, auc, best } => {
-            dev_msg = format!(", dev AUC {auc:.4}");
-            let note = match (step, best) {
-                (0, _) => " (the base model, saved until a step beats it)",
-                (_, true) => " (best, saved)",
-                _ => "",
-            };
-            say(format!("step {step}: dev s_RCMD AUC {auc:.4}{note}"));
-        }
-        Event::Mining { done, total } => {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-            bar.set_message("questions encoded to mine hard negatives");
-            if done == total {
-                say(format!("{total} questions encoded to mine hard negatives"));
-            }
-        }
-        Event::Checkpoint { .. } => {}
-    })
-    .with_context(|| format!("training into {}", run.out.display()))?;
-    bar.finish_and_clear();
-    Ok(report)
 }
 
 /// What a CLRCMD run did: JSON with `--json`, else a few lines.
@@ -690,7 +600,7 @@ fn chunker(g: &Global, args: &ChunkerArgs) -> Result<()> {
                 epochs,
                 ..MlpOptions::default()
             };
-            let b = super::eval::bar((epochs * args.nets) as u64, "network epochs")?;
+            let b = super::progress::bar((epochs * args.nets) as u64, "network epochs");
             let model = Chunker::train_neural(&train, &states, spec, &options, || b.inc(1));
             b.finish_and_clear();
             model
@@ -740,7 +650,7 @@ fn add_unit_states(
 ) -> Result<ContextualSpec> {
     let encoder = g.encoder()?;
     let texts: Vec<String> = data.iter().map(|s| s.text()).collect();
-    let b = super::eval::bar(texts.len() as u64, "hidden states")?;
+    let b = super::progress::bar(texts.len() as u64, "hidden states");
     for (batch, sentences) in texts.chunks(64).zip(data.chunks_mut(64)) {
         let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
         let spans: Vec<_> = refs.iter().map(|t| chunk::units(t)).collect();

@@ -14,7 +14,6 @@ use kindred::text::chunk::Chunker;
 use kindred::train::aligner::fit_aligner;
 use kindred::Encoder;
 
-use super::eval::bar;
 use super::Global;
 
 #[derive(Debug, ClapArgs)]
@@ -42,7 +41,7 @@ pub fn run(g: &Global, args: &AlignerArgs) -> Result<()> {
         bail!("no iSTS genre in {}", args.data.display());
     }
     let sentences: usize = genres.iter().map(|(_, p)| 2 * p.len()).sum();
-    let b = bar(sentences as u64, "encoding")?;
+    let b = super::progress::bar(sentences as u64, "encoding");
     let file = args.chunker.as_deref().map(load_chunker).transpose()?;
     let chunker = phrasing(&encoder, file.as_ref());
     let (aligner, fit) = fit_aligner(&encoder, &genres, &chunker, |n| b.inc(n as u64))?;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use serde_json::json;
 
 use kindred::eval::ScoredPair;
@@ -267,9 +267,7 @@ impl ContextArgs {
 
 /// The progress bar the harvest steps draw on (its message names the step).
 pub(super) fn step_bar() -> Result<ProgressBar> {
-    Ok(ProgressBar::new(0).with_style(ProgressStyle::with_template(
-        "{spinner} {msg} [{bar:30}] {pos}/{len} ({per_sec}, eta {eta})",
-    )?))
+    Ok(super::progress::bar(0, ""))
 }
 
 /// A harvest's `progress(what, done, total)` drawing on `bar`.
@@ -855,7 +853,7 @@ fn train_on(
         low_memory: args.low_memory,
         resume,
     };
-    let report = super::train::run_clrcmd(&run)?;
+    let report = super::clrcmd::run_clrcmd(&run)?;
     Ok(json!({
         "held_out_rcmd_auc_before": report.dev_auc_before,
         "best": report.best,

@@ -482,6 +482,33 @@ impl Database {
         }
     }
 
+    /// Labelled pair `key` of collection `name` (its value), if there is one.
+    pub fn pair(&self, name: &str, key: &str) -> Result<Option<Vec<u8>>> {
+        match &self.remote {
+            Some(r) => r.pair(name, key),
+            None => self.store.pair(name, key.as_bytes()),
+        }
+    }
+
+    /// Up to `limit` documents of collection `name` before position `before` (all: None),
+    /// the last written first on the embedded backend (on Milvus, which keeps no write order,
+    /// in a fixed order over the documents): (position, external id). A page's last position
+    /// is the next page's `before`.
+    pub fn recent(
+        &self,
+        name: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<(u64, String)>> {
+        match &self.remote {
+            Some(r) => {
+                r.require(name)?;
+                r.recent(name, before, limit)
+            }
+            None => self.store.recent(name, before, limit),
+        }
+    }
+
     /// Removes labelled pair `key` of collection `name`; true if it was there.
     pub fn remove_pair(&self, name: &str, key: &str) -> Result<bool> {
         match &self.remote {

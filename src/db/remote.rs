@@ -892,6 +892,14 @@ impl Remote {
             .collect())
     }
 
+    /// Labelled pair `key` of collection `name`.
+    pub fn pair(&self, name: &str, key: &str) -> Result<Option<Vec<u8>>> {
+        if key.len() != PAIR_KEY_DIGITS || !key.bytes().all(|b| HEX.contains(&b)) {
+            return Ok(None);
+        }
+        Ok(self.meta(&pair_key(name, key))?.map(String::into_bytes))
+    }
+
     /// Removes labelled pair `key` of collection `name`; true if it was there.
     pub fn remove_pair(&self, name: &str, key: &str) -> Result<bool> {
         // Keys are 32 hex digits (`review::pair_key`); anything else was never stored.
@@ -1378,6 +1386,32 @@ impl Remote {
         })
     }
 
+    /// Up to `limit` documents with the highest internal ids below `before` (all when None),
+    /// highest first: (internal id, external id). Internal ids are hashes of the external
+    /// ids here, so this is a fixed order over the documents, not the order of their writes
+    /// (Milvus keeps none); paging with `before` still sees each document once.
+    pub fn recent(
+        &self,
+        name: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<(u64, String)>> {
+        let page = limit.clamp(16, 1024);
+        let mut ranges =
+            Ranges::new(name, self.count(name)?, &["id", "doc"], page).descending_below(before);
+        let mut out = Vec::with_capacity(limit);
+        while out.len() < limit {
+            let Some((_, rows)) = ranges.next(self)? else {
+                break;
+            };
+            out.extend(rows.iter().filter_map(|r| {
+                Some((r.get("id")?.as_u64()?, r.get("doc")?.as_str()?.to_string()))
+            }));
+        }
+        out.truncate(limit);
+        Ok(out)
+    }
+
     /// Each document's internal id and (first 8 KiB of) text, by ascending internal id, until
     /// at least `limit` were given: then the bound of what was given (every document with an
     /// internal id up to it, and none above), None when it gave all.
@@ -1587,6 +1621,8 @@ struct Ranges {
     page: usize,
     /// Inclusive ranges still to read, the next one last.
     todo: Vec<(u64, u64)>,
+    /// Highest ids first ([`Ranges::descending_below`]).
+    descending: bool,
 }
 
 impl Ranges {
@@ -1611,7 +1647,20 @@ impl Ranges {
             fields: fields.to_vec(),
             page,
             todo,
+            descending: false,
         }
+    }
+
+    /// These ranges read from the highest id down, and only ids below `before` (all: None).
+    fn descending_below(mut self, before: Option<u64>) -> Ranges {
+        let before = before.unwrap_or(u64::MAX);
+        self.todo.reverse();
+        self.todo.retain(|&(lo, _)| lo < before);
+        for r in &mut self.todo {
+            r.1 = r.1.min(before.saturating_sub(1));
+        }
+        self.descending = true;
+        self
     }
 
     /// Whether every range was read.
@@ -1619,7 +1668,8 @@ impl Ranges {
         self.todo.is_empty()
     }
 
-    /// The next range's rows by ascending id, with the range's last id (None: all read).
+    /// The next range's rows by ascending id (descending ones: by descending id), with the
+    /// range's last id in that order (None: all read).
     fn next(&mut self, remote: &Remote) -> Result<Option<(u64, Vec<Row>)>> {
         while let Some((lo, hi)) = self.todo.pop() {
             let mut rows = remote.query(
@@ -1630,11 +1680,19 @@ impl Ranges {
             )?;
             if rows.len() >= self.page && lo < hi {
                 let mid = lo + (hi - lo) / 2;
-                self.todo.push((mid + 1, hi));
-                self.todo.push((lo, mid));
+                let (first, second) = ((lo, mid), (mid + 1, hi));
+                if self.descending {
+                    self.todo.extend([first, second]);
+                } else {
+                    self.todo.extend([second, first]);
+                }
                 continue;
             }
             rows.sort_by_key(|r| r.get("id").and_then(|v| v.as_u64()).unwrap_or(0));
+            if self.descending {
+                rows.reverse();
+                return Ok(Some((lo, rows)));
+            }
             return Ok(Some((hi, rows)));
         }
         Ok(None)

@@ -117,6 +117,13 @@ pub fn genres(dir: &Path) -> Result<Vec<String>> {
     Ok(found.into_iter().collect())
 }
 
+/// Whether genre `genre` of `dir` comes in the task's test files (`STSint.testinput.*`), not
+/// its training files.
+pub fn is_test_genre(dir: &Path, genre: &str) -> bool {
+    dir.join(format!("STSint.testinput.{genre}.sent1.txt"))
+        .is_file()
+}
+
 /// The pairs of one genre of `dir`, with gold chunks and alignments where the files exist.
 ///
 /// Tokens are the sentence line split on spaces (a run of spaces counts as one: some released

@@ -1,7 +1,8 @@
 //! Pair-classification metrics: ROC AUC (with ties handled by average ranks, i.e. the
 //! Mann–Whitney U statistic), accuracy at a threshold, and the accuracy-maximising threshold.
 //! Scores are "higher means more likely positive"; negate a distance before passing it.
-//! Also [`SplitMix64`], the seedable generator training and tests draw from.
+//! Also re-exports [`SplitMix64`], the seedable generator training and tests draw from
+//! ([`crate::math`]).
 
 /// ROC AUC of `scores` against boolean `labels`: the probability that a random positive scores
 /// above a random negative (ties count one half). `None` when either class is absent.
@@ -166,43 +167,7 @@ pub fn ranked_quality<S: AsRef<str>>(
     }
 }
 
-/// SplitMix64: a small, seedable generator (reproducible batches without a `rand` dependency).
-#[derive(Debug, Clone)]
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `[0, 1)`.
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// A number in `0..n` (0 when n is 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next_u64() % n as u64) as usize
-        }
-    }
-
-    /// A uniformly shuffled `0..n` (Fisher–Yates).
-    pub fn permutation(&mut self, n: usize) -> Vec<usize> {
-        let mut v: Vec<usize> = (0..n).collect();
-        for i in (1..n).rev() {
-            v.swap(i, self.below(i + 1));
-        }
-        v
-    }
-}
+pub use crate::math::SplitMix64;
 
 #[cfg(test)]
 mod tests {

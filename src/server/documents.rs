@@ -44,24 +44,8 @@ pub struct DocumentUpsert {
     /// encoded or searched. Absent, `""` or `[]`: none; empty texts are dropped. At most 64
     /// texts and 64 KiB in all.
     #[serde(default, deserialize_with = "db::one_or_many")]
-    #[schema(schema_with = context_schema)]
+    #[schema(schema_with = super::api::collections::context_schema)]
     pub context: Vec<String>,
-}
-
-/// The schema of a document's `context` as written: a string or a list of strings.
-pub(crate) fn context_schema() -> utoipa::openapi::schema::Schema {
-    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
-    let text = || ObjectBuilder::new().schema_type(Type::String);
-    OneOfBuilder::new()
-        .item(text())
-        .item(ArrayBuilder::new().items(text()))
-        .description(Some(
-            "Texts that go with the question (answers, comments, the FAQ entry it was filed \
-             under): one string or a list of strings, stored and returned with the document, \
-             never encoded or searched. At most 64 texts and 64 KiB in all.",
-        ))
-        .build()
-        .into()
 }
 
 /// How a document's text is written. Either way, HTML character references (`&eacute;`,

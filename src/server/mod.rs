@@ -267,11 +267,20 @@ async fn timeout(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Re
     r
 }
 
-/// 413 at once for a body whose declared length (`Content-Length`) is over the route's limit,
-/// before any of it is read, so a client that sent `Expect: 100-continue` is told not to send
-/// it instead of being invited to (`limits.max_upload_bytes` for a file upload,
-/// `limits.max_body_bytes` for a JSON body; an NDJSON stream is limited per line).
+/// 413 at once for a request that sent `Expect: 100-continue` with a declared length
+/// (`Content-Length`) over the route's limit, before any of the body is read: the client is
+/// told not to send it instead of being invited to (`limits.max_upload_bytes` for a file
+/// upload, `limits.max_body_bytes` for a JSON body; an NDJSON stream is limited per line).
+/// Without `Expect`, the body is already on its way: it is read up to the limit as before,
+/// so the client is still reading when the 413 comes.
 async fn declared_length(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let expects = req
+        .headers()
+        .get(axum::http::header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if !expects {
+        return next.run(req).await;
+    }
     let declared = req
         .headers()
         .get(axum::http::header::CONTENT_LENGTH)
@@ -279,18 +288,25 @@ async fn declared_length(State(s): State<Arc<AppState>>, req: Request, next: Nex
         .and_then(|v| v.trim().parse::<u64>().ok());
     let limits = &s.config.limits;
     let path = req.uri().path();
-    let (limit, what) = if path.ends_with("/ingest") {
-        (limits.max_upload_bytes, "limits.max_upload_bytes")
+    let upload = path.ends_with("/ingest");
+    let limit = if upload {
+        limits.max_upload_bytes
     } else if extract::is_ndjson(req.headers()) && path.ends_with("/documents") {
-        (u64::MAX, "")
+        u64::MAX
     } else {
-        (limits.max_body_bytes as u64, "limits.max_body_bytes")
+        limits.max_body_bytes as u64
     };
     match declared {
+        Some(n) if n > limit && upload => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "upload_too_large",
+            format!("the file is {n} bytes, over limits.max_upload_bytes ({limit}); split it or load it with `kindred ingest` on the server"),
+        )
+        .into_response(),
         Some(n) if n > limit => ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
-            format!("the body is {n} bytes, over this route's {limit} ({what}); send less, or a document stream (application/x-ndjson) for many documents"),
+            format!("the request body is {n} bytes, over limits.max_body_bytes ({limit}); send fewer documents per request or stream NDJSON (application/x-ndjson)"),
         )
         .into_response(),
         _ => next.run(req).await,

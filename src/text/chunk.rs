@@ -37,7 +37,7 @@ use tokenizers::{
 };
 
 use crate::error::{io_err, InternalError, Result, UserError};
-use crate::score::stats::SplitMix64;
+use crate::math::SplitMix64;
 pub use crate::text::chunk_mlp::MlpOptions;
 use crate::text::chunk_mlp::{self, Mlp};
 

@@ -11,8 +11,7 @@
 
 use rayon::prelude::*;
 
-use crate::score::cosine;
-use crate::score::stats::SplitMix64;
+use crate::math::SplitMix64;
 
 /// Standardised inputs, one hidden layer, GELU (tanh form), one logit:
 /// `w2 · gelu(W1 ((x − mean) ⊙ inv_std) + b1) + b2`.
@@ -83,7 +82,7 @@ fn gelu(x: f32) -> (f32, f32) {
     )
 }
 
-/// `a · b` by the crate's dot-product kernel ([`cosine::dot`]), compiled with AVX2 where the
+/// `a · b` by the crate's dot-product kernel ([`crate::math::dot`]), compiled with AVX2 where the
 /// CPU has it (the same partial sums on every path, so the same bits): a neural chunker's unit
 /// is ~100,000 multiply-adds.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -92,16 +91,16 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
         // SAFETY: the CPU has AVX2 (checked above).
         return unsafe { dot_avx2(a, b) };
     }
-    cosine::dot(a, b)
+    crate::math::dot(a, b)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
-    cosine::dot(a, b)
+    crate::math::dot(a, b)
 }
 
-/// `w · x` for four `x` at once, each with exactly [`cosine::dot`]'s partial sums (the same
+/// `w · x` for four `x` at once, each with exactly [`crate::math::dot`]'s partial sums (the same
 /// bits), so the four accumulator chains overlap and `w` is read once.
 #[inline(always)]
 fn dot4_body(w: &[f32], x: [&[f32]; 4]) -> [f32; 4] {
@@ -125,7 +124,7 @@ fn dot4_body(w: &[f32], x: [&[f32]; 4]) -> [f32; 4] {
 }
 
 /// One row's dot product from its eight lane accumulators: the lanes summed in order, plus
-/// the products past the last whole group of eight (as [`cosine::dot`] ends).
+/// the products past the last whole group of eight (as [`crate::math::dot`] ends).
 #[inline(always)]
 fn finish_dot(lanes: &[f32; 8], w: &[f32], x: &[f32]) -> f32 {
     let whole = w.len() - w.len() % 8;
@@ -146,7 +145,7 @@ fn dot4(w: &[f32], x: [&[f32]; 4]) -> [f32; 4] {
 
 /// [`dot4_body`] in AVX2 intrinsics (the compiler's own vectorisation of it shuffles lanes):
 /// per row, the eight lanes are eight accumulators, each a separate multiply then add as in
-/// [`cosine::dot`], summed in lane order at the end.
+/// [`crate::math::dot`], summed in lane order at the end.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn dot4_avx2(w: &[f32], x: [&[f32]; 4]) -> [f32; 4] {

@@ -103,3 +103,56 @@ fn own_chunk_alignment_beats_word_overlap_and_writes_task_files() {
         );
     }
 }
+
+/// The first `n` pairs of the headlines genre of the training folder, written under `prefix`
+/// (`STSint.input` for the training layout, `STSint.testinput` for the test layout).
+fn headlines_head(dir: &std::path::Path, prefix: &str, n: usize) {
+    let from = shared_data("ists2016_train/STSint.input.headlines.wa");
+    let from = from.parent().expect("folder");
+    for side in ["sent1", "sent2"] {
+        let text = std::fs::read_to_string(from.join(format!("STSint.input.headlines.{side}.txt")))
+            .expect("sentences");
+        let head: Vec<&str> = text.lines().take(n).collect();
+        std::fs::write(
+            dir.join(format!("{prefix}.headlines.{side}.txt")),
+            head.join("\n") + "\n",
+        )
+        .expect("write");
+    }
+    let wa = std::fs::read_to_string(from.join("STSint.input.headlines.wa")).expect("gold");
+    let blocks: Vec<&str> = wa.split_inclusive("</sentence>").take(n).collect();
+    std::fs::write(
+        dir.join(format!("{prefix}.headlines.wa")),
+        blocks.concat() + "\n",
+    )
+    .expect("write");
+}
+
+/// `kindred eval alignment` scores every pair of the task's test files by default (before: only
+/// the ids divisible by 5 unless `--part all` was given, so a user of the test files silently
+/// got a fifth of them); on the training files the default stays the held-out fifth.
+#[test]
+fn eval_alignment_scores_every_pair_of_test_files_by_default() {
+    let pairs_scored = |prefix: &str, extra: &[&str]| -> u64 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        headlines_head(dir.path(), prefix, 40);
+        let out = Command::new(env!("CARGO_BIN_EXE_kindred"))
+            .args(["eval", "alignment", "--json", "--data"])
+            .arg(dir.path())
+            .args(extra)
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        v["genres"][0]["pairs"].as_u64().expect("pairs")
+    };
+    assert_eq!(pairs_scored("STSint.testinput", &[]), 40);
+    assert_eq!(pairs_scored("STSint.input", &[]), 8);
+    assert_eq!(pairs_scored("STSint.input", &["--part", "all"]), 40);
+    assert_eq!(pairs_scored("STSint.testinput", &["--part", "held-out"]), 8);
+}

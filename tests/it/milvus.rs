@@ -476,6 +476,71 @@ fn answers_like_the_embedded_one(kind: Kind, layout: &str) {
     assert_eq!(st, 200, "{e}");
     eventually("node 1 no longer lists it", || listed(&remote).is_empty());
 
+    // The review queue reads the collection's backend (before: the node's local store, so a
+    // Milvus collection answered 404 "does not exist"). Its pages walk the documents in one
+    // order (`next_before` falls), never showing a document twice; a pair given a verdict
+    // leaves the queue, on the other node too.
+    let review = |s: &Server, before: Option<u64>| -> Value {
+        let after = before.map_or(String::new(), |b| format!("&before={b}"));
+        let (st, page) = call(
+            "GET",
+            &s.url(&format!(
+                "/v1/collections/qqp/review?threshold=0.05&scan=30{after}"
+            )),
+            Some(ADMIN),
+            None,
+        );
+        assert_eq!(st, 200, "{page}");
+        page
+    };
+    let (mut before, mut items, mut seen) = (None, Vec::new(), std::collections::HashSet::new());
+    for _ in 0..3 {
+        let page = review(&remote, before);
+        assert_eq!(page["scanned"], 30, "{page}");
+        for item in page["items"].as_array().expect("items") {
+            let id = item["document"]["id"].as_str().expect("id").to_string();
+            assert!(seen.insert(id.clone()), "{id} on two pages");
+            items.push(item.clone());
+        }
+        let next = page["next_before"].as_u64().expect("more pages");
+        assert!(before.is_none_or(|b| next < b), "{page}");
+        before = Some(next);
+    }
+    let first = items.first().expect("pairs above 0.05 are queued").clone();
+    let verdict = json!({"a": first["document"], "duplicate": false,
+                         "b": {"id": first["matched"]["id"], "text": first["matched"]["text"]}});
+    let (st, stored) = call(
+        "POST",
+        &remote.url("/v1/collections/qqp/verdicts"),
+        Some(ADMIN),
+        Some(&verdict),
+    );
+    assert_eq!(st, 201, "{stored}");
+    assert_eq!(stored["key"], first["key"], "{stored} {first}");
+    eventually("node 2's queue drops the judged pair", || {
+        let (mut before, mut keys) = (None, Vec::new());
+        for _ in 0..3 {
+            let page = review(&node2, before);
+            keys.extend(
+                page["items"]
+                    .as_array()
+                    .expect("items")
+                    .iter()
+                    .map(|i| i["key"].clone()),
+            );
+            before = page["next_before"].as_u64();
+        }
+        !keys.is_empty() && !keys.contains(&first["key"])
+    });
+    let key = first["key"].as_str().expect("key");
+    let (st, e) = call(
+        "DELETE",
+        &remote.url(&format!("/v1/collections/qqp/verdicts/{key}")),
+        Some(ADMIN),
+        None,
+    );
+    assert_eq!(st, 200, "{e}");
+
     // Replace and delete, seen by the other node.
     let changed = json!([{"id": "q7", "text": "What is the best way to learn Rust?"}]);
     let (st, _) = call(

@@ -18,6 +18,8 @@
 
 use rayon::prelude::*;
 
+pub use super::path::KernelPath;
+
 /// Columns per fp32 panel (two 16-lane registers).
 pub const F32_NR: usize = 32;
 /// Most rows of one fp32 micro-tile.
@@ -30,83 +32,6 @@ const I8_MR: usize = 6;
 const AMX_MR: usize = 16;
 /// Rows per parallel task (a multiple of both tile heights).
 const ROW_BLOCK: usize = 96;
-
-/// Which instruction set the kernels use. Chosen once at load ([`KernelPath::detect`]); tests
-/// force each available one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KernelPath {
-    /// As [`KernelPath::Avx512Vnni`], with int8 products on AMX tiles (`tdpbusd`).
-    Amx,
-    /// AVX-512F (fp32) and AVX-512 VNNI (`vpdpbusd`, int8), with AVX-512BW and FMA.
-    Avx512Vnni,
-    /// Plain Rust over the same packed layouts (the compiler's baseline vectorisation).
-    Portable,
-}
-
-impl KernelPath {
-    /// The fastest path this CPU runs, unless `KINDRED_KERNELS` names a slower one it can run
-    /// (`portable`, or `avx512-vnni` on an AMX CPU): for comparisons, and for CPUs whose
-    /// vector or tile units misbehave.
-    pub fn detect() -> Self {
-        let paths = KernelPath::available_paths();
-        if let Ok(forced) = std::env::var("KINDRED_KERNELS") {
-            if let Some(&p) = paths
-                .iter()
-                .find(|p| p.name().eq_ignore_ascii_case(forced.trim()))
-            {
-                return p;
-            }
-            let names: Vec<_> = paths.iter().map(|p| p.name()).collect();
-            tracing::warn!(
-                "KINDRED_KERNELS={forced:?} is not a path this CPU runs ({}); using {}",
-                names.join(", "),
-                names[0]
-            );
-        }
-        paths[0]
-    }
-
-    /// True when this CPU can run the path.
-    pub fn available(self) -> bool {
-        match self {
-            KernelPath::Portable => true,
-            #[cfg(target_arch = "x86_64")]
-            KernelPath::Avx512Vnni => {
-                std::arch::is_x86_feature_detected!("avx512f")
-                    && std::arch::is_x86_feature_detected!("avx512bw")
-                    && std::arch::is_x86_feature_detected!("avx512vl")
-                    && std::arch::is_x86_feature_detected!("avx512vnni")
-                    && std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-            }
-            #[cfg(target_arch = "x86_64")]
-            KernelPath::Amx => KernelPath::Avx512Vnni.available() && amx::available(),
-            #[cfg(not(target_arch = "x86_64"))]
-            KernelPath::Avx512Vnni | KernelPath::Amx => false,
-        }
-    }
-
-    /// Every path this CPU can run, fastest first (tests force each).
-    pub fn available_paths() -> Vec<KernelPath> {
-        [
-            KernelPath::Amx,
-            KernelPath::Avx512Vnni,
-            KernelPath::Portable,
-        ]
-        .into_iter()
-        .filter(|p| p.available())
-        .collect()
-    }
-
-    /// Name for logs and benchmarks.
-    pub fn name(self) -> &'static str {
-        match self {
-            KernelPath::Amx => "amx-int8",
-            KernelPath::Avx512Vnni => "avx512-vnni",
-            KernelPath::Portable => "portable",
-        }
-    }
-}
 
 /// What the kernel does to each output tile after `x·W + b`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -735,7 +660,6 @@ mod amx {
     //! groups of 4 k of 16 columns, read from the packed panel (`[k / 4][64][4]`) with a
     //! 256-byte stride. `k` past the last whole 64 is added in plain Rust.
     use std::arch::asm;
-    use std::sync::OnceLock;
 
     use super::I8_NR;
 
@@ -747,36 +671,6 @@ mod amx {
         reserved: [u8; 14],
         colsb: [u16; 16],
         rows: [u8; 16],
-    }
-
-    /// True when the CPU has AMX-TILE and AMX-INT8 and the kernel lets this process use
-    /// the tile registers (Linux asks each process to request them once; asked here).
-    pub fn available() -> bool {
-        static OK: OnceLock<bool> = OnceLock::new();
-        *OK.get_or_init(|| {
-            // CPUID leaf 7, sub-leaf 0, EDX: bit 24 AMX-TILE, bit 25 AMX-INT8.
-            let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
-            edx & (1 << 24) != 0 && edx & (1 << 25) != 0 && os_grants_tiles()
-        })
-    }
-
-    #[cfg(target_os = "linux")]
-    fn os_grants_tiles() -> bool {
-        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
-        const XFEATURE_XTILEDATA: libc::c_long = 18;
-        // SAFETY: arch_prctl with these arguments only changes this process's permissions.
-        unsafe {
-            libc::syscall(
-                libc::SYS_arch_prctl,
-                ARCH_REQ_XCOMP_PERM,
-                XFEATURE_XTILEDATA,
-            ) == 0
-        }
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn os_grants_tiles() -> bool {
-        false
     }
 
     /// `acc[r][c] = Σ_k a[r][k] · w[k][c]` for `rows` (≤ 16) rows of u8 `a` (stride `kp`) and

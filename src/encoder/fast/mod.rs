@@ -18,6 +18,7 @@
 
 pub mod kernels;
 pub mod ops;
+mod path;
 mod team;
 
 pub use kernels::KernelPath;

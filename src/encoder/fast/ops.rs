@@ -8,7 +8,7 @@
 //! Sums run over 16 independent lanes so they vectorise (and so differ from a sequential f32
 //! sum in the last bits, as any SIMD implementation does).
 
-use super::kernels::KernelPath;
+use super::path::KernelPath;
 
 /// Defines `pub fn NAME(path, args…)` running the body compiled for `path`.
 macro_rules! multiversion {

@@ -25,7 +25,7 @@ pub struct NewDocument {
         deserialize_with = "db::one_or_many",
         skip_serializing_if = "Vec::is_empty"
     )]
-    #[schema(schema_with = crate::server::documents::context_schema)]
+    #[schema(schema_with = context_schema)]
     pub context: Vec<String>,
 }
 
@@ -459,4 +459,20 @@ impl From<db::ReindexReport> for ReindexReport {
             seconds: r.seconds,
         }
     }
+}
+
+/// The schema of a document's `context` as written: a string or a list of strings.
+pub(crate) fn context_schema() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+    let text = || ObjectBuilder::new().schema_type(Type::String);
+    OneOfBuilder::new()
+        .item(text())
+        .item(ArrayBuilder::new().items(text()))
+        .description(Some(
+            "Texts that go with the question (answers, comments, the FAQ entry it was filed \
+             under): one string or a list of strings, stored and returned with the document, \
+             never encoded or searched. At most 64 texts and 64 KiB in all.",
+        ))
+        .build()
+        .into()
 }
