@@ -34,6 +34,10 @@ pub enum EvalCommand {
     /// Forum question ranking: SemEval-2016 Task 3 subtask B (Qatar Living), MAP of every
     /// first stage, RCMD rerank and P(duplicate) through the real search pipeline.
     Forum(ForumArgs),
+    /// Compositional operations on sentence vectors (fusion, difference, compression): R@1,
+    /// R@10 and MRR@10 of each target in a hard pool (every sentence of the files plus real
+    /// questions), for the baselines (identity, arithmetic, concatenation).
+    Operators(super::eval_operators::OperatorsArgs),
 }
 
 #[derive(Debug, ClapArgs)]
@@ -132,6 +136,7 @@ pub fn run(g: &Global, command: &EvalCommand) -> Result<()> {
         EvalCommand::Sts(a) => sts(&encoder, a),
         EvalCommand::Alignment(a) => super::eval_alignment::run(&encoder, a),
         EvalCommand::Forum(a) => forum(g, &encoder, a),
+        EvalCommand::Operators(a) => super::eval_operators::run(&encoder, a),
     }
 }
 

@@ -15,6 +15,7 @@ mod documents;
 mod encode;
 mod eval;
 mod eval_alignment;
+mod eval_operators;
 mod explain;
 mod global;
 mod ingest;

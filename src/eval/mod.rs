@@ -5,6 +5,7 @@
 pub mod alignment;
 pub mod forum;
 pub mod ists;
+pub mod operators;
 pub mod pairs;
 pub mod retrieval;
 pub mod scores;

@@ -160,3 +160,56 @@ fn paired_scripts_give_the_hand_computed_difference_and_its_error() {
     );
     assert!(out.contains("| 2 / 1 |"), "{out}");
 }
+
+/// `kindred eval operators` through the binary on a slice of the held-out files (WikiSplit
+/// validation, the compression pairs): the JSON shape, and the baselines behave as a
+/// hard pool makes them: an input's own vector finds the input (identity near 0), the
+/// normalised sum finds most complex sentences.
+#[test]
+fn eval_operators_reports_every_baseline_in_a_hard_pool() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kindred"))
+        .env("KINDRED_MODEL", &crate::common::model_dir().path)
+        .env_remove("RUST_LOG")
+        .args([
+            "eval",
+            "operators",
+            "--json",
+            "--limit",
+            "80",
+            "--wikisplit",
+        ])
+        .arg(shared_data("wikisplit/validation.tsv"))
+        .arg("--compression")
+        .arg(shared_data("google_compression/pairs.csv"))
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let r1 = |op: &str, system: &str| {
+        v[op][system]["r1"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no {op} {system} in {v}"))
+    };
+    for op in ["fusion", "difference"] {
+        assert!(r1(op, "arithmetic") > 0.6, "{v}");
+        assert!(r1(op, "identity") < 0.2, "{v}");
+    }
+    assert!(r1("fusion", "concatenation") > 0.5, "{v}");
+    assert!(r1("compression", "identity") < 0.1, "{v}");
+    assert!(v["compression"].get("arithmetic").is_none(), "{v}");
+    for op in ["fusion", "difference", "compression"] {
+        for (_, s) in v[op].as_object().expect("systems") {
+            let (a, b, m) = (
+                s["r1"].as_f64().unwrap(),
+                s["r10"].as_f64().unwrap(),
+                s["mrr10"].as_f64().unwrap(),
+            );
+            assert!(a <= m + 1e-9 && m <= b + 1e-9 && b <= 1.0, "{s}");
+        }
+    }
+    assert_eq!(v["rows"], serde_json::json!([80, 80]));
+}

@@ -1,0 +1,353 @@
+//! Compositional operations on sentence vectors, measured (INTERSENT, design.md): fusion (two
+//! parts of a split sentence → the complex sentence), difference (the complex sentence minus
+//! its second part → the first part) and compression (a long sentence → its compression),
+//! each scored by where its target ranks in a hard pool of sentence vectors — every sentence of
+//! the files, inputs as well as targets, plus any extra questions — so that an answer landing
+//! on one of its own inputs is a miss. Reports R@1, R@10 and MRR@10 per operation and system:
+//! `identity` (the input's own vector), `arithmetic` (the normalised sum or difference) and
+//! `concatenation` (the two parts encoded as one text) are the baselines a learned operator
+//! must beat.
+//!
+//! Reads WikiSplit TSV (`complex<TAB>part1 <::::> part2`) and the Google compression CSV
+//! (`original,compressed`, header first, a field quoted only when it holds a comma).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::error::{io_err, Result, UserError};
+use crate::math::{dot, l2_normalize};
+use crate::Encoder;
+
+/// One WikiSplit row: a complex sentence and the two sentences it was split into.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Split {
+    /// The complex sentence.
+    pub complex: String,
+    /// Its first part.
+    pub part1: String,
+    /// Its second part.
+    pub part2: String,
+}
+
+/// One compression pair.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compression {
+    /// The sentence.
+    pub original: String,
+    /// Its compression.
+    pub compressed: String,
+}
+
+fn bad_file(path: &Path, line: usize, reason: &str) -> crate::Error {
+    UserError::InvalidArgument {
+        name: "operations file",
+        reason: format!("{} line {line}: {reason}", path.display()),
+    }
+    .into()
+}
+
+/// The first `limit` rows (all: None) of a WikiSplit TSV file.
+pub fn read_wikisplit(path: &Path, limit: Option<usize>) -> Result<Vec<Split>> {
+    let text =
+        std::fs::read_to_string(path).map_err(io_err(format!("reading {}", path.display())))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if limit.is_some_and(|n| out.len() >= n) {
+            break;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (complex, parts) = line
+            .split_once('\t')
+            .ok_or_else(|| bad_file(path, i + 1, "no tab between the sentence and its split"))?;
+        let (part1, part2) = parts.split_once("<::::>").ok_or_else(|| {
+            bad_file(
+                path,
+                i + 1,
+                "the split has no `<::::>` between its two parts",
+            )
+        })?;
+        out.push(Split {
+            complex: complex.trim().to_string(),
+            part1: part1.trim().to_string(),
+            part2: part2.trim().to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// The first `limit` rows (all: None) of a compression CSV file (`original,compressed`).
+pub fn read_compression(path: &Path, limit: Option<usize>) -> Result<Vec<Compression>> {
+    let text =
+        std::fs::read_to_string(path).map_err(io_err(format!("reading {}", path.display())))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_end_matches('\r');
+        if i == 0 && line.trim() == "original,compressed" {
+            continue;
+        }
+        if limit.is_some_and(|n| out.len() >= n) {
+            break;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let fields =
+            csv_fields(line).ok_or_else(|| bad_file(path, i + 1, "an unterminated quote"))?;
+        let [original, compressed] = <[String; 2]>::try_from(fields)
+            .map_err(|f| bad_file(path, i + 1, &format!("{} fields, not 2", f.len())))?;
+        out.push(Compression {
+            original,
+            compressed,
+        });
+    }
+    Ok(out)
+}
+
+/// The fields of one CSV line (a field quoted with `"` may hold commas; `""` is a quote).
+fn csv_fields(line: &str) -> Option<Vec<String>> {
+    let (mut fields, mut field, mut quoted, mut chars) =
+        (Vec::new(), String::new(), false, line.chars().peekable());
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            ('"', true) => quoted = false,
+            ('"', false) if field.is_empty() => quoted = true,
+            (',', false) => fields.push(std::mem::take(&mut field)),
+            (c, _) => field.push(c),
+        }
+    }
+    if quoted {
+        return None;
+    }
+    fields.push(field);
+    Some(fields)
+}
+
+/// Where targets ranked: recall at 1 and 10, MRR at 10.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RankScores {
+    /// Share of targets ranked first.
+    pub r1: f64,
+    /// Share of targets in the top 10.
+    pub r10: f64,
+    /// Mean reciprocal rank, 0 past 10.
+    pub mrr10: f64,
+}
+
+/// The 1-based rank of pool entry `target` for `query` (unit vectors): one more than the
+/// entries scoring strictly higher, so ties go the target's way, as identical texts share one
+/// entry.
+pub fn rank_of(pool: &[Vec<f32>], query: &[f32], target: usize) -> usize {
+    let t = dot(query, &pool[target]);
+    1 + pool
+        .iter()
+        .enumerate()
+        .filter(|&(i, v)| i != target && dot(query, v) > t)
+        .count()
+}
+
+/// R@1, R@10 and MRR@10 of `ranks` (1-based).
+pub fn scores_of(ranks: &[usize]) -> RankScores {
+    let n = ranks.len().max(1) as f64;
+    let share = |k: usize| ranks.iter().filter(|&&r| r <= k).count() as f64 / n;
+    RankScores {
+        r1: share(1),
+        r10: share(10),
+        mrr10: ranks
+            .iter()
+            .map(|&r| if r <= 10 { 1.0 / r as f64 } else { 0.0 })
+            .sum::<f64>()
+            / n,
+    }
+}
+
+/// Per operation (`fusion`, `difference`, `compression`), per system, where the targets
+/// ranked; with the pool's size and the rows measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct OperatorReport {
+    /// Operation → system → scores (a system is absent where it does not apply).
+    #[serde(flatten)]
+    pub operations: BTreeMap<String, BTreeMap<String, RankScores>>,
+    /// Distinct sentences in the pool.
+    pub pool: usize,
+    /// WikiSplit rows and compression pairs measured.
+    pub rows: (usize, usize),
+}
+
+/// The normalised sum (`sign` 1) or difference (`sign` -1) of two vectors.
+fn combine(a: &[f32], b: &[f32], sign: f32) -> Vec<f32> {
+    let mut v: Vec<f32> = a.iter().zip(b).map(|(x, y)| x + sign * y).collect();
+    l2_normalize(&mut v);
+    v
+}
+
+/// Measures the baselines of every operation over `splits` and `compressions`, in a pool of
+/// their sentences and `extra` (e.g. real questions). `progress(done, total)` counts texts
+/// encoded.
+pub fn eval_operators(
+    encoder: &Encoder,
+    splits: &[Split],
+    compressions: &[Compression],
+    extra: &[String],
+    progress: &dyn Fn(u64, u64),
+) -> Result<OperatorReport> {
+    // Every distinct text once: the pool, and the inputs' vectors.
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut texts: Vec<&str> = Vec::new();
+    let all = splits
+        .iter()
+        .flat_map(|s| [s.complex.as_str(), s.part1.as_str(), s.part2.as_str()])
+        .chain(
+            compressions
+                .iter()
+                .flat_map(|c| [c.original.as_str(), c.compressed.as_str()]),
+        )
+        .chain(extra.iter().map(String::as_str));
+    for t in all {
+        index.entry(t).or_insert_with(|| {
+            texts.push(t);
+            texts.len() - 1
+        });
+    }
+    let joined: Vec<String> = splits
+        .iter()
+        .map(|s| format!("{} {}", s.part1, s.part2))
+        .collect();
+    let total = (texts.len() + joined.len()) as u64;
+    let mut done = 0u64;
+    let mut encode = |batch: &[&str]| -> Result<Vec<Vec<f32>>> {
+        let mut out = Vec::with_capacity(batch.len());
+        for chunk in batch.chunks(256) {
+            out.extend(encoder.encode(chunk)?.into_iter().map(|e| e.sentence));
+            done += chunk.len() as u64;
+            progress(done, total);
+        }
+        Ok(out)
+    };
+    let pool = encode(&texts)?;
+    let joined_refs: Vec<&str> = joined.iter().map(String::as_str).collect();
+    let concatenated = encode(&joined_refs)?;
+    let at = |t: &str| index[t];
+    let ranks = |queries: Vec<(Vec<f32>, usize)>| -> Vec<usize> {
+        queries
+            .par_iter()
+            .map(|(q, target)| rank_of(&pool, q, *target))
+            .collect()
+    };
+    let mut operations: BTreeMap<String, BTreeMap<String, RankScores>> = BTreeMap::new();
+    if !splits.is_empty() {
+        let v = |t: &str| pool[at(t)].clone();
+        let fusion = operations.entry("fusion".into()).or_default();
+        let target = |s: &Split| at(&s.complex);
+        fusion.insert(
+            "identity".into(),
+            scores_of(&ranks(
+                splits.iter().map(|s| (v(&s.part1), target(s))).collect(),
+            )),
+        );
+        fusion.insert(
+            "arithmetic".into(),
+            scores_of(&ranks(
+                splits
+                    .iter()
+                    .map(|s| (combine(&v(&s.part1), &v(&s.part2), 1.0), target(s)))
+                    .collect(),
+            )),
+        );
+        fusion.insert(
+            "concatenation".into(),
+            scores_of(&ranks(
+                splits
+                    .iter()
+                    .zip(&concatenated)
+                    .map(|(s, c)| (c.clone(), target(s)))
+                    .collect(),
+            )),
+        );
+        let difference = operations.entry("difference".into()).or_default();
+        let target = |s: &Split| at(&s.part1);
+        difference.insert(
+            "identity".into(),
+            scores_of(&ranks(
+                splits.iter().map(|s| (v(&s.complex), target(s))).collect(),
+            )),
+        );
+        difference.insert(
+            "arithmetic".into(),
+            scores_of(&ranks(
+                splits
+                    .iter()
+                    .map(|s| (combine(&v(&s.complex), &v(&s.part2), -1.0), target(s)))
+                    .collect(),
+            )),
+        );
+    }
+    if !compressions.is_empty() {
+        let compression = operations.entry("compression".into()).or_default();
+        compression.insert(
+            "identity".into(),
+            scores_of(&ranks(
+                compressions
+                    .iter()
+                    .map(|c| (pool[at(&c.original)].clone(), at(&c.compressed)))
+                    .collect(),
+            )),
+        );
+    }
+    Ok(OperatorReport {
+        operations,
+        pool: pool.len(),
+        rows: (splits.len(), compressions.len()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_follow_the_quotes() {
+        assert_eq!(csv_fields("a,b").unwrap(), ["a", "b"]);
+        assert_eq!(csv_fields("\"a, c\",b").unwrap(), ["a, c", "b"]);
+        assert_eq!(
+            csv_fields("\"say \"\"hi\"\"\",x").unwrap(),
+            ["say \"hi\"", "x"]
+        );
+        assert!(csv_fields("\"open,b").is_none());
+    }
+
+    #[test]
+    fn ranks_count_what_scores_above_the_target() {
+        let pool = vec![vec![1.0, 0.0], vec![0.0, 1.0], vec![0.8, 0.6]];
+        assert_eq!(rank_of(&pool, &[1.0, 0.0], 0), 1);
+        assert_eq!(rank_of(&pool, &[1.0, 0.0], 2), 2);
+        assert_eq!(rank_of(&pool, &[1.0, 0.0], 1), 3);
+        let s = scores_of(&[1, 2, 11, 1]);
+        assert_eq!((s.r1, s.r10), (0.5, 0.75));
+        assert!((s.mrr10 - (1.0 + 0.5 + 0.0 + 1.0) / 4.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn files_are_read_with_errors_naming_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("w.tsv");
+        std::fs::write(&ws, "A and B .\tA . <::::> B .\nno tab here\n").unwrap();
+        let e = read_wikisplit(&ws, None).unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("tab"), "{e}");
+        let got = read_wikisplit(&ws, Some(1)).unwrap();
+        assert_eq!(got[0].part2, "B .");
+        let gc = dir.path().join("c.csv");
+        std::fs::write(&gc, "original,compressed\r\n\"Long, long text.\",Text.\r\n").unwrap();
+        let got = read_compression(&gc, None).unwrap();
+        assert_eq!(got[0].original, "Long, long text.");
+        assert_eq!(got[0].compressed, "Text.");
+    }
+}
