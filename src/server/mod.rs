@@ -220,8 +220,9 @@ async fn require_admin(State(s): State<Arc<AppState>>, req: Request, next: Next)
 /// `request_timeout` when that time ran out while its body was still arriving (a slow
 /// client, not a slow server). NDJSON document streams and file uploads are exempt: they are
 /// as long as the file (and only there: an NDJSON content type on another route gets no
-/// pass). JSON document writes keep their own deadline ([`documents`]): a write answered
-/// `timeout` is never stored.
+/// pass). The request and a document write share a [`extract::WriteTicket`]: a write that
+/// has not begun to commit is cancelled (503, `Retry-After`, not stored), one that has is
+/// waited for, so a write is never answered `timeout` and then stored.
 async fn timeout(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
     let post = req.method() == axum::http::Method::POST;

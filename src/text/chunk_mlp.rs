@@ -82,9 +82,9 @@ fn gelu(x: f32) -> (f32, f32) {
     )
 }
 
-/// `a · b` by the crate's dot-product kernel ([`crate::math::dot`]), compiled with AVX2 where the
-/// CPU has it (the same partial sums on every path, so the same bits): a neural chunker's unit
-/// is ~100,000 multiply-adds.
+/// `a · b` by the crate's dot-product kernel ([`crate::math::dot`]), compiled with AVX2 where
+/// the CPU has it (the same partial sums on every path, so the same bits): a neural chunker's
+/// unit is ~100,000 multiply-adds.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
