@@ -94,6 +94,30 @@ fn segment(s: &str) -> String {
         .collect()
 }
 
+/// `kindred serve` over `dir/data` with `[limits]` lines `limits` in a config file of its own.
+fn server_with_limits(dir: &Path, limits: &str) -> Server {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let config = dir.join(format!("limits-{n}.toml"));
+    std::fs::write(&config, format!("[limits]\n{limits}\n")).expect("config");
+    Server::start(
+        &dir.join("data"),
+        &["--config", config.to_str().unwrap()],
+        &[],
+    )
+}
+
+/// Creates collection `name` over the API.
+fn create(s: &Server, name: &str) {
+    let (st, e) = call(
+        "POST",
+        &s.url("/v1/collections"),
+        None,
+        Some(&json!({ "name": name })),
+    );
+    assert_eq!(st, 201, "{e}");
+}
+
 fn kindred_cli(data: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kindred"));
     cmd.env("KINDRED_MODEL", &model_dir().path)
@@ -126,13 +150,7 @@ fn hostile_collection_names_touch_nothing_outside_what_they_name() {
     let names = hostile_names(&canaries[2]);
 
     let s = Server::start(&data, &["--checkpoint-interval", "0"], &[]);
-    let (st, e) = call(
-        "POST",
-        &s.url("/v1/collections"),
-        None,
-        Some(&json!({ "name": "faq" })),
-    );
-    assert_eq!(st, 201, "{e}");
+    create(&s, "faq");
     let docs = json!([
         { "id": "pw", "text": "How do I reset my password?" },
         { "id": "ship", "text": "How long does shipping take?" },
@@ -382,20 +400,8 @@ fn status_of(answer: &str) -> u16 {
 #[test]
 fn validation_and_protocol_gaps_are_closed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("kindred.toml");
-    std::fs::write(&config, "[limits]\nrequest_timeout_ms = 1500\n").unwrap();
-    let s = Server::start(
-        &dir.path().join("data"),
-        &["--config", config.to_str().unwrap()],
-        &[],
-    );
-    let (st, e) = call(
-        "POST",
-        &s.url("/v1/collections"),
-        None,
-        Some(&json!({ "name": "faq" })),
-    );
-    assert_eq!(st, 201, "{e}");
+    let s = server_with_limits(dir.path(), "request_timeout_ms = 1500");
+    create(&s, "faq");
     let (st, e) = call(
         "POST",
         &s.url("/v1/collections/faq/documents"),
@@ -522,20 +528,8 @@ fn validation_and_protocol_gaps_are_closed() {
 #[test]
 fn writes_go_on_during_a_reindex_and_a_timed_out_write_is_never_stored() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("kindred.toml");
-    std::fs::write(&config, "[limits]\nrequest_timeout_ms = 20000\n").unwrap();
-    let s = Server::start(
-        &dir.path().join("data"),
-        &["--config", config.to_str().unwrap()],
-        &[],
-    );
-    let (st, e) = call(
-        "POST",
-        &s.url("/v1/collections"),
-        None,
-        Some(&json!({ "name": "c" })),
-    );
-    assert_eq!(st, 201, "{e}");
+    let s = server_with_limits(dir.path(), "request_timeout_ms = 20000");
+    create(&s, "c");
     let questions = crate::common::qqp_questions("qqp_bimpm/dev.tsv");
     let docs: Vec<Value> = questions
         .iter()
@@ -600,13 +594,7 @@ fn writes_go_on_during_a_reindex_and_a_timed_out_write_is_never_stored() {
 
     // A write that cannot finish in time is answered 503 with Retry-After and is not stored
     // (before: "a write may still complete").
-    let config = dir.path().join("tight.toml");
-    std::fs::write(&config, "[limits]\nrequest_timeout_ms = 1\n").unwrap();
-    let s = Server::start(
-        &dir.path().join("data"),
-        &["--config", config.to_str().unwrap()],
-        &[],
-    );
+    let s = server_with_limits(dir.path(), "request_timeout_ms = 1");
     let docs: Vec<Value> = questions
         .iter()
         .skip(2000)
@@ -660,13 +648,7 @@ fn a_store_removed_under_the_server_is_reported_as_such_and_shutdown_ends() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let mut s = Server::start(&data, &["--checkpoint-interval", "1"], &[]);
-    let (st, e) = call(
-        "POST",
-        &s.url("/v1/collections"),
-        None,
-        Some(&json!({ "name": "faq" })),
-    );
-    assert_eq!(st, 201, "{e}");
+    create(&s, "faq");
     let write = |s: &Server, i: usize| {
         call(
             "POST",
