@@ -13,7 +13,11 @@ use crate::common::shared_data;
 /// `kindred eval alignment --json …` on the iSTS training folder.
 fn eval_alignment(extra: &[&str]) -> Value {
     let data = shared_data("ists2016_train/STSint.input.headlines.wa");
-    let dir = data.parent().expect("folder");
+    eval_alignment_in(data.parent().expect("folder"), extra)
+}
+
+/// `kindred eval alignment --json --data DIR …`.
+fn eval_alignment_in(dir: &std::path::Path, extra: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_kindred"))
         .args(["eval", "alignment", "--json", "--data"])
         .arg(dir)
@@ -136,19 +140,7 @@ fn eval_alignment_scores_every_pair_of_test_files_by_default() {
     let pairs_scored = |prefix: &str, extra: &[&str]| -> u64 {
         let dir = tempfile::tempdir().expect("tempdir");
         headlines_head(dir.path(), prefix, 40);
-        let out = Command::new(env!("CARGO_BIN_EXE_kindred"))
-            .args(["eval", "alignment", "--json", "--data"])
-            .arg(dir.path())
-            .args(extra)
-            .env_remove("RUST_LOG")
-            .output()
-            .expect("runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let v = eval_alignment_in(dir.path(), extra);
         v["genres"][0]["pairs"].as_u64().expect("pairs")
     };
     assert_eq!(pairs_scored("STSint.testinput", &[]), 40);
