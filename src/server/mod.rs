@@ -216,6 +216,33 @@ async fn require_admin(State(s): State<Arc<AppState>>, req: Request, next: Next)
     }
 }
 
+/// What a request's body is, for its time and size limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyKind {
+    /// A file upload (`POST …/ingest`): as long as the file, up to `max_upload_bytes`.
+    Upload,
+    /// An NDJSON document stream (`POST …/documents`): as long as the stream, bounded per
+    /// line.
+    Stream,
+    /// Anything else: one JSON body, up to `max_body_bytes`, within the request timeout.
+    Json,
+}
+
+/// The one place that tells an upload or a document stream from a plain request (and only
+/// on their routes: an NDJSON content type elsewhere gets no pass).
+fn body_kind(req: &Request) -> BodyKind {
+    let path = req.uri().path();
+    if req.method() != axum::http::Method::POST {
+        BodyKind::Json
+    } else if path.ends_with("/ingest") {
+        BodyKind::Upload
+    } else if extract::is_ndjson(req.headers()) && path.ends_with("/documents") {
+        BodyKind::Stream
+    } else {
+        BodyKind::Json
+    }
+}
+
 /// Answers 503 `timeout` when a request takes longer than `limits.request_timeout_ms`, or 408
 /// `request_timeout` when that time ran out while its body was still arriving (a slow
 /// client, not a slow server). NDJSON document streams and file uploads are exempt: they are
@@ -224,13 +251,8 @@ async fn require_admin(State(s): State<Arc<AppState>>, req: Request, next: Next)
 /// has not begun to commit is cancelled (503, `Retry-After`, not stored), one that has is
 /// waited for, so a write is never answered `timeout` and then stored.
 async fn timeout(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let path = req.uri().path();
-    let post = req.method() == axum::http::Method::POST;
-    let streaming = post
-        && ((extract::is_ndjson(req.headers()) && path.ends_with("/documents"))
-            || path.ends_with("/ingest"));
     let ms = s.config.limits.request_timeout_ms;
-    if streaming || ms == 0 {
+    if body_kind(&req) != BodyKind::Json || ms == 0 {
         return next.run(req).await;
     }
     let (mut parts, body) = req.into_parts();
@@ -288,14 +310,12 @@ async fn declared_length(State(s): State<Arc<AppState>>, req: Request, next: Nex
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     let limits = &s.config.limits;
-    let path = req.uri().path();
-    let upload = path.ends_with("/ingest");
-    let limit = if upload {
-        limits.max_upload_bytes
-    } else if extract::is_ndjson(req.headers()) && path.ends_with("/documents") {
-        u64::MAX
-    } else {
-        limits.max_body_bytes as u64
+    let kind = body_kind(&req);
+    let upload = kind == BodyKind::Upload;
+    let limit = match kind {
+        BodyKind::Upload => limits.max_upload_bytes,
+        BodyKind::Stream => u64::MAX,
+        BodyKind::Json => limits.max_body_bytes as u64,
     };
     match declared {
         Some(n) if n > limit && upload => ApiError::new(
