@@ -36,8 +36,13 @@ pub enum EvalCommand {
     Forum(ForumArgs),
     /// Compositional operations on sentence vectors (fusion, difference, compression): R@1,
     /// R@10 and MRR@10 of each target in a hard pool (every sentence of the files plus real
-    /// questions), for the baselines (identity, arithmetic, concatenation).
+    /// questions), for the model's learned operators (`kindred`, when it carries them) and
+    /// the baselines (identity, arithmetic, concatenation).
     Operators(super::eval_operators::OperatorsArgs),
+    /// Compound questions: two unrelated duplicate pairs' first questions joined into one
+    /// query should answer `compound` covering both stored questions; single questions should
+    /// not. Rates with 95% intervals.
+    Compound(super::eval_compound::CompoundArgs),
 }
 
 #[derive(Debug, ClapArgs)]
@@ -137,6 +142,7 @@ pub fn run(g: &Global, command: &EvalCommand) -> Result<()> {
         EvalCommand::Alignment(a) => super::eval_alignment::run(&encoder, a),
         EvalCommand::Forum(a) => forum(g, &encoder, a),
         EvalCommand::Operators(a) => super::eval_operators::run(&encoder, a),
+        EvalCommand::Compound(a) => super::eval_compound::run(encoder, a),
     }
 }
 

@@ -15,6 +15,7 @@ mod documents;
 mod encode;
 mod eval;
 mod eval_alignment;
+mod eval_compound;
 mod eval_operators;
 mod explain;
 mod global;
@@ -27,6 +28,7 @@ mod serve;
 mod train;
 mod train_aligner;
 mod train_context;
+mod train_operators;
 mod tune;
 
 use std::process::ExitCode;

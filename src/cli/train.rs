@@ -54,6 +54,11 @@ pub enum TrainCommand {
     /// model file with --out (kindred ships src/text/chunker.model). Needs no encoder, except
     /// with --contextual (the model's hidden states as features too).
     Chunker(ChunkerArgs),
+    /// Learn the compositional operators — fusion (two questions as one), difference (what one
+    /// asks beyond another) and compression (a long text said short) — on the frozen model's
+    /// vectors, from WikiSplit and compression files; write the model plus the operators to
+    /// --out. Vectors do not change: collections keep working with the new directory.
+    Operators(super::train_operators::OperatorsArgs),
 }
 
 /// Runs a trainer on the base model (--model) and --device.
@@ -68,6 +73,7 @@ pub fn run(g: &Global, command: &TrainCommand) -> Result<()> {
         TrainCommand::Chunker(a) => chunker(g, a),
         TrainCommand::Aligner(a) => super::train_aligner::run(g, a),
         TrainCommand::Context(a) => super::train_context::run(g, a, device).map(drop),
+        TrainCommand::Operators(a) => super::train_operators::run(g, a),
     }
 }
 

@@ -32,6 +32,7 @@ pub use registry::Encoders;
 
 use crate::error::{InternalError, Result, UserError};
 use crate::model::heads::Heads;
+use crate::model::operators::Operators;
 use crate::model::{ModelDir, ModelIdentity};
 use crate::text::{TextTokenizer, Tokenized};
 use crate::types::{Encoded, Precision};
@@ -86,6 +87,8 @@ pub struct Encoder {
     weights_fingerprint: String,
     options: EncoderOptions,
     heads: Heads,
+    /// Compositional operators over this model's vectors, when it carries ones trained for them.
+    operators: Option<Operators>,
 }
 
 impl std::fmt::Debug for Encoder {
@@ -114,6 +117,7 @@ impl Encoder {
         weights::load(&mut bert, &model.weights_path())?;
         let heads = Heads::load(&model.path, model.config.hidden_size)?;
         let (identity, weights_fingerprint) = model.identity_and_weights()?;
+        let operators = operators_for(model, &identity)?;
         let identity = identity.with_precision(options.precision);
         let packed = pack(&bert, model, options)?;
         tracing::info!(id = %identity.id, fingerprint = %identity.fingerprint,
@@ -129,6 +133,7 @@ impl Encoder {
             weights_fingerprint,
             options,
             heads,
+            operators,
         })
     }
 
@@ -153,6 +158,7 @@ impl Encoder {
             identity: identity.with_precision(options.precision),
             options,
             heads,
+            operators: None,
         })
     }
 
@@ -212,6 +218,12 @@ impl Encoder {
     /// The learned heads the model carries (possibly none).
     pub fn heads(&self) -> &Heads {
         &self.heads
+    }
+
+    /// The compositional operators the model carries for its own vectors (None: none, or ones
+    /// trained for other vectors).
+    pub fn operators(&self) -> Option<&Operators> {
+        self.operators.as_ref()
     }
 
     /// `sha256:` of the network's weights alone: what its hidden states depend on (the
@@ -395,6 +407,18 @@ impl Encoder {
             .collect())
     }
 
+    /// The intent of content token vectors (`n × d`, unit rows) as this model makes intents:
+    /// moment-matched, through its intent head when it carries one. E.g. of two texts' tokens
+    /// together.
+    pub fn intent_of_tokens(&self, token_vectors: &[f32]) -> crate::types::Gaussian {
+        let d = self.identity.dim;
+        let intent = pooling::moment_intent(token_vectors, d, self.options.sigma_floor);
+        match &self.heads.intent {
+            Some(head) => head.intent(&intent, self.options.sigma_floor),
+            None => intent,
+        }
+    }
+
     /// Sentence vector, normalised content token vectors and intent from one text's
     /// non-pad hidden states, through the model's learned heads when it carries them.
     fn derive(&self, t: &Tokenized, rows: &[f32], d: usize, with_heads: bool) -> Encoded {
@@ -457,6 +481,22 @@ fn pad_multiple() -> usize {
 }
 
 /// The packed CPU path of `bert` for `options`, or None when the encoder runs on a GPU.
+/// The operators in `model`'s directory when they were trained for its vectors (`identity`, at
+/// fp32); ones trained for other vectors are left out with a warning, as they would answer
+/// nonsense.
+fn operators_for(model: &ModelDir, identity: &ModelIdentity) -> Result<Option<Operators>> {
+    let Some(ops) = Operators::load(&model.path, model.config.hidden_size)? else {
+        return Ok(None);
+    };
+    if ops.trained_for != identity.fingerprint {
+        tracing::warn!(trained_for = %ops.trained_for, model = %identity.fingerprint,
+            "the model's operators were trained for other vectors (its weights or heads changed \
+             since); they are off — train them again with `kindred train operators`");
+        return Ok(None);
+    }
+    Ok(Some(ops))
+}
+
 fn pack(bert: &Bert, model: &ModelDir, options: EncoderOptions) -> Result<Option<PackedBert>> {
     match options.device {
         DeviceKind::Cpu => {

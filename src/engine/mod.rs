@@ -17,11 +17,16 @@ use crate::db::{Database, NewDocument, ReindexReport, View};
 use crate::encoder::{Encoder, Encoders};
 use crate::error::{Result, UserError};
 use crate::index::LexicalIndex;
+use crate::model::operators::{self, Operation};
 use crate::score::calibration::Calibrator;
+use crate::score::features::lexical_similarity;
 use crate::search::{
-    self, DuplicateVerdict, Explained, FirstStages, Judge, Overrides, PairExplanation, Scope,
-    SearchOutcome, SearchParams, Settings, Weighting,
+    self, DuplicateVerdict, Explained, FirstStages, Judge, Nearest, Overrides, PairExplanation,
+    Pairing, Scope, SearchOutcome, SearchParams, Settings, Weighting,
 };
+
+/// Stored questions a `beyond` reads the difference back as.
+pub const BEYOND_NEAREST: usize = 3;
 use crate::store::Upserted;
 use crate::types::Encoded;
 
@@ -467,6 +472,25 @@ impl Collection<'_> {
         let (query, lexical) = (query?, lexical?);
         let stages_start = Instant::now();
         let scored = self.scored(&judge, text, &query, (&pool, &scope), lexical, stages_start)?;
+        let ops = self.encoder.operators();
+        let operate = |op: Operation, a: &[f32], b: &[f32]| {
+            operators::apply(ops.and_then(|o| o.nets.get(&op)), op, a, Some(b))
+        };
+        let query_terms = crate::text::terms(text);
+        let pairing = Pairing {
+            fuse: &|a, b| operate(Operation::Fusion, a, b),
+            difference: &|a, b| operate(Operation::Difference, a, b),
+            intent: &|tokens| self.encoder.intent_of_tokens(tokens),
+            lexical: &|t| {
+                self.view
+                    .lexical_index()
+                    .with_idf(|idf| lexical_similarity(&query_terms, &crate::text::terms(t), idf))
+            },
+            nearest: &|v, exclude| {
+                self.nearest(v, BEYOND_NEAREST, Some(exclude))
+                    .unwrap_or_default()
+            },
+        };
         let mut out = search::verdict(
             scored,
             &judge,
@@ -474,11 +498,31 @@ impl Collection<'_> {
             params,
             threshold,
             &*self.encoder,
+            Some(&pairing),
             stages_start,
         );
         out.timings.encode_ms = encode_ms;
         out.timings.total_ms = search::ms(start);
         record_timings(&out.timings);
+        Ok(out)
+    }
+
+    /// The `k` stored questions nearest `vector` by cosine (the graph's answer), leaving out
+    /// the document `exclude`: a vector read back as questions.
+    pub fn nearest(&self, vector: &[f32], k: usize, exclude: Option<&str>) -> Result<Vec<Nearest>> {
+        let mut out = Vec::with_capacity(k);
+        for (internal, cosine) in self.view.cosine(vector, k + 1, None)? {
+            let Some(doc) = self.view.get_internal(internal)? else {
+                continue;
+            };
+            if Some(doc.id.as_str()) != exclude && out.len() < k {
+                out.push(Nearest {
+                    id: doc.id,
+                    text: doc.text,
+                    cosine,
+                });
+            }
+        }
         Ok(out)
     }
 

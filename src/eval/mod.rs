@@ -3,6 +3,7 @@
 //! pairs with every feature the duplicate model reads.
 
 pub mod alignment;
+pub mod compound;
 pub mod forum;
 pub mod ists;
 pub mod operators;

@@ -5,8 +5,8 @@
 //! the files, inputs as well as targets, plus any extra questions — so that an answer landing
 //! on one of its own inputs is a miss. Reports R@1, R@10 and MRR@10 per operation and system:
 //! `identity` (the input's own vector), `arithmetic` (the normalised sum or difference) and
-//! `concatenation` (the two parts encoded as one text) are the baselines a learned operator
-//! must beat.
+//! `concatenation` (the two parts encoded as one text) are the baselines that `kindred` (the
+//! model's learned operators, when it carries them) must beat.
 //!
 //! Reads WikiSplit TSV (`complex<TAB>part1 <::::> part2`) and the Google compression CSV
 //! (`original,compressed`, header first, a field quoted only when it holds a comma).
@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use crate::error::{io_err, Result, UserError};
 use crate::math::{dot, l2_normalize};
+use crate::model::operators::Operation;
 use crate::Encoder;
 
 /// One WikiSplit row: a complex sentence and the two sentences it was split into.
@@ -289,6 +290,50 @@ pub fn eval_operators(
                     .collect(),
             )),
         );
+    }
+    if let Some(ops) = encoder.operators() {
+        let v = |t: &str| pool[at(t)].as_slice();
+        let learned = |op: Operation, queries: Vec<(&[f32], Option<&[f32]>, usize)>| {
+            scores_of(&ranks(
+                queries
+                    .into_iter()
+                    .map(|(u, w, target)| (ops.apply(op, u, w), target))
+                    .collect(),
+            ))
+        };
+        if !splits.is_empty() && ops.has(Operation::Fusion) {
+            let queries = splits
+                .iter()
+                .map(|s| (v(&s.part1), Some(v(&s.part2)), at(&s.complex)))
+                .collect();
+            let scores = learned(Operation::Fusion, queries);
+            operations
+                .entry("fusion".into())
+                .or_default()
+                .insert("kindred".into(), scores);
+        }
+        if !splits.is_empty() && ops.has(Operation::Difference) {
+            let queries = splits
+                .iter()
+                .map(|s| (v(&s.complex), Some(v(&s.part2)), at(&s.part1)))
+                .collect();
+            let scores = learned(Operation::Difference, queries);
+            operations
+                .entry("difference".into())
+                .or_default()
+                .insert("kindred".into(), scores);
+        }
+        if !compressions.is_empty() && ops.has(Operation::Compression) {
+            let queries = compressions
+                .iter()
+                .map(|c| (v(&c.original), None, at(&c.compressed)))
+                .collect();
+            let scores = learned(Operation::Compression, queries);
+            operations
+                .entry("compression".into())
+                .or_default()
+                .insert("kindred".into(), scores);
+        }
     }
     if !compressions.is_empty() {
         let compression = operations.entry("compression".into()).or_default();

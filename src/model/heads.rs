@@ -62,7 +62,7 @@ impl Dense {
             .collect()
     }
 
-    fn check(&self, name: &str) -> std::result::Result<(), String> {
+    pub(crate) fn check(&self, name: &str) -> std::result::Result<(), String> {
         if self.weight.len() != self.inputs * self.outputs || self.bias.len() != self.outputs {
             return Err(format!("{name} has inconsistent shapes"));
         }
@@ -225,26 +225,7 @@ impl Heads {
             Err(e) => return Err(io_err(format!("reading {}", path.display()))(e)),
         };
         let st = SafeTensors::deserialize(&bytes).map_err(|e| invalid(e.to_string()))?;
-        let dense = |name: &str| -> std::result::Result<Option<Dense>, String> {
-            let w = match st.tensor(&format!("{name}.weight")) {
-                Ok(w) => w,
-                Err(_) => return Ok(None),
-            };
-            let [outputs, inputs] = match *w.shape() {
-                [o, i] => [o, i],
-                _ => return Err(format!("{name}.weight is not 2-D")),
-            };
-            let bias = match st.tensor(&format!("{name}.bias")) {
-                Ok(b) => f32s(&b)?,
-                Err(_) => vec![0.0; outputs],
-            };
-            Ok(Some(Dense {
-                inputs,
-                outputs,
-                weight: f32s(&w)?,
-                bias,
-            }))
-        };
+        let dense = |name: &str| read_dense(&st, name);
         let heads = (|| -> std::result::Result<Heads, String> {
             let intent = match (dense("intent.mu")?, dense("intent.logvar")?) {
                 (Some(mu), Some(logvar)) => Some(IntentHead { mu, logvar }),
@@ -281,14 +262,7 @@ impl Heads {
             };
         }
         let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
-        let mut put = |name: &str, d: &Dense| {
-            tensors.push((
-                format!("{name}.weight"),
-                vec![d.outputs, d.inputs],
-                bytes(&d.weight),
-            ));
-            tensors.push((format!("{name}.bias"), vec![d.outputs], bytes(&d.bias)));
-        };
+        let mut put = |name: &str, d: &Dense| tensors.extend(dense_tensors(name, d));
         if let Some(t) = &self.transition {
             put("transition", &t.weight);
         }
@@ -301,11 +275,56 @@ impl Heads {
             put("classifier.out", &c.out);
         }
         let meta = HashMap::from([("heads".to_string(), self.names().join(","))]);
-        let out = serialize_f32(&tensors, Some(meta))?;
-        let tmp = dir.join(format!("{HEADS_FILE}.tmp"));
-        std::fs::write(&tmp, out).map_err(io_err(format!("writing {}", tmp.display())))?;
-        std::fs::rename(&tmp, &path).map_err(io_err(format!("renaming {}", path.display())))
+        write_atomically(dir, HEADS_FILE, &serialize_f32(&tensors, Some(meta))?)
     }
+}
+
+/// The dense layer `name` (`{name}.weight`, optional `{name}.bias`) of a safetensors file;
+/// None when the file has no such weight.
+pub(crate) fn read_dense(
+    st: &SafeTensors<'_>,
+    name: &str,
+) -> std::result::Result<Option<Dense>, String> {
+    let w = match st.tensor(&format!("{name}.weight")) {
+        Ok(w) => w,
+        Err(_) => return Ok(None),
+    };
+    let [outputs, inputs] = match *w.shape() {
+        [o, i] => [o, i],
+        _ => return Err(format!("{name}.weight is not 2-D")),
+    };
+    let bias = match st.tensor(&format!("{name}.bias")) {
+        Ok(b) => f32s(&b)?,
+        Err(_) => vec![0.0; outputs],
+    };
+    let dense = Dense {
+        inputs,
+        outputs,
+        weight: f32s(&w)?,
+        bias,
+    };
+    dense.check(name)?;
+    Ok(Some(dense))
+}
+
+/// `name.weight` and `name.bias` of `d`, as `(name, shape, bytes)` for [`serialize_f32`].
+pub(crate) fn dense_tensors(name: &str, d: &Dense) -> [(String, Vec<usize>, Vec<u8>); 2] {
+    [
+        (
+            format!("{name}.weight"),
+            vec![d.outputs, d.inputs],
+            bytes(&d.weight),
+        ),
+        (format!("{name}.bias"), vec![d.outputs], bytes(&d.bias)),
+    ]
+}
+
+/// Writes `data` to `dir/name` atomically (a temporary file, then a rename).
+pub(crate) fn write_atomically(dir: &Path, name: &str, data: &[u8]) -> Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    std::fs::write(&tmp, data).map_err(io_err(format!("writing {}", tmp.display())))?;
+    std::fs::rename(&tmp, &path).map_err(io_err(format!("renaming {}", path.display())))
 }
 
 fn f32s(view: &TensorView<'_>) -> std::result::Result<Vec<f32>, String> {

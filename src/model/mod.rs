@@ -7,6 +7,7 @@
 
 mod fetch;
 pub mod heads;
+pub mod operators;
 
 use std::fs;
 use std::io::Read;

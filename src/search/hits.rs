@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::compound::{Beyond, Compound};
 use super::resolve::Settings;
 use crate::score::explain::Explanation;
 
@@ -167,6 +168,10 @@ pub struct DuplicateVerdict {
     pub threshold: f32,
     /// The best matches by probability, each marked against the threshold.
     pub matches: Vec<DuplicateMatch>,
+    /// Two stored questions the text asks at once, when judging them as one question beats
+    /// every single match and reaches the threshold (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compound: Option<Compound>,
     /// Where the probabilities come from.
     pub calibration: String,
     /// What the metadata filter admitted (absent without a filter; see
@@ -191,6 +196,9 @@ pub struct DuplicateMatch {
     /// The hit (probability, scores, explanation).
     #[serde(flatten)]
     pub hit: Hit,
+    /// What the text asks beyond this match (near-duplicates with unmatched phrases only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beyond: Option<Beyond>,
 }
 
 /// The explanation of two texts, with their other scores and P(duplicate).

@@ -16,6 +16,7 @@
 //! This module never encodes, never looks a collection up by name and never decodes JSON
 //! settings: the view carries all of that.
 
+pub(crate) mod compound;
 pub(crate) mod fusion;
 pub(crate) mod hits;
 pub(crate) mod judge;
@@ -43,6 +44,7 @@ use crate::text::terms;
 use crate::types::{Encoded, Gaussian, Token};
 
 pub use crate::score::calibration::Calibrator;
+pub use compound::{Beyond, Compound, Covered, Nearest, Pairing};
 pub use hits::{
     is_zero, DuplicateMatch, DuplicateVerdict, Explained, Filtered, Hit, PairExplanation,
     RcmdStage, SearchOutcome, Stage, Stages, Timings, Vectors,
@@ -515,8 +517,14 @@ pub fn outcome(
     }
 }
 
+/// A near-duplicate, for `beyond`: a match at least this share of the threshold.
+pub const NEAR_DUPLICATE: f32 = 0.5;
+
 /// The duplicate verdict on `scored` (a pool searched with k = rerank depth): its `k` most
-/// probable matches, each marked against `threshold`, explained when asked.
+/// probable matches, each marked against `threshold`, explained when asked; with `pairing`,
+/// the compound the pool makes, if any, and for each near-duplicate match what the query
+/// asks beyond it.
+#[allow(clippy::too_many_arguments)]
 pub fn verdict(
     mut scored: Scored,
     judge: &Judge<'_>,
@@ -524,19 +532,52 @@ pub fn verdict(
     params: &SearchParams,
     threshold: f32,
     chunks: &dyn ChunkSource,
+    pairing: Option<&Pairing<'_>>,
     start: Instant,
 ) -> DuplicateVerdict {
     scored
         .hits
         .sort_by(|a, b| b.0.probability.total_cmp(&a.0.probability));
+    let query_chunks = match pairing {
+        Some(_) if !scored.hits.is_empty() => chunks.chunks(&[text]).swap_remove(0),
+        _ => Vec::new(),
+    };
+    let compound = pairing.and_then(|p| {
+        compound::detect(
+            judge,
+            (text, query),
+            &scored.hits,
+            p,
+            &query_chunks,
+            threshold,
+        )
+    });
     scored.hits.truncate(params.k);
+    let beyond: Vec<Option<Beyond>> = scored
+        .hits
+        .iter()
+        .map(|(hit, doc)| {
+            let p = pairing?;
+            if hit.probability < NEAR_DUPLICATE * threshold {
+                return None;
+            }
+            let phrases = compound::unmatched_phrases((text, query), doc, &query_chunks);
+            if phrases.is_empty() {
+                return None;
+            }
+            let nearest = (p.nearest)(&(p.difference)(&query.sentence, &doc.sentence), &hit.id);
+            Some(Beyond { phrases, nearest })
+        })
+        .collect();
     let out = outcome(scored, judge, (text, query), params, chunks, start);
     let matches: Vec<DuplicateMatch> = out
         .hits
         .into_iter()
-        .map(|hit| DuplicateMatch {
+        .zip(beyond)
+        .map(|(hit, beyond)| DuplicateMatch {
             is_duplicate: hit.probability >= threshold,
             hit,
+            beyond,
         })
         .collect();
     let probability = matches.first().map_or(0.0, |m| m.hit.probability);
@@ -544,6 +585,7 @@ pub fn verdict(
         is_duplicate: !matches.is_empty() && probability >= threshold,
         probability,
         threshold,
+        compound,
         matches,
         calibration: out.calibration,
         filtered: out.filtered,
@@ -640,6 +682,7 @@ pub fn validate_threshold(threshold: Option<f32>) -> Result<()> {
 #[derive(Debug)]
 pub struct Explainable {
     text: String,
+    sentence: Vec<f32>,
     tokens: Vec<Token>,
     vectors: I8Tokens,
     weights: Option<Vec<f32>>,
@@ -658,6 +701,7 @@ impl Explainable {
             .expect("records are written consistent");
         let explainable = Explainable {
             text: doc.text,
+            sentence: sentence.clone(),
             tokens: doc.tokens,
             vectors,
             weights,

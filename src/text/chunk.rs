@@ -232,6 +232,23 @@ enum Class {
     Word,
 }
 
+/// True for a word that carries no content of its own — a determiner, pronoun, preposition,
+/// modal or auxiliary, conjunction, wh-word, common adverb or punctuation — as the chunker's
+/// word classes have it. Negations, numbers and every other word carry content.
+pub fn is_function_word(word: &str) -> bool {
+    let lower = word.to_lowercase();
+    !matches!(
+        Class::of(word, &lower),
+        Class::Negation
+            | Class::Number
+            | Class::Capitalized
+            | Class::Gerund
+            | Class::Past
+            | Class::Adverbly
+            | Class::Word
+    )
+}
+
 impl Class {
     fn of(word: &str, lower: &str) -> Class {
         match lower {

@@ -21,6 +21,7 @@ pub mod context;
 pub mod data;
 pub mod intent;
 pub mod loss;
+pub mod operators;
 pub mod transition;
 pub mod tune;
 

@@ -233,12 +233,30 @@ mod tests {
                 search::DuplicateMatch {
                     is_duplicate: true,
                     hit: hit("q1", true),
+                    beyond: None,
                 },
                 search::DuplicateMatch {
                     is_duplicate: false,
                     hit: hit("q2", false),
+                    beyond: Some(search::Beyond {
+                        phrases: vec!["with PayPal".into()],
+                        nearest: vec![search::Nearest {
+                            id: "q9".into(),
+                            text: "Can I pay with PayPal?".into(),
+                            cosine: 0.71,
+                        }],
+                    }),
                 },
             ],
+            compound: Some(search::Compound {
+                covers: vec![search::Covered {
+                    id: "q1".into(),
+                    text: "How do I reset my password?".into(),
+                    probability: 0.4,
+                    phrases: vec!["reset my password".into()],
+                }],
+                probability: 0.8,
+            }),
             calibration: "siamese".into(),
             filtered: Some(search::Filtered {
                 matching: 12,

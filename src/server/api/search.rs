@@ -532,6 +532,11 @@ pub struct DuplicateVerdict {
     pub threshold: f32,
     /// The best matches by probability, each marked against the threshold.
     pub matches: Vec<DuplicateMatch>,
+    /// Two stored questions the text asks at once: present when judging the two as one
+    /// question (their fused vector, both token sets, both texts) reaches the threshold and
+    /// beats every single match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compound: Option<Compound>,
     /// Where the probabilities come from.
     pub calibration: String,
     /// What the metadata filter admitted (absent without a filter).
@@ -554,6 +559,7 @@ impl From<search::DuplicateVerdict> for DuplicateVerdict {
             probability: v.probability,
             threshold: v.threshold,
             matches: v.matches.into_iter().map(DuplicateMatch::from).collect(),
+            compound: v.compound.map(Into::into),
             calibration: v.calibration,
             filtered: v.filtered.map(Into::into),
             unexplained: v.unexplained,
@@ -571,6 +577,10 @@ pub struct DuplicateMatch {
     /// The hit (probability, scores, explanation).
     #[serde(flatten)]
     pub hit: Hit,
+    /// What the text asks beyond this match: present on near-duplicates (P(duplicate) at
+    /// least half the threshold) that leave some of its phrases unmatched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beyond: Option<Beyond>,
 }
 
 impl From<search::DuplicateMatch> for DuplicateMatch {
@@ -578,6 +588,88 @@ impl From<search::DuplicateMatch> for DuplicateMatch {
         DuplicateMatch {
             is_duplicate: m.is_duplicate,
             hit: m.hit.into(),
+            beyond: m.beyond.map(Into::into),
+        }
+    }
+}
+
+/// A text that asks two stored questions at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Compound {
+    /// The two stored questions, each with the text's phrases it explains.
+    pub covers: Vec<Covered>,
+    /// P(duplicate) of (the text, both questions as one).
+    pub probability: f32,
+}
+
+/// One part of a compound.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Covered {
+    /// External id.
+    pub id: String,
+    /// The stored question.
+    pub text: String,
+    /// Its own P(duplicate) against the whole text.
+    pub probability: f32,
+    /// The text's phrases it explains (its tokens align better with this part).
+    pub phrases: Vec<String>,
+}
+
+/// What a text asks beyond one match.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Beyond {
+    /// The text's phrases none of whose tokens aligns closely with a token of the match.
+    pub phrases: Vec<String>,
+    /// Stored questions nearest the difference of the two vectors (text ⊖ match), the match
+    /// left out: what the rest of the text is about, read back as questions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nearest: Vec<Nearest>,
+}
+
+/// A stored question near a vector.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Nearest {
+    /// External id.
+    pub id: String,
+    /// The stored question.
+    pub text: String,
+    /// Cosine with the vector.
+    pub cosine: f32,
+}
+
+impl From<search::Compound> for Compound {
+    fn from(c: search::Compound) -> Self {
+        Compound {
+            covers: c
+                .covers
+                .into_iter()
+                .map(|p| Covered {
+                    id: p.id,
+                    text: p.text,
+                    probability: p.probability,
+                    phrases: p.phrases,
+                })
+                .collect(),
+            probability: c.probability,
+        }
+    }
+}
+
+impl From<search::Nearest> for Nearest {
+    fn from(n: search::Nearest) -> Self {
+        Nearest {
+            id: n.id,
+            text: n.text,
+            cosine: n.cosine,
+        }
+    }
+}
+
+impl From<search::Beyond> for Beyond {
+    fn from(b: search::Beyond) -> Self {
+        Beyond {
+            phrases: b.phrases,
+            nearest: b.nearest.into_iter().map(Into::into).collect(),
         }
     }
 }
