@@ -63,6 +63,7 @@ pub fn run(encoder: Encoder, args: &CompoundArgs) -> Result<()> {
     row("compound covers both parts", &report.covered);
     row("compound flagged", &report.flagged);
     row("both parts are the top 2 matches", &report.top2);
+    row("both parts are among the top 10 matches", &report.top10);
     row(
         "single question flagged compound (false)",
         &report.false_flags,

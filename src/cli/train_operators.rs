@@ -33,7 +33,7 @@ pub struct OperatorsArgs {
     #[arg(long, required = true, value_name = "DIR")]
     pub out: PathBuf,
     /// Hidden units of the fusion and difference networks.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 256)]
     pub hidden: usize,
     /// Hidden units of the compression network.
     #[arg(long, default_value_t = 384)]
@@ -42,10 +42,10 @@ pub struct OperatorsArgs {
     #[arg(long, default_value_t = 128)]
     pub batch: usize,
     /// Adam learning rate.
-    #[arg(long, default_value_t = 1e-3)]
+    #[arg(long, default_value_t = 3e-4)]
     pub lr: f64,
     /// Passes over the training rows.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 10)]
     pub epochs: usize,
     /// Share of the rows held out to choose the epoch on.
     #[arg(long, default_value_t = 0.1)]

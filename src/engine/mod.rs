@@ -472,14 +472,29 @@ impl Collection<'_> {
         let (query, lexical) = (query?, lexical?);
         let stages_start = Instant::now();
         let scored = self.scored(&judge, text, &query, (&pool, &scope), lexical, stages_start)?;
-        let ops = self.encoder.operators();
-        let operate = |op: Operation, a: &[f32], b: &[f32]| {
-            operators::apply(ops.and_then(|o| o.nets.get(&op)), op, a, Some(b))
-        };
+        // Compounds are judged on arithmetic fusion: the learned fusion (trained on WikiSplit)
+        // found fewer of them (EVALUATION.md, "Compound questions"). The difference read back
+        // in `beyond` is the model's own when it carries one.
+        let learned = self
+            .encoder
+            .operators()
+            .and_then(|o| o.nets.get(&Operation::Difference));
         let query_terms = crate::text::terms(text);
+        let split: Vec<String> = search::halves(text)
+            .into_iter()
+            .flat_map(|(l, r)| [l, r])
+            .collect();
+        let halves: Vec<(Vec<f32>, Vec<f32>)> = match split.is_empty() {
+            true => Vec::new(),
+            false => {
+                let mut v = self.encoder.encode(&split)?.into_iter().map(|e| e.sentence);
+                std::iter::from_fn(|| Some((v.next()?, v.next()?))).collect()
+            }
+        };
         let pairing = Pairing {
-            fuse: &|a, b| operate(Operation::Fusion, a, b),
-            difference: &|a, b| operate(Operation::Difference, a, b),
+            halves: &halves,
+            fuse: &|a, b| Operation::Fusion.arithmetic(a, Some(b)),
+            difference: &|a, b| operators::apply(learned, Operation::Difference, a, Some(b)),
             intent: &|tokens| self.encoder.intent_of_tokens(tokens),
             lexical: &|t| {
                 self.view

@@ -79,6 +79,8 @@ pub struct CompoundReport {
     pub flagged: Share,
     /// Compounds whose two parts are the two most probable single matches.
     pub top2: Share,
+    /// Compounds whose two parts are among the ten most probable single matches.
+    pub top10: Share,
     /// Single questions asked.
     pub singles: usize,
     /// Single questions wrongly answered `compound`.
@@ -128,7 +130,7 @@ pub fn eval_compound(
     let engine = Engine::with_encoder(Arc::new(db), encoder);
     let collection = engine.collection(name)?;
     let params = SearchParams {
-        k: 2,
+        k: 10,
         ..SearchParams::default()
     };
 
@@ -148,7 +150,7 @@ pub fn eval_compound(
         let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         progress("asking", n, total);
     };
-    let outcomes: Vec<(bool, bool, bool)> = compounds
+    let outcomes: Vec<(bool, bool, bool, bool)> = compounds
         .par_iter()
         .map(|(text, i, j)| {
             let v = collection.duplicates(text, None, &params)?;
@@ -159,8 +161,9 @@ pub fn eval_compound(
                 .as_ref()
                 .map(|c| c.covers.iter().map(|p| p.id.clone()).collect())
                 .unwrap_or_default();
-            let top: HashSet<String> = v.matches.iter().map(|m| m.hit.id.clone()).collect();
-            Ok((covers == want, v.compound.is_some(), top == want))
+            let top: HashSet<String> = v.matches.iter().take(2).map(|m| m.hit.id.clone()).collect();
+            let ten: HashSet<String> = v.matches.iter().map(|m| m.hit.id.clone()).collect();
+            Ok((covers == want, v.compound.is_some(), top == want, want.is_subset(&ten)))
         })
         .collect::<Result<_>>()?;
     let singles: Vec<(bool, bool)> = chosen
@@ -179,7 +182,7 @@ pub fn eval_compound(
             Ok((v.compound.is_some(), top1))
         })
         .collect::<Result<_>>()?;
-    let count = |f: &dyn Fn(&(bool, bool, bool)) -> bool| outcomes.iter().filter(|o| f(o)).count();
+    let count = |f: &dyn Fn(&(bool, bool, bool, bool)) -> bool| outcomes.iter().filter(|o| f(o)).count();
     let n = outcomes.len();
     Ok(CompoundReport {
         documents: docs.len(),
@@ -187,6 +190,7 @@ pub fn eval_compound(
         covered: Share::of(count(&|o| o.0), n),
         flagged: Share::of(count(&|o| o.1), n),
         top2: Share::of(count(&|o| o.2), n),
+        top10: Share::of(count(&|o| o.3), n),
         singles: singles.len(),
         false_flags: Share::of(singles.iter().filter(|s| s.0).count(), singles.len()),
         singles_top1: Share::of(singles.iter().filter(|s| s.1).count(), singles.len()),

@@ -2,17 +2,22 @@
 //! design.md §3), over the candidates a search already scored.
 //!
 //! A compound query asks two stored questions at once ("How do I reset my password and change
-//! the email on my account?"). Each pair of the best single matches is judged as one virtual
+//! the email on my account?"). For every way the text splits in two at a join (" and ", "? ",
+//! "; ", …), the candidates closest to each half pair up, and the pair is judged as one virtual
 //! document — its sentence vector the fusion of the two, its token vectors both sets, its text
 //! both texts — with the same features and judge as a single match. The query is compound when
-//! the best pair's P(duplicate) reaches the threshold and beats every single match: the answer
+//! such a pair's P(duplicate) reaches the threshold and beats every single match: the answer
 //! then names both parts and the query phrases each one explains (the phrase whose tokens align
-//! better with it).
+//! better with it). Pairs no split points at are not judged: among single questions they were
+//! flagged far too often (EVALUATION.md, "Compound questions").
 //!
-//! What a query asks beyond a match: its phrases whose tokens find no close token in the match.
+//! What a query asks beyond a match: its phrases whose content words find no close token in
+//! the match, and the difference of the two vectors read back as the nearest stored questions.
 //!
-//! Pure: vectors, texts and the judge in; the encoder's operators come as closures.
+//! Pure: vectors, texts and the judge in; the model's operators and the collection's lookups
+//! come as closures ([`Pairing`]).
 
+use std::collections::HashMap;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
@@ -24,10 +29,9 @@ use crate::score::{Tokens, Weights};
 use crate::text::chunk::is_function_word;
 use crate::types::{Encoded, Gaussian};
 
-/// Single matches (the best by cosine) that pair up into compounds.
-pub const PAIR_POOL: usize = 10;
-/// Pairs (the best by the arithmetic fusion's cosine) judged in full.
-const JUDGED_PAIRS: usize = 5;
+/// Each part of a compound must alone explain at least this share of the query's content
+/// tokens (aligned at [`ALIGNED`] and better than by the other part).
+pub const EXCLUSIVE_SHARE: f32 = 0.2;
 /// A query token is explained by a document when its best cosine with one of the document's
 /// tokens reaches this (contextual token vectors of unrelated words stay well below it).
 pub const ALIGNED: f32 = 0.6;
@@ -89,10 +93,46 @@ pub struct Pairing<'a> {
     pub lexical: &'a dyn Fn(&str) -> f32,
     /// The stored questions nearest a vector, leaving out the document with the given id.
     pub nearest: &'a dyn Fn(&[f32], &str) -> Vec<Nearest>,
+    /// The sentence vectors of the query's two halves, for every way it splits at a
+    /// coordinator or a sentence break ([`halves`]).
+    pub halves: &'a [(Vec<f32>, Vec<f32>)],
 }
 
-/// The compound the best single matches `hits` make for `query`, if one beats every single
+/// Words and marks a compound question's two halves meet at.
+const JOINS: [&str; 7] = ["? ", "; ", ". ", ", and ", " and ", " also ", " plus "];
+
+/// Most ways a text is split in two.
+pub const MOST_SPLITS: usize = 3;
+
+/// The ways `text` splits in two at a join (" and ", "? ", "; ", …), the earliest joins first,
+/// at most [`MOST_SPLITS`]; both halves keep at least two words.
+pub fn halves(text: &str) -> Vec<(String, String)> {
+    let lower = text.to_lowercase();
+    let mut cuts: Vec<(usize, usize)> = JOINS
+        .iter()
+        .flat_map(|j| lower.match_indices(j).map(|(at, m)| (at, at + m.len())))
+        .filter(|&(at, end)| text.is_char_boundary(at) && text.is_char_boundary(end))
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup_by_key(|c| c.0);
+    cuts.into_iter()
+        .map(|(at, end)| {
+            let left = text[..at].trim_end_matches([' ', ',']).to_string();
+            (left, text[end..].trim().to_string())
+        })
+        .filter(|(l, r)| l.split_whitespace().count() >= 2 && r.split_whitespace().count() >= 2)
+        .take(MOST_SPLITS)
+        .collect()
+}
+
+/// The compound `hits` (the scored candidates) make for `query`, if one beats every single
 /// match at `threshold`. `chunks`: the query's phrase chunks (char spans).
+///
+/// For every way the text splits in two at a join ([`halves`]), the candidates closest to each
+/// half pair up, and the pair is judged as one document. The best-fitting pair (the halves'
+/// cosines with their parts, summed) whose P(duplicate) reaches the threshold and beats every
+/// single match is the compound, provided each part alone explains at least
+/// [`EXCLUSIVE_SHARE`] of the query's content tokens better than the other does.
 pub fn detect(
     judge: &Judge<'_>,
     (text, query): (&str, &Encoded),
@@ -101,42 +141,58 @@ pub fn detect(
     chunks: &[Range<usize>],
     threshold: f32,
 ) -> Option<Compound> {
+    let content = content_tokens(text, query);
+    let words: Vec<usize> = (0..content.len()).filter(|&t| content[t]).collect();
+    if words.len() < 2 || hits.len() < 2 {
+        return None;
+    }
     let best_single = hits
         .iter()
         .map(|(h, _)| h.probability)
         .fold(0.0f32, f32::max);
-    let mut pool: Vec<usize> = (0..hits.len()).collect();
-    pool.sort_by(|&a, &b| {
-        hits[b]
-            .0
-            .stages
-            .cosine
-            .score
-            .total_cmp(&hits[a].0.stages.cosine.score)
-    });
-    pool.truncate(PAIR_POOL);
+    let closest = |half: &[f32], other: Option<usize>| {
+        (0..hits.len())
+            .filter(|&i| Some(i) != other)
+            .map(|i| (i, dot(half, &hits[i].1.sentence)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    };
     let mut pairs: Vec<(usize, usize, f32)> = Vec::new();
-    for (n, &i) in pool.iter().enumerate() {
-        for &j in &pool[n + 1..] {
-            let sum: Vec<f32> = hits[i]
-                .1
-                .sentence
-                .iter()
-                .zip(&hits[j].1.sentence)
-                .map(|(a, b)| a + b)
-                .collect();
-            let norm = dot(&sum, &sum).sqrt().max(1e-12);
-            pairs.push((i, j, dot(&query.sentence, &sum) / norm));
+    for (left, right) in pairing.halves {
+        let Some((i, fit_i)) = closest(left, None) else {
+            continue;
+        };
+        let Some((j, fit_j)) = closest(right, Some(i)) else {
+            continue;
+        };
+        if !pairs.iter().any(|p| (p.0, p.1) == (i, j) || (p.0, p.1) == (j, i)) {
+            pairs.push((i, j, fit_i + fit_j));
         }
     }
-    pairs.sort_by(|a, b| b.2.total_cmp(&a.2));
-    pairs.truncate(JUDGED_PAIRS);
+    let mut aligned: HashMap<usize, Vec<f32>> = HashMap::new();
+    for &(i, j, _) in &pairs {
+        for k in [i, j] {
+            aligned
+                .entry(k)
+                .or_insert_with(|| token_alignment(query, &hits[k].1.vectors.decode()));
+        }
+    }
+    let exclusive = |a: &[f32], b: &[f32]| {
+        words
+            .iter()
+            .filter(|&&t| a[t] >= ALIGNED && a[t] > b[t])
+            .count()
+    };
     let d = query.dim();
     let query_tokens = Tokens::new(&query.token_vectors, d);
     let mut reranker = Reranker::new();
-    let (i, j, probability) = pairs
+    let (i, j, probability, _) = pairs
         .iter()
-        .map(|&(i, j, _)| {
+        .filter(|&&(i, j, _)| {
+            let (ai, aj) = (&aligned[&i], &aligned[&j]);
+            let least = exclusive(ai, aj).min(exclusive(aj, ai));
+            least as f32 >= EXCLUSIVE_SHARE * words.len() as f32
+        })
+        .map(|&(i, j, fit)| {
             let (a, b) = (&hits[i].1, &hits[j].1);
             let mut tokens = a.vectors.decode();
             tokens.extend(b.vectors.decode());
@@ -152,24 +208,18 @@ pub fn detect(
                 directions.uniform,
                 (pairing.lexical)(&joined),
             );
-            (i, j, judge.probability(&features))
+            (i, j, judge.probability(&features), fit)
         })
-        .max_by(|a, b| a.2.total_cmp(&b.2))?;
-    if probability < threshold || probability <= best_single {
-        return None;
-    }
+        .filter(|&(_, _, p, _)| p >= threshold && p > best_single)
+        .max_by(|a, b| a.3.total_cmp(&b.3))?;
     let (a, b) = (&hits[i], &hits[j]);
-    let (sa, sb) = (
-        token_alignment(query, &a.1.vectors.decode()),
-        token_alignment(query, &b.1.vectors.decode()),
-    );
+    let (sa, sb) = (&aligned[&i], &aligned[&j]);
     let (mut pa, mut pb) = (Vec::new(), Vec::new());
-    let content = content_tokens(text, query);
     for chunk in chunks {
         let members = tokens_in(query, &content, chunk);
         let mean =
             |s: &[f32]| members.iter().map(|&t| s[t]).sum::<f32>() / members.len().max(1) as f32;
-        let (ma, mb) = (mean(&sa), mean(&sb));
+        let (ma, mb) = (mean(sa), mean(sb));
         if members.is_empty() || ma.max(mb) < ALIGNED {
             continue;
         }

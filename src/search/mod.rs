@@ -44,7 +44,7 @@ use crate::text::terms;
 use crate::types::{Encoded, Gaussian, Token};
 
 pub use crate::score::calibration::Calibrator;
-pub use compound::{Beyond, Compound, Covered, Nearest, Pairing};
+pub use compound::{halves, Beyond, Compound, Covered, Nearest, Pairing};
 pub use hits::{
     is_zero, DuplicateMatch, DuplicateVerdict, Explained, Filtered, Hit, PairExplanation,
     RcmdStage, SearchOutcome, Stage, Stages, Timings, Vectors,

@@ -54,11 +54,11 @@ pub struct OperatorOptions {
 impl Default for OperatorOptions {
     fn default() -> Self {
         OperatorOptions {
-            hidden: 1024,
+            hidden: 256,
             compression_hidden: 384,
             batch_size: 128,
-            learning_rate: 1e-3,
-            epochs: 20,
+            learning_rate: 3e-4,
+            epochs: 10,
             temperature: 0.05,
             dev_share: 0.1,
             seed: 42,
