@@ -320,8 +320,32 @@ function select(item) {
       el('button', { type: 'button', class: 'no', id: 'mark-different', text: 'Not duplicate', onclick: mark(false) }),
       badge(item.matched.probability, threshold ?? 0.5)),
     el('div', { class: 'note', text: `new: ${item.document.id ? `id ${item.document.id}` : 'submitted text'} · stored: id ${item.matched.id}` }),
+    ...insights(item),
     explanation);
   renderExplanation(explanation, { explanation: item.matched.explanation, cosine: item.matched.stages.cosine?.score, probability: item.matched.probability });
+}
+
+// What the duplicate check says besides the best match: the two entries a compound question
+// covers, and what the question asks beyond its match (docs/operations-on-questions.md).
+function insights(item) {
+  const out = [];
+  const c = item.compound;
+  if (c) {
+    out.push(el('div', { class: 'compound', id: 'compound' },
+      el('strong', { text: `Covers these two entries at once (P ${pct(c.probability)})` }),
+      el('ul', { class: 'covers' }, ...c.covers.map((p) => el('li', { dataset: { id: p.id } },
+        el('span', { class: 'qtext', text: p.text }),
+        el('div', { class: 'small', text: `id ${p.id} · explains: ${p.phrases.join(' · ') || '–'}` }))))));
+  }
+  const b = item.matched.beyond;
+  if (b) {
+    out.push(el('div', { class: 'beyond', id: 'beyond' },
+      el('strong', { text: 'Also asks: ' }), el('span', { class: 'phrases', text: b.phrases.join(' · ') }),
+      b.nearest.length
+        ? el('div', { class: 'small' }, 'closest stored questions to the rest: ', el('span', { text: b.nearest.map((n) => n.text).join(' · ') }))
+        : null));
+  }
+  return out;
 }
 
 async function loadQueue(more) {
@@ -350,9 +374,11 @@ async function submitQuestion() {
     return;
   }
   const m = v.matches[0];
-  const item = { key: `submitted-${Date.now()}`, document: { text }, matched: m };
+  const item = { key: `submitted-${Date.now()}`, document: { text }, matched: m, compound: v.compound };
   queue = [item, ...queue];
-  say(v.is_duplicate
+  say(v.compound
+    ? `It asks two stored questions at once (P ${pct(v.compound.probability)}): review it below.`
+    : v.is_duplicate
     ? `Likely a duplicate (P ${pct(v.probability)} ≥ ${num(v.threshold, 3)}): review it below.`
     : `Best match P ${pct(v.probability)} is below the threshold ${num(v.threshold, 3)}; shown below for review anyway.`, 'info');
   $('submit-text').value = '';

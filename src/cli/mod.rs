@@ -21,6 +21,7 @@ mod explain;
 mod global;
 mod ingest;
 mod model;
+mod ops;
 mod progress;
 mod reindex;
 mod search;
@@ -82,6 +83,10 @@ pub enum Command {
     Stats(collection::StatsArgs),
     /// Explain why two texts match: RCMD score in both directions, word alignments, heatmap.
     Explain(explain::ExplainArgs),
+    /// Operations on questions' vectors — fuse two, what one asks beyond another, compress a
+    /// long one, decode one — read back as a collection's nearest stored questions.
+    #[command(subcommand)]
+    Ops(ops::OpsCommand),
     /// Bulk-load a file into a collection: streamed, encoded in overlapped batches, with a
     /// progress bar, a reject file for bad rows, and resume after an interruption.
     Ingest(ingest::IngestArgs),
@@ -140,6 +145,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Command::Search(a) => search::run(g, a),
         Command::Stats(a) => collection::stats(g, a),
         Command::Explain(a) => explain::run(g, a),
+        Command::Ops(c) => ops::run(g, c),
         Command::Ingest(a) => ingest::run(g, a),
         Command::Eval(c) => eval::run(g, c),
         Command::Calibrate(a) => calibrate::run(g, a),

@@ -4,6 +4,8 @@ use anyhow::Result;
 use clap::Subcommand;
 use serde_json::json;
 
+use kindred::model::operators::{Operators, OPERATORS_FILE};
+
 use super::Global;
 
 /// `kindred model …`
@@ -11,7 +13,8 @@ use super::Global;
 pub enum ModelCommand {
     /// Make sure the model is available (fetch the default model into the cache if needed).
     Fetch,
-    /// Print the model's id, fingerprint, dimension and maximum length.
+    /// Print the model's id, fingerprint, dimension, maximum length and the operators it
+    /// carries.
     Info {
         /// Print JSON.
         #[arg(long)]
@@ -28,8 +31,22 @@ pub fn run(g: &Global, command: &ModelCommand) -> Result<()> {
         ModelCommand::Info { json } => {
             let dir = g.model_dir()?;
             let identity = dir.identity()?;
+            // Operators count only when trained for this model's vectors (as the encoder
+            // loads them).
+            let operators = match Operators::load(&dir.path, identity.dim)? {
+                Some(o) if o.trained_for == identity.fingerprint => o.names(),
+                Some(_) => {
+                    eprintln!(
+                        "warning: {OPERATORS_FILE} was trained for other vectors and is ignored; \
+                         train them again with `kindred train operators`"
+                    );
+                    Vec::new()
+                }
+                None => Vec::new(),
+            };
             if *json {
-                let out = json!({ "path": dir.path, "identity": identity, "config": dir.config });
+                let out = json!({ "path": dir.path, "identity": identity, "config": dir.config,
+                    "operators": operators });
                 println!("{}", serde_json::to_string_pretty(&out)?);
             } else {
                 println!("path:        {}", dir.path.display());
@@ -40,6 +57,12 @@ pub fn run(g: &Global, command: &ModelCommand) -> Result<()> {
                 println!("intent dim:  {}", identity.intent_dim());
                 println!("layers:      {}", dir.config.num_hidden_layers);
                 println!("max length:  {} wordpieces", identity.max_len);
+                let ops = if operators.is_empty() {
+                    "none (kindred train operators)".to_string()
+                } else {
+                    operators.join(", ")
+                };
+                println!("operators:   {ops}");
             }
         }
     }

@@ -27,6 +27,16 @@ use crate::search::{
 
 /// Stored questions a `beyond` reads the difference back as.
 pub const BEYOND_NEAREST: usize = 3;
+
+/// The answer to [`Collection::operate`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Operated {
+    /// Which operator ran: `learned` (the model's), `arithmetic` (it carries none for the
+    /// operation; compression is then the identity), or `none` (decoding).
+    pub operator: &'static str,
+    /// The stored questions nearest the result, best first.
+    pub nearest: Vec<Nearest>,
+}
 use crate::store::Upserted;
 use crate::types::Encoded;
 
@@ -539,6 +549,45 @@ impl Collection<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// A compositional operation on texts, read back as the `k` nearest stored questions:
+    /// `op` over their sentence vectors (fusion and difference take two texts, compression
+    /// one; the model's learned operator when it carries one, else arithmetic), or with `op`
+    /// None one text's own vector (decoding).
+    pub fn operate(&self, op: Option<Operation>, texts: &[&str], k: usize) -> Result<Operated> {
+        let arity = op.map_or(1, Operation::arity);
+        if texts.len() != arity {
+            return Err(UserError::InvalidArgument {
+                name: "texts",
+                reason: format!(
+                    "{} takes {arity} text{}, {} given",
+                    op.map_or("decode", Operation::name),
+                    if arity == 1 { "" } else { "s" },
+                    texts.len()
+                ),
+            }
+            .into());
+        }
+        let encoded = self.encoder.encode(texts)?;
+        let net = op.and_then(|o| self.encoder.operators()?.nets.get(&o));
+        let vector = match op {
+            Some(o) => operators::apply(
+                net,
+                o,
+                &encoded[0].sentence,
+                encoded.get(1).map(|e| e.sentence.as_slice()),
+            ),
+            None => encoded[0].sentence.clone(),
+        };
+        Ok(Operated {
+            operator: match (op, net) {
+                (None, _) => "none",
+                (Some(_), Some(_)) => "learned",
+                (Some(_), None) => "arithmetic",
+            },
+            nearest: self.nearest(&vector, k, None)?,
+        })
     }
 
     /// Explains two texts as this collection sees them: encoded with its model, the lexical

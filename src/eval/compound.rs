@@ -89,6 +89,14 @@ pub struct CompoundReport {
     pub singles_top1: Share,
 }
 
+/// What one compound query answered.
+struct Asked {
+    covered: bool,
+    flagged: bool,
+    top2: bool,
+    top10: bool,
+}
+
 /// Runs the evaluation in a temporary directory. `progress(what, done, total)`.
 pub fn eval_compound(
     encoder: Arc<Encoder>,
@@ -150,7 +158,7 @@ pub fn eval_compound(
         let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         progress("asking", n, total);
     };
-    let outcomes: Vec<(bool, bool, bool, bool)> = compounds
+    let outcomes: Vec<Asked> = compounds
         .par_iter()
         .map(|(text, i, j)| {
             let v = collection.duplicates(text, None, &params)?;
@@ -163,7 +171,12 @@ pub fn eval_compound(
                 .unwrap_or_default();
             let top: HashSet<String> = v.matches.iter().take(2).map(|m| m.hit.id.clone()).collect();
             let ten: HashSet<String> = v.matches.iter().map(|m| m.hit.id.clone()).collect();
-            Ok((covers == want, v.compound.is_some(), top == want, want.is_subset(&ten)))
+            Ok(Asked {
+                covered: covers == want,
+                flagged: v.compound.is_some(),
+                top2: top == want,
+                top10: want.is_subset(&ten),
+            })
         })
         .collect::<Result<_>>()?;
     let singles: Vec<(bool, bool)> = chosen
@@ -182,15 +195,15 @@ pub fn eval_compound(
             Ok((v.compound.is_some(), top1))
         })
         .collect::<Result<_>>()?;
-    let count = |f: &dyn Fn(&(bool, bool, bool, bool)) -> bool| outcomes.iter().filter(|o| f(o)).count();
+    let count = |f: fn(&Asked) -> bool| outcomes.iter().filter(|o| f(o)).count();
     let n = outcomes.len();
     Ok(CompoundReport {
         documents: docs.len(),
         compounds: n,
-        covered: Share::of(count(&|o| o.0), n),
-        flagged: Share::of(count(&|o| o.1), n),
-        top2: Share::of(count(&|o| o.2), n),
-        top10: Share::of(count(&|o| o.3), n),
+        covered: Share::of(count(|o| o.covered), n),
+        flagged: Share::of(count(|o| o.flagged), n),
+        top2: Share::of(count(|o| o.top2), n),
+        top10: Share::of(count(|o| o.top10), n),
         singles: singles.len(),
         false_flags: Share::of(singles.iter().filter(|s| s.0).count(), singles.len()),
         singles_top1: Share::of(singles.iter().filter(|s| s.1).count(), singles.len()),

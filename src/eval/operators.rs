@@ -293,7 +293,9 @@ pub fn eval_operators(
     }
     if let Some(ops) = encoder.operators() {
         let v = |t: &str| pool[at(t)].as_slice();
-        let learned = |op: Operation, queries: Vec<(&[f32], Option<&[f32]>, usize)>| {
+        // (input, second input, target) per row.
+        type Queries<'a> = Vec<(&'a [f32], Option<&'a [f32]>, usize)>;
+        let learned = |op: Operation, queries: Queries<'_>| {
             scores_of(&ranks(
                 queries
                     .into_iter()

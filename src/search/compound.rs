@@ -80,13 +80,16 @@ pub struct Nearest {
     pub cosine: f32,
 }
 
+/// An operation on two sentence vectors.
+pub type VectorOp<'a> = dyn Fn(&[f32], &[f32]) -> Vec<f32> + 'a;
+
 /// What judging a pair as one document, and reading a difference back, need from the model
 /// and the collection.
 pub struct Pairing<'a> {
     /// Fusion of two sentence vectors (the model's operator, else arithmetic).
-    pub fuse: &'a dyn Fn(&[f32], &[f32]) -> Vec<f32>,
+    pub fuse: &'a VectorOp<'a>,
     /// Difference of two sentence vectors, `a ⊖ b` (the model's operator, else arithmetic).
-    pub difference: &'a dyn Fn(&[f32], &[f32]) -> Vec<f32>,
+    pub difference: &'a VectorOp<'a>,
     /// The intent of a set of token vectors (`n × d`), as the model makes intents.
     pub intent: &'a dyn Fn(&[f32]) -> Gaussian,
     /// Lexical similarity of the query to a text, with the collection's IDF.
@@ -107,11 +110,11 @@ pub const MOST_SPLITS: usize = 3;
 /// The ways `text` splits in two at a join (" and ", "? ", "; ", …), the earliest joins first,
 /// at most [`MOST_SPLITS`]; both halves keep at least two words.
 pub fn halves(text: &str) -> Vec<(String, String)> {
-    let lower = text.to_lowercase();
+    // ASCII lower-casing keeps every byte offset of `text`.
+    let lower = text.to_ascii_lowercase();
     let mut cuts: Vec<(usize, usize)> = JOINS
         .iter()
         .flat_map(|j| lower.match_indices(j).map(|(at, m)| (at, at + m.len())))
-        .filter(|&(at, end)| text.is_char_boundary(at) && text.is_char_boundary(end))
         .collect();
     cuts.sort_unstable();
     cuts.dedup_by_key(|c| c.0);
@@ -164,7 +167,10 @@ pub fn detect(
         let Some((j, fit_j)) = closest(right, Some(i)) else {
             continue;
         };
-        if !pairs.iter().any(|p| (p.0, p.1) == (i, j) || (p.0, p.1) == (j, i)) {
+        if !pairs
+            .iter()
+            .any(|p| (p.0, p.1) == (i, j) || (p.0, p.1) == (j, i))
+        {
             pairs.push((i, j, fit_i + fit_j));
         }
     }
@@ -313,4 +319,66 @@ fn slice_chars(text: &str, span: &Range<usize>) -> String {
         .skip(span.start)
         .take(span.end.saturating_sub(span.start))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_split_at_joins_with_two_words_a_side() {
+        let h = halves("How do I reset my password and change the email on my account?");
+        assert_eq!(
+            h,
+            [(
+                "How do I reset my password".to_string(),
+                "change the email on my account?".to_string()
+            )]
+        );
+        let h = halves("Can I pay with PayPal? Also, do you ship abroad?");
+        assert_eq!(h[0].0, "Can I pay with PayPal");
+        assert_eq!(h[0].1, "Also, do you ship abroad?");
+        // A join with one word on a side is no split; nor is a text without one.
+        assert!(halves("Salt and pepper?").is_empty());
+        assert!(halves("How do I cancel my subscription?").is_empty());
+        // Non-ASCII text keeps its offsets.
+        let h = halves("Wie lösche ich İhr Konto and wo finde ich Rechnungen?");
+        assert_eq!(h[0].0, "Wie lösche ich İhr Konto");
+        assert!(halves("a and b and c and d and e").len() <= MOST_SPLITS);
+    }
+
+    #[test]
+    fn only_content_words_count() {
+        let text = "How do I reset it";
+        let token = |start: usize, end: usize| crate::types::Token {
+            text: text[start..end].to_lowercase(),
+            id: 0,
+            start,
+            end,
+        };
+        let query = Encoded {
+            tokens: vec![
+                token(0, 3),
+                token(4, 6),
+                token(7, 8),
+                token(9, 14),
+                token(15, 17),
+            ],
+            truncated: false,
+            token_vectors: vec![0.0; 5],
+            sentence: vec![1.0],
+            intent: Gaussian {
+                mu: vec![0.0],
+                sigma: vec![1.0],
+            },
+        };
+        assert_eq!(
+            content_tokens(text, &query),
+            [false, false, false, true, false]
+        );
+        assert_eq!(
+            tokens_in(&query, &content_tokens(text, &query), &(4..14)),
+            [3]
+        );
+    }
 }

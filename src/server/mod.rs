@@ -102,6 +102,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/v1/explain", post(search::explain))
         .route(
+            "/v1/collections/{collection}/operations",
+            post(search::operations),
+        )
+        .route(
             "/v1/collections/{collection}/review",
             get(review::review_queue),
         )

@@ -29,6 +29,7 @@ use super::{collections, documents, reindex, review, routes, search, uploads};
         search::search_collection,
         search::duplicates,
         search::explain,
+        search::operations,
         review::review_queue,
         review::list_verdicts,
         review::put_verdict,
@@ -251,6 +252,9 @@ mod tests {
             "SearchOutcome",
             "CollectionInfo",
             "DuplicateVerdict",
+            "Compound",
+            "Beyond",
+            "OperationAnswer",
             "ReviewPage",
         ] {
             assert!(

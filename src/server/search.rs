@@ -1,4 +1,5 @@
-//! Handlers for search, duplicate detection and pair explanations: parse the request into
+//! Handlers for search, duplicate detection, pair explanations and operations on texts'
+//! vectors: parse the request into
 //! the library's parameters (mode, rerank, weights and fusion left unset take the collection's
 //! search defaults, else the server's; other unset fields the server's configured defaults),
 //! run it through the engine off the async threads, answer the wire types.
@@ -13,8 +14,8 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::api::{
-    Depths, DuplicateVerdict, FusionWeights, Mode, PairExplanation, Rerank, SearchOutcome,
-    Weighting,
+    Depths, DuplicateVerdict, FusionWeights, Mode, OperationAnswer, OperationKind, PairExplanation,
+    Rerank, SearchOutcome, Weighting,
 };
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{blocking, check_k, check_text, parse};
@@ -204,4 +205,49 @@ pub async fn explain(
     })
     .await?;
     Ok(Json(out.into()))
+}
+
+/// `POST /v1/collections/{c}/operations` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OperationRequest {
+    /// fusion (two texts asked as one) | difference (what the first text asks beyond the
+    /// second) | compression (one long text said short) | decode (one text's own vector).
+    pub operation: OperationKind,
+    /// The texts: two for fusion and difference, one for compression and decode.
+    pub texts: Vec<String>,
+    /// Nearest stored questions to return (default 5).
+    pub k: Option<usize>,
+}
+
+/// `POST /v1/collections/{c}/operations`: a compositional operation on texts' sentence
+/// vectors (the model's learned operator when it carries one, else arithmetic), read back as
+/// the collection's nearest stored questions.
+#[utoipa::path(post, tag = "search", path = "/v1/collections/{collection}/operations", params(("collection" = String, Path)),
+    request_body = OperationRequest,
+    responses((status = 200, body = OperationAnswer), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn operations(
+    State(state): State<Arc<AppState>>,
+    Path(collection): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<OperationAnswer>> {
+    let req: OperationRequest = parse(body)?;
+    for (i, t) in req.texts.iter().enumerate() {
+        check_text(&state, &format!("texts[{i}]"), t)?;
+    }
+    let k = req.k.unwrap_or(5);
+    check_k(&state, k)?;
+    let op = req.operation.operator();
+    let out = blocking(move || {
+        let texts: Vec<&str> = req.texts.iter().map(String::as_str).collect();
+        state
+            .engine
+            .with_collection(&collection, |col| col.operate(op, &texts, k))
+    })
+    .await?;
+    Ok(Json(OperationAnswer {
+        operation: req.operation,
+        operator: out.operator.to_string(),
+        nearest: out.nearest.into_iter().map(Into::into).collect(),
+    }))
 }

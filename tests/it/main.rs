@@ -25,6 +25,7 @@ mod milvus;
 mod model;
 mod normalize;
 mod openapi;
+mod operations;
 mod precision;
 mod recall;
 mod reindex;

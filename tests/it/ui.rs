@@ -1,7 +1,8 @@
 //! The admin web UI in a real browser: Debian's headless chromium, driven by playwright-core
 //! (tests/ui/e2e.mjs), against a real `kindred serve` holding real QQP questions. The browser
 //! checks search, the collection's search defaults with their reason, explanations (heatmap
-//! cells and their sum, a 40×40 heatmap), duplicate review with stored verdicts, a file upload
+//! cells and their sum, a 40×40 heatmap), duplicate review with stored verdicts, a compound
+//! question's two entries, a file upload
 //! with progress and XSS questions; this side prepares the data and checks the verdicts
 //! through the API afterwards.
 //!
@@ -73,11 +74,15 @@ fn admin_ui_in_headless_chromium() {
     // 150 duplicate pairs from QQP dev: first every question 1, then every question 2, so the
     // newest documents have their duplicates stored (the review queue finds them).
     let pairs = duplicate_pairs(150);
-    let mut docs: Vec<Value> = pairs
-        .iter()
-        .enumerate()
-        .map(|(i, (a, _))| json!({ "id": format!("a{i}"), "text": a, "metadata": { "source": "qqp dev" } }))
-        .collect();
+    // Two FAQ entries first (the oldest, so the review queue does not show them), which a
+    // compound question asks together.
+    let mut docs: Vec<Value> = vec![
+        json!({ "id": "faq-reset", "text": "How do I reset my password?" }),
+        json!({ "id": "faq-email", "text": "How can I change the email address on my account?" }),
+    ];
+    docs.extend(pairs.iter().enumerate().map(
+        |(i, (a, _))| json!({ "id": format!("a{i}"), "text": a, "metadata": { "source": "qqp dev" } }),
+    ));
     // Attack questions: rendered as text or the browser test fails (the img one, searched last,
     // also carries attack metadata).
     let attacks = [
@@ -146,6 +151,11 @@ fn admin_ui_in_headless_chromium() {
         .env("UPLOAD_ROWS", "40")
         .env("ATTACKS", json!(attacks).to_string())
         .env("QUERY", &pairs[0].1)
+        .env(
+            "COMPOUND",
+            "How do I reset my password and change the email on my account?",
+        )
+        .env("COMPOUND_COVERS", json!(["faq-reset", "faq-email"]).to_string())
         .env("DEFAULTS_REASON", reason)
         .env(
             "LONG_A",
@@ -191,6 +201,7 @@ fn admin_ui_in_headless_chromium() {
         "explain",
         "explain-40x40",
         "review",
+        "compound",
         "ingest",
     ] {
         assert!(shots.join(format!("{shot}.png")).is_file(), "{shot}.png");

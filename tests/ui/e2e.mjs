@@ -3,7 +3,8 @@
 // failure exits non-zero with its message. Screenshots go to $SCREENSHOT_DIR.
 //
 // Env: KINDRED_URL, KINDRED_ADMIN_KEY, KINDRED_COLLECTION, SCREENSHOT_DIR, UPLOAD_FILE (a TSV),
-// UPLOAD_ROWS (its data rows), QUERY (a stored question's paraphrase), LONG_A/LONG_B (~40 words),
+// UPLOAD_ROWS (its data rows), QUERY (a stored question's paraphrase), COMPOUND (a question that
+// asks two stored ones, COMPOUND_COVERS their ids as JSON), LONG_A/LONG_B (~40 words),
 // DEFAULTS_REASON (the reason of the collection's search defaults, set before the browser starts).
 
 import assert from 'node:assert/strict';
@@ -375,6 +376,17 @@ try {
     await page.waitForFunction((n) => document.querySelectorAll('#verdicts-table tbody tr').length === n + 1, before);
     const row = page.locator('#verdicts-table tbody tr[data-duplicate="false"]', { hasText: env('QUERY') });
     assert.equal(await row.count(), 1, 'the "not duplicate" verdict is listed');
+  });
+
+  await check('review: a compound question shows the two entries it covers', async () => {
+    await page.fill('#submit-text', env('COMPOUND'));
+    await page.click('#submit-form button[type=submit]');
+    await page.waitForSelector('#review-detail #compound');
+    const ids = await page.locator('#compound .covers li').evaluateAll((lis) => lis.map((li) => li.dataset.id));
+    assert.deepEqual(ids.sort(), JSON.parse(env('COMPOUND_COVERS')).sort());
+    assert.match(await page.textContent('#compound'), /Covers these two entries/);
+    assert.match(await page.textContent('#message'), /two stored questions at once/);
+    await page.screenshot({ path: `${shots}/compound.png` });
   });
 
   await check('ingest: upload a TSV and watch it finish', async () => {

@@ -15,8 +15,8 @@ pub use collections::{CollectionInfo, HnswParams, Precision, ReindexReport, Sear
 pub use jobs::{format_name, IngestSummary, Rejected};
 pub use review::{ReviewPage, StoredVerdict, Verdict};
 pub use search::{
-    Depths, DuplicateVerdict, FusionWeights, Mode, PairExplanation, Rerank, SearchOutcome,
-    Weighting,
+    Depths, DuplicateVerdict, FusionWeights, Mode, OperationAnswer, OperationKind, PairExplanation,
+    Rerank, SearchOutcome, Weighting,
 };
 
 #[cfg(test)]

@@ -593,6 +593,46 @@ impl From<search::DuplicateMatch> for DuplicateMatch {
     }
 }
 
+/// An operation on texts' sentence vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OperationKind {
+    /// Two texts asked as one (a ⊕ b).
+    Fusion,
+    /// What the first text asks beyond the second (a ⊖ b).
+    Difference,
+    /// One long text said short.
+    Compression,
+    /// One text's own vector, read back.
+    Decode,
+}
+
+impl OperationKind {
+    /// The library's operator (None: decoding).
+    pub fn operator(self) -> Option<crate::model::operators::Operation> {
+        use crate::model::operators::Operation;
+        match self {
+            OperationKind::Fusion => Some(Operation::Fusion),
+            OperationKind::Difference => Some(Operation::Difference),
+            OperationKind::Compression => Some(Operation::Compression),
+            OperationKind::Decode => None,
+        }
+    }
+}
+
+/// The answer to an operation: its result read back as stored questions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct OperationAnswer {
+    /// The operation asked.
+    pub operation: OperationKind,
+    /// Which operator ran: `learned` (the model's own, from `kindred train operators`),
+    /// `arithmetic` (normalised sum or difference; compression is then the identity) or `none`
+    /// (decode).
+    pub operator: String,
+    /// The collection's stored questions nearest the result, best first.
+    pub nearest: Vec<Nearest>,
+}
+
 /// A text that asks two stored questions at once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Compound {

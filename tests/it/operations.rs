@@ -1,0 +1,306 @@
+//! Operations on questions (INTERSENT, issue 62), over a real socket with the real model and
+//! the real binary: a compound question answers `compound` covering both FAQ entries, a
+//! near-duplicate that asks more says what (`beyond`), the operations route reads vectors back
+//! as stored questions and refuses bad requests clearly, and `kindred train operators` writes
+//! a model directory whose operators the CLI then uses, on a collection made with the base.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+use crate::common::{model_dir, shared_data};
+use crate::server::{call, Server};
+
+/// A small FAQ, as the demo's.
+const FAQ: [(&str, &str); 12] = [
+    ("reset", "How do I reset my password?"),
+    ("email", "How can I change the email address on my account?"),
+    ("delete", "How do I delete my account permanently?"),
+    ("cancel", "How do I cancel my subscription?"),
+    (
+        "pause",
+        "Can I pause my subscription instead of cancelling it?",
+    ),
+    ("paypal", "Can I pay with PayPal?"),
+    ("refund", "How do I get a refund for an order?"),
+    ("ship", "Do you ship internationally?"),
+    ("track", "How can I track my package?"),
+    ("return", "How do I return an item?"),
+    ("invoice", "How do I download my invoices?"),
+    ("student", "Is there a student discount?"),
+];
+
+fn faq_server(data: &Path) -> Server {
+    let s = Server::start(data, &[], &[]);
+    let (st, e) = call(
+        "POST",
+        &s.url("/v1/collections"),
+        None,
+        Some(&json!({ "name": "faq" })),
+    );
+    assert_eq!(st, 201, "{e}");
+    let docs: Vec<Value> = FAQ
+        .iter()
+        .map(|(id, text)| json!({ "id": id, "text": text }))
+        .collect();
+    let (st, r) = call(
+        "POST",
+        &s.url("/v1/collections/faq/documents"),
+        None,
+        Some(&json!(docs)),
+    );
+    assert_eq!(st, 200, "{r}");
+    s
+}
+
+fn duplicates(s: &Server, text: &str) -> Value {
+    let (st, v) = call(
+        "POST",
+        &s.url("/v1/collections/faq/duplicates"),
+        None,
+        Some(&json!({ "text": text, "k": 3 })),
+    );
+    assert_eq!(st, 200, "{v}");
+    v
+}
+
+#[test]
+fn a_compound_question_covers_both_entries_and_a_near_duplicate_says_what_it_asks_beyond() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = faq_server(dir.path());
+
+    let v = duplicates(
+        &s,
+        "How do I reset my password and change the email on my account?",
+    );
+    let covers = v["compound"]["covers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no compound: {v}"));
+    let ids: Vec<&str> = covers.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["reset", "email"], "{v}");
+    let phrases = |i: usize| covers[i]["phrases"].to_string().to_lowercase();
+    assert!(phrases(0).contains("password"), "{v}");
+    assert!(phrases(1).contains("email"), "{v}");
+    let p = v["compound"]["probability"].as_f64().unwrap();
+    assert!(
+        p >= v["threshold"].as_f64().unwrap() && p > v["probability"].as_f64().unwrap(),
+        "{v}"
+    );
+
+    // A near-duplicate that asks more: the refund entry matches, and what it leaves out is the
+    // payment, read back as the PayPal entry.
+    let v = duplicates(&s, "How do I get a refund for an order paid with PayPal?");
+    assert!(v.get("compound").is_none(), "{v}");
+    let top = &v["matches"][0];
+    assert_eq!(top["id"], "refund", "{v}");
+    let beyond = &top["beyond"];
+    assert!(
+        beyond["phrases"]
+            .to_string()
+            .to_lowercase()
+            .contains("paid"),
+        "{v}"
+    );
+    assert_eq!(beyond["nearest"][0]["id"], "paypal", "{v}");
+
+    // A single question asked as stored is no compound and asks nothing beyond its match.
+    let v = duplicates(&s, "How do I cancel my subscription?");
+    assert!(v.get("compound").is_none(), "{v}");
+    assert_eq!(v["matches"][0]["id"], "cancel", "{v}");
+    assert!(v["matches"][0].get("beyond").is_none(), "{v}");
+    s.stop();
+}
+
+#[test]
+fn the_operations_route_reads_vectors_back_and_refuses_bad_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = faq_server(dir.path());
+    let ops = s.url("/v1/collections/faq/operations");
+    let ask = |body: Value| call("POST", &ops, None, Some(&body));
+
+    let (st, v) = ask(json!({ "operation": "decode", "texts": ["how to reset a password"] }));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        (v["operator"].as_str(), v["nearest"][0]["id"].as_str()),
+        (Some("none"), Some("reset")),
+        "{v}"
+    );
+    assert_eq!(v["nearest"].as_array().unwrap().len(), 5, "{v}");
+
+    let (st, v) = ask(json!({
+        "operation": "fusion",
+        "texts": ["Can I pay with PayPal?", "Do you ship internationally?"],
+        "k": 2
+    }));
+    assert_eq!(st, 200, "{v}");
+    // The test model carries no learned operators: the normalised sum.
+    assert_eq!(v["operator"], "arithmetic", "{v}");
+    let mut ids: Vec<&str> = v["nearest"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["paypal", "ship"], "{v}");
+
+    let (st, v) = ask(json!({
+        "operation": "difference",
+        "texts": ["How do I get a refund for an order paid with PayPal?", "How do I get a refund for an order?"],
+        "k": 1
+    }));
+    assert_eq!(
+        (st, v["nearest"][0]["id"].as_str()),
+        (200, Some("paypal")),
+        "{v}"
+    );
+
+    // Clear 4xx answers, naming the problem.
+    let (st, e) = ask(json!({ "operation": "fusion", "texts": ["only one"] }));
+    assert_eq!(st, 422, "{e}");
+    assert!(
+        e.to_string().contains("fusion takes 2 texts, 1 given"),
+        "{e}"
+    );
+    let (st, e) = ask(json!({ "operation": "decode", "texts": ["a", "b"] }));
+    assert!(
+        st == 422 && e.to_string().contains("decode takes 1 text"),
+        "{st} {e}"
+    );
+    let (st, e) = ask(json!({ "operation": "multiply", "texts": ["a"] }));
+    assert!(
+        (400..500).contains(&st) && e.to_string().contains("multiply"),
+        "{st} {e}"
+    );
+    let (st, e) = ask(json!({ "operation": "decode", "texts": ["a"], "k": 0 }));
+    assert!(st == 422 && e.to_string().contains("k = 0"), "{st} {e}");
+    let (st, e) = ask(json!({ "operation": "decode", "texts": ["a"], "extra": 1 }));
+    assert!(
+        (400..500).contains(&st) && e.to_string().contains("extra"),
+        "{st} {e}"
+    );
+    let (st, e) = call(
+        "POST",
+        &s.url("/v1/collections/nope/operations"),
+        None,
+        Some(&json!({ "operation": "decode", "texts": ["a"] })),
+    );
+    assert!(st == 404 && e.to_string().contains("nope"), "{st} {e}");
+    s.stop();
+}
+
+fn kindred(data: &Path, model: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kindred"));
+    cmd.env("KINDRED_MODEL", model)
+        .env("RUST_LOG", "warn")
+        .arg("--data")
+        .arg(data);
+    cmd
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("kindred runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// `kindred train operators` on a slice of WikiSplit tune and of the compression pairs past
+/// the measured head: the directory it writes has the base's fingerprint (a collection made
+/// with the base keeps working), `model info` lists the operators, and `kindred ops` runs the
+/// learned ones on that collection.
+#[test]
+fn trained_operators_join_the_model_directory_without_changing_its_vectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = |rel: &str, skip: usize, n: usize| -> String {
+        let text = std::fs::read_to_string(shared_data(rel)).unwrap();
+        text.lines()
+            .skip(skip)
+            .take(n)
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let (ws, gc) = (dir.path().join("split.tsv"), dir.path().join("pairs.csv"));
+    std::fs::write(&ws, rows("wikisplit/tune.tsv", 0, 240)).unwrap();
+    let head = "original,compressed\n".to_string();
+    std::fs::write(&gc, head + &rows("google_compression/pairs.csv", 2001, 240)).unwrap();
+    let (data, out) = (dir.path().join("data"), dir.path().join("with-ops"));
+    let base = model_dir().path.clone();
+    let summary = run_ok(kindred(&data, &base).args([
+        "train",
+        "operators",
+        "--wikisplit",
+        ws.to_str().unwrap(),
+        "--compression",
+        gc.to_str().unwrap(),
+        "--skip-compression",
+        "0",
+        "--epochs",
+        "3",
+        "--batch",
+        "32",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]));
+    let summary: Value = serde_json::from_str(&summary).expect("JSON summary");
+    assert_eq!(
+        summary["operations"].as_array().unwrap().len(),
+        3,
+        "{summary}"
+    );
+    let kept: Vec<String> = summary["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        out.join("kindred-operators.safetensors").is_file(),
+        !kept.is_empty()
+    );
+
+    let info = |model: &Path| -> Value {
+        serde_json::from_str(&run_ok(
+            kindred(&data, model).args(["model", "info", "--json"]),
+        ))
+        .unwrap()
+    };
+    let (mine, theirs) = (info(&out), info(&base));
+    assert_eq!(
+        mine["identity"]["fingerprint"],
+        theirs["identity"]["fingerprint"]
+    );
+    assert_eq!(mine["operators"], json!(kept), "{mine}");
+    assert_eq!(theirs["operators"], json!([]), "{theirs}");
+
+    // A collection made with the base answers operations through the new directory.
+    run_ok(kindred(&data, &base).args(["collection", "create", "faq"]));
+    let jsonl = dir.path().join("faq.jsonl");
+    let lines: String = FAQ
+        .iter()
+        .map(|(id, text)| format!("{}\n", json!({ "id": id, "text": text })))
+        .collect();
+    std::fs::write(&jsonl, lines).unwrap();
+    run_ok(kindred(&data, &base).args(["add", "--collection", "faq", jsonl.to_str().unwrap()]));
+    let ops: Value = serde_json::from_str(&run_ok(kindred(&data, &out).args([
+        "ops",
+        "compress",
+        "--collection",
+        "faq",
+        "--json",
+        "Is there any student discount on a yearly subscription for someone at university?",
+    ])))
+    .unwrap();
+    let learned = kept.iter().any(|k| k == "compression");
+    assert_eq!(
+        ops["operator"],
+        if learned { "learned" } else { "arithmetic" },
+        "{ops}"
+    );
+    assert_eq!(ops["nearest"].as_array().unwrap().len(), 5, "{ops}");
+}
