@@ -8,6 +8,7 @@ use anyhow::Result;
 use clap::Args as ClapArgs;
 
 use kindred::eval::compound::{eval_compound, CompoundOptions, Share};
+use kindred::eval::read_pairs;
 use kindred::Encoder;
 
 #[derive(Debug, ClapArgs)]
@@ -34,7 +35,10 @@ pub struct CompoundArgs {
 }
 
 pub fn run(encoder: Encoder, args: &CompoundArgs) -> Result<()> {
-    let pairs = super::eval::load(&args.pairs)?;
+    let mut pairs = Vec::new();
+    for p in &args.pairs {
+        pairs.extend(read_pairs(p)?);
+    }
     let opts = CompoundOptions {
         pairs: args.limit,
         compounds: args.compounds,

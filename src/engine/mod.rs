@@ -27,6 +27,9 @@ use crate::search::{
 
 /// Stored questions a `beyond` reads the difference back as.
 pub const BEYOND_NEAREST: usize = 3;
+/// The least cosine a stored question needs with the difference to be named in `beyond`
+/// (unrelated questions sit near 0.1–0.25 there).
+pub const BEYOND_MIN_COSINE: f32 = 0.3;
 
 /// The answer to [`Collection::operate`].
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -512,8 +515,15 @@ impl Collection<'_> {
                     .with_idf(|idf| lexical_similarity(&query_terms, &crate::text::terms(t), idf))
             },
             nearest: &|v, exclude| {
-                self.nearest(v, BEYOND_NEAREST, Some(exclude))
-                    .unwrap_or_default()
+                // A read that fails leaves `beyond` without questions, not the answer.
+                let mut near = self
+                    .nearest(v, BEYOND_NEAREST, Some(exclude))
+                    .unwrap_or_else(|e| {
+                        tracing::warn!(error = %e, "reading back what a query asks beyond a match");
+                        Vec::new()
+                    });
+                near.retain(|n| n.cosine >= BEYOND_MIN_COSINE);
+                near
             },
         };
         let mut out = search::verdict(
