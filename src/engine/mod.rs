@@ -24,6 +24,8 @@ use crate::search::{
     self, DuplicateVerdict, Explained, FirstStages, Judge, Nearest, Overrides, PairExplanation,
     Pairing, Scope, SearchOutcome, SearchParams, Settings, Weighting,
 };
+use crate::store::Upserted;
+use crate::types::Encoded;
 
 /// Stored questions a `beyond` reads the difference back as.
 pub const BEYOND_NEAREST: usize = 3;
@@ -40,8 +42,6 @@ pub struct Operated {
     /// The stored questions nearest the result, best first.
     pub nearest: Vec<Nearest>,
 }
-use crate::store::Upserted;
-use crate::types::Encoded;
 
 /// The database and the encoders.
 #[derive(Debug)]

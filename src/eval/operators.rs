@@ -293,48 +293,43 @@ pub fn eval_operators(
     }
     if let Some(ops) = encoder.operators() {
         let v = |t: &str| pool[at(t)].as_slice();
-        // (input, second input, target) per row.
+        // Per learned operation: (input, second input, target) of every row it is measured on.
         type Queries<'a> = Vec<(&'a [f32], Option<&'a [f32]>, usize)>;
-        let learned = |op: Operation, queries: Queries<'_>| {
-            scores_of(&ranks(
-                queries
-                    .into_iter()
-                    .map(|(u, w, target)| (ops.apply(op, u, w), target))
+        let rows: [(Operation, Queries<'_>); 3] = [
+            (
+                Operation::Fusion,
+                splits
+                    .iter()
+                    .map(|s| (v(&s.part1), Some(v(&s.part2)), at(&s.complex)))
                     .collect(),
-            ))
-        };
-        if !splits.is_empty() && ops.has(Operation::Fusion) {
-            let queries = splits
-                .iter()
-                .map(|s| (v(&s.part1), Some(v(&s.part2)), at(&s.complex)))
+            ),
+            (
+                Operation::Difference,
+                splits
+                    .iter()
+                    .map(|s| (v(&s.complex), Some(v(&s.part2)), at(&s.part1)))
+                    .collect(),
+            ),
+            (
+                Operation::Compression,
+                compressions
+                    .iter()
+                    .map(|c| (v(&c.original), None, at(&c.compressed)))
+                    .collect(),
+            ),
+        ];
+        for (op, queries) in rows {
+            if queries.is_empty() || !ops.has(op) {
+                continue;
+            }
+            let answers = queries
+                .into_iter()
+                .map(|(u, w, target)| (ops.apply(op, u, w), target))
                 .collect();
-            let scores = learned(Operation::Fusion, queries);
             operations
-                .entry("fusion".into())
+                .entry(op.name().into())
                 .or_default()
-                .insert("kindred".into(), scores);
-        }
-        if !splits.is_empty() && ops.has(Operation::Difference) {
-            let queries = splits
-                .iter()
-                .map(|s| (v(&s.complex), Some(v(&s.part2)), at(&s.part1)))
-                .collect();
-            let scores = learned(Operation::Difference, queries);
-            operations
-                .entry("difference".into())
-                .or_default()
-                .insert("kindred".into(), scores);
-        }
-        if !compressions.is_empty() && ops.has(Operation::Compression) {
-            let queries = compressions
-                .iter()
-                .map(|c| (v(&c.original), None, at(&c.compressed)))
-                .collect();
-            let scores = learned(Operation::Compression, queries);
-            operations
-                .entry("compression".into())
-                .or_default()
-                .insert("kindred".into(), scores);
+                .insert("kindred".into(), scores_of(&ranks(answers)));
         }
     }
     if !compressions.is_empty() {

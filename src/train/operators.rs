@@ -465,30 +465,24 @@ mod tests {
             },
         ];
         let mut net = Net::new(d, 2, d, &device);
-        let zero = scalar(&batch_loss(
-            &net,
-            Operation::Compression,
-            &batch,
-            &vectors,
-            d,
-            0.05,
-            &device,
-        ))
-        .unwrap();
+        let loss = |net: &Net| {
+            let l = batch_loss(
+                net,
+                Operation::Compression,
+                &batch,
+                &vectors,
+                d,
+                0.05,
+                &device,
+            );
+            scalar(&l).unwrap()
+        };
+        let zero = loss(&net);
         net.out.bias = Some(Param::from_tensor(Tensor::<1>::from_data(
             TensorData::new(vec![-1.0f32, 3.0], [2]),
             &device,
         )));
-        let moved = scalar(&batch_loss(
-            &net,
-            Operation::Compression,
-            &batch,
-            &vectors,
-            d,
-            0.05,
-            &device,
-        ))
-        .unwrap();
+        let moved = loss(&net);
         assert!(moved < zero, "{moved} !< {zero}");
     }
 }
