@@ -4,7 +4,7 @@ use anyhow::Result;
 use clap::Subcommand;
 use serde_json::json;
 
-use kindred::model::operators::{Operators, OPERATORS_FILE};
+use kindred::model::operators::Operators;
 
 use super::Global;
 
@@ -31,19 +31,11 @@ pub fn run(g: &Global, command: &ModelCommand) -> Result<()> {
         ModelCommand::Info { json } => {
             let dir = g.model_dir()?;
             let identity = dir.identity()?;
-            // Operators count only when trained for this model's vectors (as the encoder
-            // loads them).
-            let operators = match Operators::load(&dir.path, identity.dim)? {
-                Some(o) if o.trained_for == identity.fingerprint => o.names(),
-                Some(_) => {
-                    eprintln!(
-                        "warning: {OPERATORS_FILE} was trained for other vectors and is ignored; \
-                         train them again with `kindred train operators`"
-                    );
-                    Vec::new()
-                }
-                None => Vec::new(),
-            };
+            // Operators count only when trained for this model's vectors, as the encoder
+            // loads them.
+            let operators = Operators::load_for(&dir.path, identity.dim, &identity.fingerprint)?
+                .map(|o| o.names())
+                .unwrap_or_default();
             if *json {
                 let out = json!({ "path": dir.path, "identity": identity, "config": dir.config,
                     "operators": operators });

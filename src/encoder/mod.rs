@@ -117,7 +117,8 @@ impl Encoder {
         weights::load(&mut bert, &model.weights_path())?;
         let heads = Heads::load(&model.path, model.config.hidden_size)?;
         let (identity, weights_fingerprint) = model.identity_and_weights()?;
-        let operators = operators_for(model, &identity)?;
+        let operators =
+            Operators::load_for(&model.path, model.config.hidden_size, &identity.fingerprint)?;
         let identity = identity.with_precision(options.precision);
         let packed = pack(&bert, model, options)?;
         tracing::info!(id = %identity.id, fingerprint = %identity.fingerprint,
@@ -481,22 +482,6 @@ fn pad_multiple() -> usize {
 }
 
 /// The packed CPU path of `bert` for `options`, or None when the encoder runs on a GPU.
-/// The operators in `model`'s directory when they were trained for its vectors (`identity`, at
-/// fp32); ones trained for other vectors are left out with a warning, as they would answer
-/// nonsense.
-fn operators_for(model: &ModelDir, identity: &ModelIdentity) -> Result<Option<Operators>> {
-    let Some(ops) = Operators::load(&model.path, model.config.hidden_size)? else {
-        return Ok(None);
-    };
-    if ops.trained_for != identity.fingerprint {
-        tracing::warn!(trained_for = %ops.trained_for, model = %identity.fingerprint,
-            "the model's operators were trained for other vectors (its weights or heads changed \
-             since); they are off — train them again with `kindred train operators`");
-        return Ok(None);
-    }
-    Ok(Some(ops))
-}
-
 fn pack(bert: &Bert, model: &ModelDir, options: EncoderOptions) -> Result<Option<PackedBert>> {
     match options.device {
         DeviceKind::Cpu => {

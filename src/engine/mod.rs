@@ -546,7 +546,8 @@ impl Collection<'_> {
     /// the document `exclude`: a vector read back as questions.
     pub fn nearest(&self, vector: &[f32], k: usize, exclude: Option<&str>) -> Result<Vec<Nearest>> {
         let mut out = Vec::with_capacity(k);
-        for (internal, cosine) in self.view.cosine(vector, k + 1, None)? {
+        let wanted = k + usize::from(exclude.is_some());
+        for (internal, cosine) in self.view.cosine(vector, wanted, None)? {
             let Some(doc) = self.view.get_internal(internal)? else {
                 continue;
             };

@@ -18,7 +18,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{io_err, Result, UserError};
-use crate::math::{dot, l2_normalize};
+use crate::math::dot;
 use crate::model::operators::Operation;
 use crate::Encoder;
 
@@ -183,13 +183,6 @@ pub struct OperatorReport {
     pub rows: (usize, usize),
 }
 
-/// The normalised sum (`sign` 1) or difference (`sign` -1) of two vectors.
-fn combine(a: &[f32], b: &[f32], sign: f32) -> Vec<f32> {
-    let mut v: Vec<f32> = a.iter().zip(b).map(|(x, y)| x + sign * y).collect();
-    l2_normalize(&mut v);
-    v
-}
-
 /// Measures the baselines of every operation over `splits` and `compressions`, in a pool of
 /// their sentences and `extra` (e.g. real questions). `progress(done, total)` counts texts
 /// encoded.
@@ -259,7 +252,12 @@ pub fn eval_operators(
             scores_of(&ranks(
                 splits
                     .iter()
-                    .map(|s| (combine(&v(&s.part1), &v(&s.part2), 1.0), target(s)))
+                    .map(|s| {
+                        (
+                            Operation::Fusion.arithmetic(&v(&s.part1), Some(&v(&s.part2))),
+                            target(s),
+                        )
+                    })
                     .collect(),
             )),
         );
@@ -286,7 +284,11 @@ pub fn eval_operators(
             scores_of(&ranks(
                 splits
                     .iter()
-                    .map(|s| (combine(&v(&s.complex), &v(&s.part2), -1.0), target(s)))
+                    .map(|s| {
+                        let d =
+                            Operation::Difference.arithmetic(&v(&s.complex), Some(&v(&s.part2)));
+                        (d, target(s))
+                    })
                     .collect(),
             )),
         );

@@ -233,6 +233,22 @@ impl Operators {
         Ok(Some(parsed))
     }
 
+    /// [`Operators::load`], keeping them only when trained for vectors of `fingerprint` (the
+    /// model's fp32 identity): ones trained for other vectors are left out with a warning, as
+    /// they would answer nonsense.
+    pub fn load_for(dir: &Path, d: usize, fingerprint: &str) -> Result<Option<Operators>> {
+        let Some(ops) = Operators::load(dir, d)? else {
+            return Ok(None);
+        };
+        if ops.trained_for != fingerprint {
+            tracing::warn!(trained_for = %ops.trained_for, model = %fingerprint,
+                "the model's operators were trained for other vectors (its weights or heads \
+                 changed since); they are off — train them again with `kindred train operators`");
+            return Ok(None);
+        }
+        Ok(Some(ops))
+    }
+
     /// Writes the operators file into `dir` (atomically).
     pub fn save(&self, dir: &Path) -> Result<()> {
         let mut tensors = Vec::new();

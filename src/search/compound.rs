@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{pair_features, Explainable, Hit, Judge};
 use crate::math::dot;
+use crate::score::quant::I8Tokens;
 use crate::score::rerank::Reranker;
 use crate::score::{Tokens, Weights};
 use crate::text::chunk::is_function_word;
@@ -141,10 +142,9 @@ pub fn detect(
     (text, query): (&str, &Encoded),
     hits: &[(Hit, Explainable)],
     pairing: &Pairing<'_>,
-    chunks: &[Range<usize>],
+    (chunks, content): (&[Range<usize>], &[bool]),
     threshold: f32,
 ) -> Option<Compound> {
-    let content = content_tokens(text, query);
     let words: Vec<usize> = (0..content.len()).filter(|&t| content[t]).collect();
     if words.len() < 2 || hits.len() < 2 {
         return None;
@@ -200,12 +200,13 @@ pub fn detect(
         })
         .map(|&(i, j, fit)| {
             let (a, b) = (&hits[i].1, &hits[j].1);
-            let mut tokens = a.vectors.decode();
-            tokens.extend(b.vectors.decode());
-            let both = crate::score::quant::I8Tokens::encode(Tokens::new(&tokens, d));
+            // Both token sets as one document: the stored codes side by side.
+            let codes = [a.vectors.codes(), b.vectors.codes()].concat();
+            let scales = [a.vectors.scales(), b.vectors.scales()].concat();
+            let both = I8Tokens::from_parts(codes, scales, d).expect("rows of one dimension");
             let directions = reranker.directions_i8_weighted(query_tokens, &both, Weights::Uniform);
             let fused = (pairing.fuse)(&a.sentence, &b.sentence);
-            let intent = (pairing.intent)(&tokens);
+            let intent = (pairing.intent)(&both.decode());
             let joined = format!("{} {}", a.text, b.text);
             let features = pair_features(
                 judge,
@@ -222,7 +223,7 @@ pub fn detect(
     let (sa, sb) = (&aligned[&i], &aligned[&j]);
     let (mut pa, mut pb) = (Vec::new(), Vec::new());
     for chunk in chunks {
-        let members = tokens_in(query, &content, chunk);
+        let members = tokens_in(query, content, chunk);
         let mean =
             |s: &[f32]| members.iter().map(|&t| s[t]).sum::<f32>() / members.len().max(1) as f32;
         let (ma, mb) = (mean(sa), mean(sb));
@@ -249,18 +250,18 @@ pub fn detect(
 }
 
 /// The query's phrases (`chunks`, char spans of `text`) that `doc`'s tokens leave unexplained:
-/// none of their tokens reaches [`ALIGNED`] with any token of the document.
+/// none of their content tokens (`content`, per token) reaches [`ALIGNED`] with any token of
+/// the document.
 pub fn unmatched_phrases(
     (text, query): (&str, &Encoded),
     doc: &Explainable,
-    chunks: &[Range<usize>],
+    (chunks, content): (&[Range<usize>], &[bool]),
 ) -> Vec<String> {
     let best = token_alignment(query, &doc.vectors.decode());
-    let content = content_tokens(text, query);
     chunks
         .iter()
         .filter(|chunk| {
-            let members = tokens_in(query, &content, chunk);
+            let members = tokens_in(query, content, chunk);
             !members.is_empty() && members.iter().all(|&t| best[t] < ALIGNED)
         })
         .map(|chunk| slice_chars(text, chunk))
@@ -295,7 +296,7 @@ fn tokens_in(query: &Encoded, content: &[bool], chunk: &Range<usize>) -> Vec<usi
 
 /// Per query token: whether the word it is part of carries content
 /// ([`is_function_word`] says no for "how", "do", "and", …).
-fn content_tokens(text: &str, query: &Encoded) -> Vec<bool> {
+pub fn content_tokens(text: &str, query: &Encoded) -> Vec<bool> {
     let chars: Vec<char> = text.chars().collect();
     query
         .tokens

@@ -474,17 +474,36 @@ pub fn outcome(
     chunks: &dyn ChunkSource,
     start: Instant,
 ) -> SearchOutcome {
+    outcome_with(scored, judge, (text, query), params, (chunks, None), start)
+}
+
+/// [`outcome`], given the query's phrase chunks when they are already known (then only the
+/// explained hits are chunked).
+fn outcome_with(
+    scored: Scored,
+    judge: &Judge<'_>,
+    (text, query): (&str, &Encoded),
+    params: &SearchParams,
+    (chunks, query_chunks): (&dyn ChunkSource, Option<Vec<Range<usize>>>),
+    start: Instant,
+) -> SearchOutcome {
     let candidates = scored.hits.len();
     let mut budget = ExplainBudget::new(params.explain_cells);
     let top: Vec<(Hit, Explainable)> = scored.hits.into_iter().take(params.k).collect();
-    let phrases: Vec<Vec<Range<usize>>> = match params.explain {
-        true => {
+    let phrases: Vec<Vec<Range<usize>>> = match (params.explain, query_chunks) {
+        (false, _) => Vec::new(),
+        (true, Some(known)) => {
+            let texts: Vec<&str> = top.iter().map(|(_, doc)| doc.text.as_str()).collect();
+            std::iter::once(known)
+                .chain(chunks.chunks(&texts))
+                .collect()
+        }
+        (true, None) => {
             let texts: Vec<&str> = std::iter::once(text)
                 .chain(top.iter().map(|(_, doc)| doc.text.as_str()))
                 .collect();
             chunks.chunks(&texts)
         }
-        false => Vec::new(),
     };
     let query_weights = scored.query_weights.as_deref();
     let hits: Vec<Hit> = top
@@ -538,17 +557,20 @@ pub fn verdict(
     scored
         .hits
         .sort_by(|a, b| b.0.probability.total_cmp(&a.0.probability));
+    // The query's chunks are chunked once, for the compound, `beyond` and the explanations.
     let query_chunks = match pairing {
-        Some(_) if !scored.hits.is_empty() => chunks.chunks(&[text]).swap_remove(0),
-        _ => Vec::new(),
+        Some(_) if !scored.hits.is_empty() => Some(chunks.chunks(&[text]).swap_remove(0)),
+        _ => None,
     };
+    let chunked = query_chunks.as_deref().unwrap_or_default();
+    let content = compound::content_tokens(text, query);
     let compound = pairing.and_then(|p| {
         compound::detect(
             judge,
             (text, query),
             &scored.hits,
             p,
-            &query_chunks,
+            (chunked, &content),
             threshold,
         )
     });
@@ -561,7 +583,7 @@ pub fn verdict(
             if hit.probability < NEAR_DUPLICATE * threshold {
                 return None;
             }
-            let phrases = compound::unmatched_phrases((text, query), doc, &query_chunks);
+            let phrases = compound::unmatched_phrases((text, query), doc, (chunked, &content));
             if phrases.is_empty() {
                 return None;
             }
@@ -569,7 +591,14 @@ pub fn verdict(
             Some(Beyond { phrases, nearest })
         })
         .collect();
-    let out = outcome(scored, judge, (text, query), params, chunks, start);
+    let out = outcome_with(
+        scored,
+        judge,
+        (text, query),
+        params,
+        (chunks, query_chunks),
+        start,
+    );
     let matches: Vec<DuplicateMatch> = out
         .hits
         .into_iter()

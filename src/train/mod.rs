@@ -216,12 +216,23 @@ pub(crate) struct TextIndex {
 impl TextIndex {
     /// Adds both sides of a pair.
     pub(crate) fn add_pair(&mut self, p: &LabelledPair) {
-        for t in [&p.a, &p.b] {
-            if !self.index.contains_key(t) {
-                self.index.insert(t.clone(), self.texts.len());
-                self.texts.push(t.clone());
-            }
+        self.add(&p.a);
+        self.add(&p.b);
+    }
+
+    /// Adds a text (once); its id.
+    pub(crate) fn add(&mut self, t: &str) -> usize {
+        if let Some(&id) = self.index.get(t) {
+            return id;
         }
+        self.index.insert(t.to_string(), self.texts.len());
+        self.texts.push(t.to_string());
+        self.texts.len() - 1
+    }
+
+    /// Texts added.
+    pub(crate) fn len(&self) -> usize {
+        self.texts.len()
     }
 
     /// The id of a text added before. Panics otherwise.

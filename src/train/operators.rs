@@ -23,6 +23,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::transition::{dense_of, scalar};
+use super::{encode_texts, TextIndex};
 use crate::error::{Result, UserError};
 use crate::eval::operators::{rank_of, scores_of, Compression, RankScores, Split};
 use crate::math::SplitMix64;
@@ -152,42 +153,30 @@ impl Net {
     }
 }
 
-/// Distinct texts with dense ids.
-#[derive(Default)]
-struct Texts<'a> {
-    list: Vec<&'a str>,
-    ids: HashMap<&'a str, usize>,
-}
-
-impl<'a> Texts<'a> {
-    fn id(&mut self, t: &'a str) -> usize {
-        *self.ids.entry(t).or_insert_with(|| {
-            self.list.push(t);
-            self.list.len() - 1
-        })
-    }
-}
-
 /// Learns the operators `splits` and `compressions` teach (fusion and difference from splits,
 /// compression from compressions; an empty set trains none) on `encoder`'s vectors.
-pub fn train_operators<'a>(
+pub fn train_operators(
     encoder: &Encoder,
-    splits: &'a [Split],
-    compressions: &'a [Compression],
+    splits: &[Split],
+    compressions: &[Compression],
     options: &OperatorOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<OperatorsReport> {
-    let mut texts: Texts<'a> = Texts::default();
+    let mut texts = TextIndex::default();
     let mut rng = SplitMix64(options.seed);
     let (split_train, split_dev) = hold_out(splits.len(), options.dev_share, &mut rng);
     let (comp_train, comp_dev) = hold_out(compressions.len(), options.dev_share, &mut rng);
     let mut sets: Vec<(Operation, Vec<Example>, Vec<Example>)> = Vec::new();
     if !splits.is_empty() {
-        let fusion = |rows: &[usize], texts: &mut Texts<'a>| -> Vec<Example> {
+        let fusion = |rows: &[usize], texts: &mut TextIndex| -> Vec<Example> {
             rows.iter()
                 .map(|&i| {
                     let s = &splits[i];
-                    let (a, b, c) = (texts.id(&s.part1), texts.id(&s.part2), texts.id(&s.complex));
+                    let (a, b, c) = (
+                        texts.add(&s.part1),
+                        texts.add(&s.part2),
+                        texts.add(&s.complex),
+                    );
                     Example {
                         u: a,
                         v: Some(b),
@@ -225,9 +214,9 @@ pub fn train_operators<'a>(
         let mut compression = |rows: &[usize]| -> Vec<Example> {
             rows.iter()
                 .map(|&i| Example {
-                    u: texts.id(&compressions[i].original),
+                    u: texts.add(&compressions[i].original),
                     v: None,
-                    target: texts.id(&compressions[i].compressed),
+                    target: texts.add(&compressions[i].compressed),
                 })
                 .collect()
         };
@@ -254,11 +243,11 @@ pub fn train_operators<'a>(
             .into());
         }
     }
-    let vectors: Vec<Vec<f32>> = encoder
-        .encode_with_progress(&texts.list, |n| progress(Progress::Encoded(n)))?
-        .into_iter()
-        .map(|e| e.sentence)
-        .collect();
+    let vectors: Vec<Vec<f32>> =
+        encode_texts(encoder, &texts, true, |n| progress(Progress::Encoded(n)))?
+            .into_iter()
+            .map(|e| e.sentence)
+            .collect();
 
     let started = std::time::Instant::now();
     let d = encoder.identity().dim;
@@ -285,7 +274,7 @@ pub fn train_operators<'a>(
     Ok(OperatorsReport {
         operators: Operators { nets, trained_for },
         operations,
-        pool: vectors.len(),
+        pool: texts.len(),
         seconds: started.elapsed().as_secs_f64(),
     })
 }

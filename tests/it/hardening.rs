@@ -18,7 +18,7 @@ use kindred::store::CollectionSettings;
 use kindred::{Database, Durability, NewDocument};
 
 use crate::common::{encoder, model_dir, other_model};
-use crate::server::{call, call_raw, Server};
+use crate::server::{call, call_raw, collection_with, Server};
 
 /// Every file under `root` with its bytes (folders as empty entries), skipping `skip`.
 fn snapshot(root: &Path, skip: &[PathBuf]) -> BTreeMap<PathBuf, Vec<u8>> {
@@ -107,17 +107,6 @@ fn server_with_limits(dir: &Path, limits: &str) -> Server {
     )
 }
 
-/// Creates collection `name` over the API.
-fn create(s: &Server, name: &str) {
-    let (st, e) = call(
-        "POST",
-        &s.url("/v1/collections"),
-        None,
-        Some(&json!({ "name": name })),
-    );
-    assert_eq!(st, 201, "{e}");
-}
-
 fn kindred_cli(data: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kindred"));
     cmd.env("KINDRED_MODEL", &model_dir().path)
@@ -150,7 +139,7 @@ fn hostile_collection_names_touch_nothing_outside_what_they_name() {
     let names = hostile_names(&canaries[2]);
 
     let s = Server::start(&data, &["--checkpoint-interval", "0"], &[]);
-    create(&s, "faq");
+    collection_with(&s, "faq", &[]);
     let docs = json!([
         { "id": "pw", "text": "How do I reset my password?" },
         { "id": "ship", "text": "How long does shipping take?" },
@@ -401,7 +390,7 @@ fn status_of(answer: &str) -> u16 {
 fn validation_and_protocol_gaps_are_closed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = server_with_limits(dir.path(), "request_timeout_ms = 1500");
-    create(&s, "faq");
+    collection_with(&s, "faq", &[]);
     let (st, e) = call(
         "POST",
         &s.url("/v1/collections/faq/documents"),
@@ -529,7 +518,7 @@ fn validation_and_protocol_gaps_are_closed() {
 fn writes_go_on_during_a_reindex_and_a_timed_out_write_is_never_stored() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = server_with_limits(dir.path(), "request_timeout_ms = 20000");
-    create(&s, "c");
+    collection_with(&s, "c", &[]);
     let questions = crate::common::qqp_questions("qqp_bimpm/dev.tsv");
     let docs: Vec<Value> = questions
         .iter()
@@ -648,7 +637,7 @@ fn a_store_removed_under_the_server_is_reported_as_such_and_shutdown_ends() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let mut s = Server::start(&data, &["--checkpoint-interval", "1"], &[]);
-    create(&s, "faq");
+    collection_with(&s, "faq", &[]);
     let write = |s: &Server, i: usize| {
         call(
             "POST",

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::server::{call, call_raw, Server};
+use crate::server::{call, call_raw, collection_with, Server};
 
 fn addr(s: &Server) -> String {
     s.base.trim_start_matches("http://").to_string()
@@ -37,30 +37,6 @@ fn code(v: &Value) -> &str {
     v["error"]["code"].as_str().unwrap_or("")
 }
 
-fn collection(s: &Server, name: &str, docs: &[(&str, &str)]) {
-    let (st, e) = call(
-        "POST",
-        &s.url("/v1/collections"),
-        None,
-        Some(&json!({ "name": name })),
-    );
-    assert_eq!(st, 201, "{e}");
-    if docs.is_empty() {
-        return;
-    }
-    let docs: Vec<Value> = docs
-        .iter()
-        .map(|(id, text)| json!({ "id": id, "text": text }))
-        .collect();
-    let (st, e) = call(
-        "POST",
-        &s.url(&format!("/v1/collections/{name}/documents")),
-        None,
-        Some(&json!(docs)),
-    );
-    assert_eq!(st, 200, "{e}");
-}
-
 #[test]
 fn hostile_requests_get_clear_errors_and_the_server_stays_up() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -71,7 +47,7 @@ fn hostile_requests_get_clear_errors_and_the_server_stays_up() {
     )
     .unwrap();
     let s = Server::start(dir.path(), &["--config", config.to_str().unwrap()], &[]);
-    collection(
+    collection_with(
         &s,
         "faq",
         &[
@@ -256,9 +232,9 @@ fn damaged_index_files_are_rebuilt_and_empty_collections_do_not_stop_checkpoints
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(dir.path(), &["--checkpoint-interval", "1"], &[]);
     for e in ["e0", "e1"] {
-        collection(&s, e, &[]);
+        collection_with(&s, e, &[]);
     }
-    collection(
+    collection_with(
         &s,
         "f",
         &[
@@ -419,7 +395,7 @@ fn a_full_disk_answers_507_reads_go_on_and_nothing_acknowledged_is_lost() {
             .map(|i| json!({ "id": format!("d{i}"), "text": format!("How do I fix problem number {i} with my laptop?") }))
             .collect::<Vec<_>>())
     };
-    collection(&s, "c", &[]);
+    collection_with(&s, "c", &[]);
     let url = s.url("/v1/collections/c/documents");
     assert_eq!(call("POST", &url, None, Some(&docs(0, 40))).0, 200);
     // Another process fills the disk, once sled's background flusher (every 500 ms) is idle:
@@ -503,7 +479,7 @@ fn a_full_disk_answers_507_reads_go_on_and_nothing_acknowledged_is_lost() {
 fn sigterm_stops_upload_jobs_after_their_batch_and_leaves_no_files_behind() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(dir.path(), &[], &[]);
-    collection(&s, "c", &[]);
+    collection_with(&s, "c", &[]);
     let body: String = (0..4000)
         .map(|i| format!("{}\n", json!({ "id": format!("d{i}"), "text": format!("How do I fix problem number {i} with my laptop?") })))
         .collect();
@@ -623,7 +599,7 @@ fn every_bad_input_gets_a_clear_4xx_and_changes_nothing() {
     )
     .unwrap();
     let s = Server::start(dir.path(), &["--config", config.to_str().unwrap()], &[]);
-    collection(&s, "faq", &[("pw", "How do I reset my password?")]);
+    collection_with(&s, "faq", &[("pw", "How do I reset my password?")]);
     let j = |v: Value| v.to_string().into_bytes();
     let json = "application/json";
     let nd = "application/x-ndjson";
@@ -1130,7 +1106,7 @@ fn readyz_names_a_collection_whose_indexes_cannot_load() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(dir.path(), &[], &[]);
     for c in ["good", "bad"] {
-        collection(&s, c, &[]);
+        collection_with(&s, c, &[]);
         let docs = json!([{ "id": "pw", "text": "How do I reset my password?" }]);
         let (st, out) = call(
             "POST",
@@ -1197,7 +1173,7 @@ fn a_store_that_met_a_full_disk_is_reopened_in_place_once_space_returns() {
     let (data, config) = fs.kindred_dirs(0);
     let s = Server::start(&data, &["--config", config.to_str().unwrap()], &[]);
     let doc = |i: usize| json!([{ "id": format!("d{i}"), "text": format!("How do I fix laptop number {i}?") }]);
-    collection(&s, "c", &[]);
+    collection_with(&s, "c", &[]);
     let url = s.url("/v1/collections/c/documents");
     let mut acked = Vec::new();
     for i in 0..40 {

@@ -10,7 +10,7 @@ use std::process::Command;
 use serde_json::{json, Value};
 
 use crate::common::{model_dir, shared_data};
-use crate::server::{call, Server};
+use crate::server::{call, collection_with, Server};
 
 /// A small FAQ, as the demo's.
 const FAQ: [(&str, &str); 12] = [
@@ -33,24 +33,7 @@ const FAQ: [(&str, &str); 12] = [
 
 fn faq_server(data: &Path) -> Server {
     let s = Server::start(data, &[], &[]);
-    let (st, e) = call(
-        "POST",
-        &s.url("/v1/collections"),
-        None,
-        Some(&json!({ "name": "faq" })),
-    );
-    assert_eq!(st, 201, "{e}");
-    let docs: Vec<Value> = FAQ
-        .iter()
-        .map(|(id, text)| json!({ "id": id, "text": text }))
-        .collect();
-    let (st, r) = call(
-        "POST",
-        &s.url("/v1/collections/faq/documents"),
-        None,
-        Some(&json!(docs)),
-    );
-    assert_eq!(st, 200, "{r}");
+    collection_with(&s, "faq", &FAQ);
     s
 }
 

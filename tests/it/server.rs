@@ -97,6 +97,31 @@ impl Server {
     }
 }
 
+/// Creates collection `name` over the API (no key) with `docs` as (id, text) documents.
+pub fn collection_with(s: &Server, name: &str, docs: &[(&str, &str)]) {
+    let (st, e) = call(
+        "POST",
+        &s.url("/v1/collections"),
+        None,
+        Some(&json!({ "name": name })),
+    );
+    assert_eq!(st, 201, "{e}");
+    if docs.is_empty() {
+        return;
+    }
+    let docs: Vec<Value> = docs
+        .iter()
+        .map(|(id, text)| json!({ "id": id, "text": text }))
+        .collect();
+    let (st, e) = call(
+        "POST",
+        &s.url(&format!("/v1/collections/{name}/documents")),
+        None,
+        Some(&json!(docs)),
+    );
+    assert_eq!(st, 200, "{e}");
+}
+
 /// The base URL a `kindred serve` child prints on its first stdout line (`listening on URL`).
 pub fn listening_base(child: &mut Child) -> String {
     let mut line = String::new();

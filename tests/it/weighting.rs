@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use crate::server::{call, Server};
+use crate::server::{call, collection_with, Server};
 
 const DOCS: [(&str, &str); 10] = [
     ("pw-1", "How do I reset my password?"),
@@ -61,24 +61,7 @@ fn hit<'a>(hits: &'a Value, id: &str) -> &'a Value {
 fn idf_weights_and_explanations_over_http() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(dir.path(), &[], &[]);
-    let (st, info) = call(
-        "POST",
-        &s.url("/v1/collections"),
-        None,
-        Some(&json!({ "name": "faq" })),
-    );
-    assert_eq!(st, 201, "{info}");
-    let docs: Vec<Value> = DOCS
-        .iter()
-        .map(|(id, text)| json!({ "id": id, "text": text }))
-        .collect();
-    let (st, r) = call(
-        "POST",
-        &s.url("/v1/collections/faq/documents"),
-        None,
-        Some(&json!(docs)),
-    );
-    assert_eq!(st, 200, "{r}");
+    collection_with(&s, "faq", &DOCS);
 
     // Search, uniform (the default) and idf: same candidates, the RCMD stage re-scored.
     let search = s.url("/v1/collections/faq/search");
