@@ -42,7 +42,10 @@ fn run(
         db.upsert_encoded("bench", encoder.identity(), chunk.to_vec())
             .expect("upserts");
     }
-    db.store().flush().expect("flush");
+    db.embedded_store()
+        .expect("embedded store")
+        .flush()
+        .expect("flush");
     let insert_rate = docs.len() as f64 / t.elapsed().as_secs_f64();
 
     let mut noise = Noise(7);

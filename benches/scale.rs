@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kindred::db::{Backend, Database, NewDocument};
+use kindred::db::{Database, Location, MilvusSettings, NewDocument};
 use kindred::engine::Engine;
 use kindred::model;
 use kindred::search::SearchParams;
@@ -182,7 +182,8 @@ fn main() {
         let remote = Database::open_backend(
             &tmp.path().join("node"),
             Durability::Flush,
-            &Backend::Milvus(server.url()),
+            &Location::Milvus(server.url()),
+            &MilvusSettings::default(),
         )
         .expect("connects");
         let mmap = if std::env::var_os("KINDRED_MILVUS_MMAP_DIR").is_some() {

@@ -8,7 +8,7 @@
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 
-use kindred::db::Backend;
+use kindred::db::Capability;
 use kindred::UserError;
 
 use super::train_context::{GraderArg, MethodArg};
@@ -33,16 +33,17 @@ pub struct AdaptArgs {
 
 pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
     let device = g.device.as_deref().unwrap_or("cpu").parse()?;
-    // Step 2 reindexes, which the Milvus backend does not offer: say so before the training.
-    if let Some(Backend::Milvus(url)) = &g.backend {
+    // Step 2 reindexes, which not every backend offers: say so before the training.
+    let location = g.backend.clone().unwrap_or_default();
+    if !location.supports(Capability::Reindex) {
         return Err(kindred::Error::from(UserError::NotSupported {
             what: "adapt (its second step is a reindex)".into(),
-            backend: "milvus",
+            backend: location.name(),
             fix: format!(
-                "run `kindred --backend {url} train context --collection {} --out DIR`, then {} \
-                 (--model DIR)",
+                "run `kindred --backend {location} train context --collection {} --out DIR`, \
+                 then {} (--model DIR)",
                 args.train.collection,
-                kindred::db::REINDEX_ON_MILVUS
+                Capability::Reindex.instead()
             ),
         })
         .into());
@@ -54,7 +55,7 @@ pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
     if t.general.is_none() && t.method() != MethodArg::Transition {
         eprintln!(
             "note: without --general the adapted model learns this site's notion of \"same\" at \
-             the cost of general similarity (QQP AUC 0.8631 -> 0.856 measured); give a file of \
+             the cost of some general similarity (EVALUATION.md, \"Adapting without labels\"); give a file of \
              general questions, one per line, with --general FILE to keep it"
         );
     }

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use indicatif::ProgressBar;
 
-use kindred::db::{Backend, Database};
+use kindred::db::{Database, Location, MilvusSettings};
 use kindred::engine::Engine;
 use kindred::model::{self, ModelDir};
 use kindred::store::Durability;
@@ -50,7 +50,7 @@ pub struct Global {
     /// server or cluster; --data then holds only this node's review queue and jobs).
     /// [default: embedded]
     #[arg(long, env = "KINDRED_BACKEND", global = true)]
-    pub backend: Option<Backend>,
+    pub backend: Option<Location>,
 }
 
 impl Global {
@@ -153,7 +153,7 @@ impl Global {
 }
 
 /// Opens the database, drawing index rebuilds as a progress bar.
-pub fn open_database(dir: &Path, relaxed: bool, backend: &Backend) -> Result<Database> {
+pub fn open_database(dir: &Path, relaxed: bool, backend: &Location) -> Result<Database> {
     let durability = if relaxed {
         Durability::Relaxed
     } else {
@@ -172,10 +172,12 @@ pub fn open_database(dir: &Path, relaxed: bool, backend: &Backend) -> Result<Dat
             bar.finish_and_clear();
         }
     });
-    Database::open_backend(dir, durability, backend)
+    // The Milvus node settings come from the environment (the library reads none itself).
+    let milvus = MilvusSettings::from_vars(|k| std::env::var(k).ok())?;
+    Database::open_backend(dir, durability, backend, &milvus)
         .with_context(|| match backend {
-            Backend::Embedded => format!("opening the database in {}", dir.display()),
-            Backend::Milvus(url) => format!("opening the Milvus backend at {url}"),
+            Location::Embedded => format!("opening the database in {}", dir.display()),
+            Location::Milvus(url) => format!("opening the Milvus backend at {url}"),
         })
         .map(|db| db.with_progress(progress))
 }

@@ -85,7 +85,7 @@ pub fn open(c: &ServeConfig) -> Result<(Arc<Encoder>, Arc<Database>)> {
     let encoder = Encoder::load(&dir, options)
         .with_context(|| format!("loading model {}", dir.path.display()))?;
     let data = c.data.clone().unwrap_or_else(|| home.join("data"));
-    let backend: kindred::db::Backend = c
+    let backend: kindred::db::Location = c
         .backend
         .parse()
         .map_err(|reason| anyhow::anyhow!("invalid backend in the configuration: {reason}"))?;

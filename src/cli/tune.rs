@@ -79,7 +79,11 @@ pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
         &mut super::train_context::on_step(&bar),
     )?;
     let collection = engine.collection(&args.collection)?;
-    if !args.no_context_rerank && engine.db().is_embedded() {
+    if !args.no_context_rerank
+        && engine
+            .db()
+            .supports(kindred::db::Capability::ContextVectors)
+    {
         // The candidates of `rerank: context`: kept (derived data), also with --dry-run.
         bar.set_message("encoding context for rerank: context");
         kindred::engine::make_context_vectors(

@@ -104,24 +104,7 @@ pub fn eval_compound(
     opts: &CompoundOptions,
     progress: &(dyn Fn(&str, u64, u64) + Sync),
 ) -> Result<CompoundReport> {
-    let mut seen = HashSet::new();
-    let chosen: Vec<&LabelledPair> = pairs
-        .iter()
-        .filter(|p| {
-            p.duplicate && p.a != p.b && seen.insert(p.b.as_str()) && seen.insert(p.a.as_str())
-        })
-        .take(opts.pairs)
-        .collect();
-    if chosen.len() < 2 {
-        return Err(UserError::InvalidArgument {
-            name: "pairs",
-            reason: format!(
-                "{} usable duplicate pairs (label 1, two distinct questions); give a file with more",
-                chosen.len()
-            ),
-        }
-        .into());
-    }
+    let chosen = usable_pairs(pairs, opts.pairs)?;
     let docs: Vec<NewDocument> = chosen
         .iter()
         .enumerate()
@@ -142,16 +125,7 @@ pub fn eval_compound(
         ..SearchParams::default()
     };
 
-    let mut rng = SplitMix64(opts.seed);
-    let compounds: Vec<(String, usize, usize)> = (0..opts.compounds)
-        .map(|n| {
-            let i = rng.below(chosen.len());
-            let j = (i + 1 + rng.below(chosen.len() - 1)) % chosen.len();
-            let first = chosen[i].a.trim_end_matches(['?', '.', ' ']);
-            let joiner = JOINERS[n % JOINERS.len()];
-            (format!("{first}{joiner}{}", chosen[j].a.trim()), i, j)
-        })
-        .collect();
+    let compounds = make_compounds(&chosen, opts.compounds, opts.seed);
     let done = std::sync::atomic::AtomicU64::new(0);
     let total = (compounds.len() + opts.singles.min(chosen.len())) as u64;
     let tick = || {
@@ -208,6 +182,45 @@ pub fn eval_compound(
         false_flags: Share::of(singles.iter().filter(|s| s.0).count(), singles.len()),
         singles_top1: Share::of(singles.iter().filter(|s| s.1).count(), singles.len()),
     })
+}
+
+/// The first `most` duplicate pairs of two distinct questions, no question twice; refused
+/// when fewer than two are left.
+fn usable_pairs(pairs: &[LabelledPair], most: usize) -> Result<Vec<&LabelledPair>> {
+    let mut seen = HashSet::new();
+    let chosen: Vec<&LabelledPair> = pairs
+        .iter()
+        .filter(|p| {
+            p.duplicate && p.a != p.b && seen.insert(p.b.as_str()) && seen.insert(p.a.as_str())
+        })
+        .take(most)
+        .collect();
+    if chosen.len() < 2 {
+        return Err(UserError::InvalidArgument {
+            name: "pairs",
+            reason: format!(
+                "{} usable duplicate pairs (label 1, two distinct questions); give a file with more",
+                chosen.len()
+            ),
+        }
+        .into());
+    }
+    Ok(chosen)
+}
+
+/// `n` compounds of two different pairs' first questions, joined in turn by each of
+/// [`JOINERS`]: (text, first pair, second pair).
+fn make_compounds(chosen: &[&LabelledPair], n: usize, seed: u64) -> Vec<(String, usize, usize)> {
+    let mut rng = SplitMix64(seed);
+    (0..n)
+        .map(|n| {
+            let i = rng.below(chosen.len());
+            let j = (i + 1 + rng.below(chosen.len() - 1)) % chosen.len();
+            let first = chosen[i].a.trim_end_matches(['?', '.', ' ']);
+            let joiner = JOINERS[n % JOINERS.len()];
+            (format!("{first}{joiner}{}", chosen[j].a.trim()), i, j)
+        })
+        .collect()
 }
 
 #[cfg(test)]

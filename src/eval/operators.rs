@@ -184,8 +184,8 @@ pub struct OperatorReport {
 }
 
 /// Measures the baselines of every operation over `splits` and `compressions`, in a pool of
-/// their sentences and `extra` (e.g. real questions). `progress(done, total)` counts texts
-/// encoded.
+/// their sentences and `extra` (e.g. real questions), and kindred's operators where the
+/// encoder's model carries them. `progress(done, total)` counts texts encoded.
 pub fn eval_operators(
     encoder: &Encoder,
     splits: &[Split],
@@ -226,131 +226,157 @@ pub fn eval_operators(
         }
         Ok(out)
     };
-    let pool = encode(&texts)?;
+    let pool = Pool {
+        vectors: encode(&texts)?,
+        index,
+    };
     let joined_refs: Vec<&str> = joined.iter().map(String::as_str).collect();
     let concatenated = encode(&joined_refs)?;
-    let at = |t: &str| index[t];
-    let ranks = |queries: Vec<(Vec<f32>, usize)>| -> Vec<usize> {
-        queries
+    let mut operations = baselines(&pool, splits, &concatenated, compressions);
+    if let Some(ops) = encoder.operators() {
+        for (op, scores) in learned(&pool, ops, splits, compressions) {
+            operations
+                .entry(op.name().into())
+                .or_default()
+                .insert("kindred".into(), scores);
+        }
+    }
+    Ok(OperatorReport {
+        operations,
+        pool: pool.vectors.len(),
+        rows: (splits.len(), compressions.len()),
+    })
+}
+
+/// The encoded pool: every distinct sentence's vector, by text.
+struct Pool<'t> {
+    index: HashMap<&'t str, usize>,
+    vectors: Vec<Vec<f32>>,
+}
+
+impl Pool<'_> {
+    /// The position of `text` in the pool.
+    fn at(&self, text: &str) -> usize {
+        self.index[text]
+    }
+
+    /// The vector of `text`.
+    fn v(&self, text: &str) -> &[f32] {
+        &self.vectors[self.at(text)]
+    }
+
+    /// The scores of answering each query vector with its target's position.
+    fn scores(&self, queries: Vec<(Vec<f32>, usize)>) -> RankScores {
+        let ranks: Vec<usize> = queries
             .par_iter()
-            .map(|(q, target)| rank_of(&pool, q, *target))
-            .collect()
-    };
+            .map(|(q, target)| rank_of(&self.vectors, q, *target))
+            .collect();
+        scores_of(&ranks)
+    }
+}
+
+/// Identity, arithmetic and concatenation (fusion only) for each operation with rows.
+fn baselines(
+    pool: &Pool<'_>,
+    splits: &[Split],
+    concatenated: &[Vec<f32>],
+    compressions: &[Compression],
+) -> BTreeMap<String, BTreeMap<String, RankScores>> {
     let mut operations: BTreeMap<String, BTreeMap<String, RankScores>> = BTreeMap::new();
+    let v = |t: &str| pool.v(t).to_vec();
     if !splits.is_empty() {
-        let v = |t: &str| pool[at(t)].clone();
+        let target = |s: &Split| pool.at(&s.complex);
+        let arithmetic =
+            |s: &Split| Operation::Fusion.arithmetic(pool.v(&s.part1), Some(pool.v(&s.part2)));
         let fusion = operations.entry("fusion".into()).or_default();
-        let target = |s: &Split| at(&s.complex);
         fusion.insert(
             "identity".into(),
-            scores_of(&ranks(
-                splits.iter().map(|s| (v(&s.part1), target(s))).collect(),
-            )),
+            pool.scores(splits.iter().map(|s| (v(&s.part1), target(s))).collect()),
         );
         fusion.insert(
             "arithmetic".into(),
-            scores_of(&ranks(
-                splits
-                    .iter()
-                    .map(|s| {
-                        (
-                            Operation::Fusion.arithmetic(&v(&s.part1), Some(&v(&s.part2))),
-                            target(s),
-                        )
-                    })
-                    .collect(),
-            )),
+            pool.scores(splits.iter().map(|s| (arithmetic(s), target(s))).collect()),
         );
         fusion.insert(
             "concatenation".into(),
-            scores_of(&ranks(
+            pool.scores(
                 splits
                     .iter()
-                    .zip(&concatenated)
+                    .zip(concatenated)
                     .map(|(s, c)| (c.clone(), target(s)))
                     .collect(),
-            )),
+            ),
         );
+        let target = |s: &Split| pool.at(&s.part1);
+        let arithmetic = |s: &Split| {
+            Operation::Difference.arithmetic(pool.v(&s.complex), Some(pool.v(&s.part2)))
+        };
         let difference = operations.entry("difference".into()).or_default();
-        let target = |s: &Split| at(&s.part1);
         difference.insert(
             "identity".into(),
-            scores_of(&ranks(
-                splits.iter().map(|s| (v(&s.complex), target(s))).collect(),
-            )),
+            pool.scores(splits.iter().map(|s| (v(&s.complex), target(s))).collect()),
         );
         difference.insert(
             "arithmetic".into(),
-            scores_of(&ranks(
-                splits
-                    .iter()
-                    .map(|s| {
-                        let d =
-                            Operation::Difference.arithmetic(&v(&s.complex), Some(&v(&s.part2)));
-                        (d, target(s))
-                    })
-                    .collect(),
-            )),
+            pool.scores(splits.iter().map(|s| (arithmetic(s), target(s))).collect()),
         );
     }
-    if let Some(ops) = encoder.operators() {
-        let v = |t: &str| pool[at(t)].as_slice();
-        // Per learned operation: (input, second input, target) of every row it is measured on.
-        type Queries<'a> = Vec<(&'a [f32], Option<&'a [f32]>, usize)>;
-        let rows: [(Operation, Queries<'_>); 3] = [
-            (
-                Operation::Fusion,
-                splits
-                    .iter()
-                    .map(|s| (v(&s.part1), Some(v(&s.part2)), at(&s.complex)))
-                    .collect(),
-            ),
-            (
-                Operation::Difference,
-                splits
-                    .iter()
-                    .map(|s| (v(&s.complex), Some(v(&s.part2)), at(&s.part1)))
-                    .collect(),
-            ),
-            (
-                Operation::Compression,
-                compressions
-                    .iter()
-                    .map(|c| (v(&c.original), None, at(&c.compressed)))
-                    .collect(),
-            ),
-        ];
-        for (op, queries) in rows {
-            if queries.is_empty() || !ops.has(op) {
-                continue;
-            }
+    if !compressions.is_empty() {
+        let queries = compressions
+            .iter()
+            .map(|c| (v(&c.original), pool.at(&c.compressed)))
+            .collect();
+        operations
+            .entry("compression".into())
+            .or_default()
+            .insert("identity".into(), pool.scores(queries));
+    }
+    operations
+}
+
+/// Kindred's learned operators on the rows of each operation the model carries.
+fn learned(
+    pool: &Pool<'_>,
+    ops: &crate::model::operators::Operators,
+    splits: &[Split],
+    compressions: &[Compression],
+) -> Vec<(Operation, RankScores)> {
+    let v = |t: &str| pool.v(t);
+    // Per operation: (input, second input, target) of every row it is measured on.
+    type Queries<'a> = Vec<(&'a [f32], Option<&'a [f32]>, usize)>;
+    let rows: [(Operation, Queries<'_>); 3] = [
+        (
+            Operation::Fusion,
+            splits
+                .iter()
+                .map(|s| (v(&s.part1), Some(v(&s.part2)), pool.at(&s.complex)))
+                .collect(),
+        ),
+        (
+            Operation::Difference,
+            splits
+                .iter()
+                .map(|s| (v(&s.complex), Some(v(&s.part2)), pool.at(&s.part1)))
+                .collect(),
+        ),
+        (
+            Operation::Compression,
+            compressions
+                .iter()
+                .map(|c| (v(&c.original), None, pool.at(&c.compressed)))
+                .collect(),
+        ),
+    ];
+    rows.into_iter()
+        .filter(|(op, queries)| !queries.is_empty() && ops.has(*op))
+        .map(|(op, queries)| {
             let answers = queries
                 .into_iter()
                 .map(|(u, w, target)| (ops.apply(op, u, w), target))
                 .collect();
-            operations
-                .entry(op.name().into())
-                .or_default()
-                .insert("kindred".into(), scores_of(&ranks(answers)));
-        }
-    }
-    if !compressions.is_empty() {
-        let compression = operations.entry("compression".into()).or_default();
-        compression.insert(
-            "identity".into(),
-            scores_of(&ranks(
-                compressions
-                    .iter()
-                    .map(|c| (pool[at(&c.original)].clone(), at(&c.compressed)))
-                    .collect(),
-            )),
-        );
-    }
-    Ok(OperatorReport {
-        operations,
-        pool: pool.len(),
-        rows: (splits.len(), compressions.len()),
-    })
+            (op, pool.scores(answers))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -202,6 +202,7 @@ pub fn eval_retrieval(
         });
     }
     encode_ms.sort_by(f64::total_cmp);
+    drop(view);
     drop(db);
     Ok(RetrievalReport {
         documents: docs.len(),

@@ -153,27 +153,7 @@ pub fn detect(
         .iter()
         .map(|(h, _)| h.probability)
         .fold(0.0f32, f32::max);
-    let closest = |half: &[f32], other: Option<usize>| {
-        (0..hits.len())
-            .filter(|&i| Some(i) != other)
-            .map(|i| (i, dot(half, &hits[i].1.sentence)))
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-    };
-    let mut pairs: Vec<(usize, usize, f32)> = Vec::new();
-    for (left, right) in pairing.halves {
-        let Some((i, fit_i)) = closest(left, None) else {
-            continue;
-        };
-        let Some((j, fit_j)) = closest(right, Some(i)) else {
-            continue;
-        };
-        if !pairs
-            .iter()
-            .any(|p| (p.0, p.1) == (i, j) || (p.0, p.1) == (j, i))
-        {
-            pairs.push((i, j, fit_i + fit_j));
-        }
-    }
+    let pairs = candidate_pairs(pairing, hits);
     let mut aligned: HashMap<usize, Vec<f32>> = HashMap::new();
     for &(i, j, _) in &pairs {
         for k in [i, j] {
@@ -220,7 +200,55 @@ pub fn detect(
         .filter(|&(_, _, p, _)| p >= threshold && p > best_single)
         .max_by(|a, b| a.3.total_cmp(&b.3))?;
     let (a, b) = (&hits[i], &hits[j]);
-    let (sa, sb) = (&aligned[&i], &aligned[&j]);
+    let (pa, pb) = phrases_of((text, query, content), chunks, (&aligned[&i], &aligned[&j]));
+    let part = |(hit, _): &(Hit, Explainable), phrases: Vec<String>| Covered {
+        id: hit.id.clone(),
+        text: hit.text.clone(),
+        probability: hit.probability,
+        phrases,
+    };
+    Some(Compound {
+        covers: vec![part(a, pa), part(b, pb)],
+        probability,
+    })
+}
+
+/// For each split of the query, the candidates closest to its halves (by cosine with each
+/// half's vector; two different candidates): (first, second, the two cosines summed), each
+/// pair once.
+fn candidate_pairs(pairing: &Pairing<'_>, hits: &[(Hit, Explainable)]) -> Vec<(usize, usize, f32)> {
+    let closest = |half: &[f32], other: Option<usize>| {
+        (0..hits.len())
+            .filter(|&i| Some(i) != other)
+            .map(|i| (i, dot(half, &hits[i].1.sentence)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    };
+    let mut pairs: Vec<(usize, usize, f32)> = Vec::new();
+    for (left, right) in pairing.halves {
+        let Some((i, fit_i)) = closest(left, None) else {
+            continue;
+        };
+        let Some((j, fit_j)) = closest(right, Some(i)) else {
+            continue;
+        };
+        if !pairs
+            .iter()
+            .any(|p| (p.0, p.1) == (i, j) || (p.0, p.1) == (j, i))
+        {
+            pairs.push((i, j, fit_i + fit_j));
+        }
+    }
+    pairs
+}
+
+/// The query's phrases each part explains: a chunk goes to the part its content tokens align
+/// with better on average (`sa`, `sb`: per query token, the best cosine with each part), and
+/// to neither when both stay under [`ALIGNED`].
+fn phrases_of(
+    (text, query, content): (&str, &Encoded, &[bool]),
+    chunks: &[Range<usize>],
+    (sa, sb): (&[f32], &[f32]),
+) -> (Vec<String>, Vec<String>) {
     let (mut pa, mut pb) = (Vec::new(), Vec::new());
     for chunk in chunks {
         let members = tokens_in(query, content, chunk);
@@ -237,16 +265,7 @@ pub fn detect(
             pb.push(phrase)
         }
     }
-    let part = |(hit, _): &(Hit, Explainable), phrases: Vec<String>| Covered {
-        id: hit.id.clone(),
-        text: hit.text.clone(),
-        probability: hit.probability,
-        phrases,
-    };
-    Some(Compound {
-        covers: vec![part(a, pa), part(b, pb)],
-        probability,
-    })
+    (pa, pb)
 }
 
 /// The query's phrases (`chunks`, char spans of `text`) that `doc`'s tokens leave unexplained:

@@ -389,8 +389,7 @@ pub async fn serve(
         );
     }
     let db = engine.db().clone();
-    db.store()
-        .set_min_free_bytes(config.limits.min_free_disk_bytes);
+    db.set_min_free_bytes(config.limits.min_free_disk_bytes);
     let swept = jobs::sweep(db.dir());
     if swept > 0 {
         tracing::info!(

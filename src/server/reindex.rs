@@ -100,8 +100,7 @@ pub async fn start(
     let (s, c, path) = (state.clone(), collection.clone(), PathBuf::from(&req.model));
     // Validate and load here, so a wrong directory is an immediate 422.
     let loaded = blocking(move || {
-        s.db()
-            .embedded_only("reindex", crate::db::REINDEX_ON_MILVUS)?;
+        s.db().require(crate::db::Capability::Reindex)?;
         let settings = s.db().settings(&c)?;
         let dir = ModelDir::open(&path);
         let dir = match dir {

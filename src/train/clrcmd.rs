@@ -237,7 +237,7 @@ pub struct ClrcmdRun<'a> {
     pub device: DeviceKind,
     /// Recompute memory-bound activations (softmax, GELU, normalisation) in the backward pass
     /// instead of keeping them (burn's gradient checkpointing): the same gradients for about a
-    /// third less memory and a tenth more time (EVALUATION.md, session 40). Not an option of
+    /// third less memory and a tenth more time (EVALUATION.md). Not an option of
     /// the training (a run resumes with either).
     pub low_memory: bool,
     /// Continue from `out/checkpoint` (same options and data).

@@ -163,50 +163,67 @@ pub fn train_operators(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<OperatorsReport> {
     let mut texts = TextIndex::default();
+    let sets = example_sets(splits, compressions, options, &mut texts)?;
+    let vectors: Vec<Vec<f32>> =
+        encode_texts(encoder, &texts, true, |n| progress(Progress::Encoded(n)))?
+            .into_iter()
+            .map(|e| e.sentence)
+            .collect();
+
+    let started = std::time::Instant::now();
+    let d = encoder.identity().dim;
+    let mut nets = HashMap::new();
+    let mut operations = Vec::new();
+    for (op, train, dev) in &sets {
+        let hidden = match op {
+            Operation::Compression => options.compression_hidden,
+            _ => options.hidden,
+        };
+        let (net, report) = train_one(
+            encoder, *op, hidden, train, dev, &vectors, d, options, progress,
+        )?;
+        if let Some(net) = net {
+            nets.insert(*op, net);
+        }
+        operations.push(report);
+    }
+    let trained_for = encoder
+        .identity()
+        .clone()
+        .with_precision(Precision::Fp32)
+        .fingerprint;
+    Ok(OperatorsReport {
+        operators: Operators { nets, trained_for },
+        operations,
+        pool: texts.len(),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Training and dev examples of each operation the data teaches, their texts added to
+/// `texts`; refused when one has less than a batch to train on.
+fn example_sets(
+    splits: &[Split],
+    compressions: &[Compression],
+    options: &OperatorOptions,
+    texts: &mut TextIndex,
+) -> Result<Vec<(Operation, Vec<Example>, Vec<Example>)>> {
     let mut rng = SplitMix64(options.seed);
     let (split_train, split_dev) = hold_out(splits.len(), options.dev_share, &mut rng);
     let (comp_train, comp_dev) = hold_out(compressions.len(), options.dev_share, &mut rng);
     let mut sets: Vec<(Operation, Vec<Example>, Vec<Example>)> = Vec::new();
     if !splits.is_empty() {
-        let fusion = |rows: &[usize], texts: &mut TextIndex| -> Vec<Example> {
+        let mut fusion = |rows: &[usize]| -> Vec<Example> {
             rows.iter()
-                .map(|&i| {
-                    let s = &splits[i];
-                    let (a, b, c) = (
-                        texts.add(&s.part1),
-                        texts.add(&s.part2),
-                        texts.add(&s.complex),
-                    );
-                    Example {
-                        u: a,
-                        v: Some(b),
-                        target: c,
-                    }
+                .map(|&i| Example {
+                    u: texts.add(&splits[i].part1),
+                    v: Some(texts.add(&splits[i].part2)),
+                    target: texts.add(&splits[i].complex),
                 })
                 .collect()
         };
-        let train = fusion(&split_train, &mut texts);
-        let dev = fusion(&split_dev, &mut texts);
-        // Difference: complex ⊖ part 2 → part 1 (what is measured), and ⊖ part 1 → part 2.
-        let difference = |set: &[Example], both: bool| -> Vec<Example> {
-            set.iter()
-                .flat_map(|e| {
-                    let (p1, p2) = (e.u, e.v.unwrap_or(e.u));
-                    let first = Example {
-                        u: e.target,
-                        v: Some(p2),
-                        target: p1,
-                    };
-                    let second = Example {
-                        u: e.target,
-                        v: Some(p1),
-                        target: p2,
-                    };
-                    std::iter::once(first).chain(both.then_some(second))
-                })
-                .collect()
-        };
-        let (diff_train, diff_dev) = (difference(&train, true), difference(&dev, false));
+        let (train, dev) = (fusion(&split_train), fusion(&split_dev));
+        let (diff_train, diff_dev) = (differences(&train, true), differences(&dev, false));
         sets.push((Operation::Fusion, train, dev));
         sets.push((Operation::Difference, diff_train, diff_dev));
     }
@@ -243,40 +260,29 @@ pub fn train_operators(
             .into());
         }
     }
-    let vectors: Vec<Vec<f32>> =
-        encode_texts(encoder, &texts, true, |n| progress(Progress::Encoded(n)))?
-            .into_iter()
-            .map(|e| e.sentence)
-            .collect();
+    Ok(sets)
+}
 
-    let started = std::time::Instant::now();
-    let d = encoder.identity().dim;
-    let mut nets = HashMap::new();
-    let mut operations = Vec::new();
-    for (op, train, dev) in &sets {
-        let hidden = match op {
-            Operation::Compression => options.compression_hidden,
-            _ => options.hidden,
-        };
-        let (net, report) = train_one(
-            encoder, *op, hidden, train, dev, &vectors, d, options, progress,
-        )?;
-        if let Some(net) = net {
-            nets.insert(*op, net);
-        }
-        operations.push(report);
-    }
-    let trained_for = encoder
-        .identity()
-        .clone()
-        .with_precision(Precision::Fp32)
-        .fingerprint;
-    Ok(OperatorsReport {
-        operators: Operators { nets, trained_for },
-        operations,
-        pool: texts.len(),
-        seconds: started.elapsed().as_secs_f64(),
-    })
+/// The difference examples of fusion examples: complex ⊖ part 2 → part 1 (what is measured)
+/// and, with `both`, complex ⊖ part 1 → part 2.
+fn differences(fusion: &[Example], both: bool) -> Vec<Example> {
+    fusion
+        .iter()
+        .flat_map(|e| {
+            let (p1, p2) = (e.u, e.v.unwrap_or(e.u));
+            let first = Example {
+                u: e.target,
+                v: Some(p2),
+                target: p1,
+            };
+            let second = Example {
+                u: e.target,
+                v: Some(p1),
+                target: p2,
+            };
+            std::iter::once(first).chain(both.then_some(second))
+        })
+        .collect()
 }
 
 /// Shuffled `0..n` split into training rows and the last `share` of them for dev.

@@ -771,7 +771,7 @@ fn adapt_quickly(
 }
 
 /// `adapt` without `--method` trains the contextual model alone (the measured best with the
-/// context channel, EVALUATION.md session 42), then reindexes and tunes with the channel among
+/// context channel, EVALUATION.md "Adapting without labels"), then reindexes and tunes with the channel among
 /// the configurations, so that `rerank: context` works on the adapted collection at once
 /// (before: the grader and a three-run soup, not measured with the channel).
 #[test]
@@ -970,8 +970,7 @@ fn adapt_trains_reindexes_and_tunes_the_collection_in_one_command() {
     // collection's commands name the reindex that records its new place (before: "not
     // usable … drop the option"); and the model's record still names its grader's old
     // directory, so `tune` finds the grader where `adapt` keeps it, inside the model
-    // (before: the collection's own model graded, which picks worse settings: EVALUATION.md,
-    // session 36).
+    // (before: the collection's own model graded, which picks worse settings).
     let moved = dir.path().join("moved");
     std::fs::rename(&out, &moved).unwrap();
     let search = || {

@@ -78,7 +78,7 @@ fn acknowledged_writes_survive_sigkill() {
         }
 
         let db = Database::open(&data, Durability::Flush).expect("reopens after SIGKILL");
-        let count = db.store().count("qqp").expect("count");
+        let count = db.count("qqp").expect("count");
         for (id, &n) in &acked {
             let doc = db
                 .get("qqp", id)

@@ -507,7 +507,8 @@ fn learned_defaults_are_checked_stored_applied_and_reopened() {
         db.search_defaults("c").expect("reads"),
         Some(learned.clone())
     );
-    db.store()
+    db.embedded_store()
+        .expect("embedded store")
         .set_meta("c", kindred::store::SEARCH_DEFAULTS_KEY, b"{not json")
         .expect("written");
     drop(db);

@@ -1088,7 +1088,8 @@ fn a_damaged_calibration_falls_back_to_the_default_and_searches_go_on() {
         ],
     )
     .expect("upserts");
-    db.store()
+    db.embedded_store()
+        .expect("embedded store")
         .set_meta("c", "calibration", b"{\"kind\": \"garbage")
         .expect("writes");
     let out = crate::common::search(&db, enc, "c", "forgot my password", &Default::default())

@@ -30,8 +30,7 @@ fn ok(out: Output) -> String {
 /// (id, text) of every stored document.
 fn contents(data: &Path, collection: &str) -> Vec<(String, String, Vec<f32>)> {
     let db = Database::open(data, Durability::Flush).expect("opens");
-    db.store()
-        .iter(collection)
+    db.documents(collection)
         .expect("collection")
         .map(|d| {
             let d = d.expect("record");

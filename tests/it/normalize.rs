@@ -266,8 +266,7 @@ fn kindred_ingest_text_format_html_stores_the_visible_text() {
     );
     let db = Database::open(&data, Durability::Flush).expect("opens");
     let mut stored: Vec<(String, String)> = db
-        .store()
-        .iter("posts")
+        .documents("posts")
         .expect("collection")
         .map(|d| {
             let d = d.expect("record");

@@ -167,7 +167,7 @@ fn int8_identity_differs_and_a_collection_refuses_the_other_precision() {
     drop(db);
     let db = Database::open(dir.path(), Durability::Flush).expect("reopen");
     assert_eq!(
-        db.store().settings("q").expect("settings").model.precision,
+        db.settings("q").expect("settings").model.precision,
         Precision::Int8
     );
 }

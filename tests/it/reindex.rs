@@ -134,7 +134,7 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
     );
     assert!(written.len() >= 3, "writes ran during the reindex");
 
-    let settings = db.store().settings("c").expect("settings");
+    let settings = db.settings("c").expect("settings");
     assert_eq!(settings.model, *other.identity());
     assert_eq!(settings.generation, Some(1));
     assert_eq!(report.generation, 1);
@@ -146,7 +146,7 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
         .map(|(i, q)| (format!("q{i}"), q.clone()))
         .collect();
     live.extend(written.iter().cloned());
-    assert_eq!(db.store().count("c").expect("count") as usize, live.len());
+    assert_eq!(db.count("c").expect("count") as usize, live.len());
     // Every document, whenever written, carries the new model's vectors of its latest text,
     // and its context.
     let texts: Vec<&str> = live.values().map(String::as_str).collect();
@@ -198,10 +198,7 @@ fn reindex_switches_models_while_searches_and_writes_go_on() {
     engine
         .reindex("c", encoder().clone(), None, OnReindex::Remake, &|_, _| {})
         .expect("back");
-    assert_eq!(
-        db.store().settings("c").expect("settings").generation,
-        Some(2)
-    );
+    assert_eq!(db.settings("c").expect("settings").generation, Some(2));
     let out =
         crate::common::search(&db, encoder(), "c", text, &SearchParams::default()).expect("search");
     assert_eq!(&out.hits[0].id, id);
@@ -260,14 +257,14 @@ fn reindex_cli_killed_midway_leaves_the_collection_whole_on_its_old_model() {
         let db = Arc::new(
             Database::open(dir.path(), Durability::Flush).expect("reopens after the kill"),
         );
-        let settings = db.store().settings("c").expect("settings");
+        let settings = db.settings("c").expect("settings");
         assert_eq!(
             settings.model,
             *encoder().identity(),
             "still on the old model"
         );
         assert_eq!(settings.generation, None);
-        assert_eq!(db.store().count("c").expect("count"), 6000);
+        assert_eq!(db.count("c").expect("count"), 6000);
         let out = crate::common::search(
             &db,
             encoder(),
@@ -385,10 +382,7 @@ fn a_file_ingest_goes_on_through_a_reindex_with_the_new_model() {
     assert_eq!(switched_after, Some(16));
     assert_eq!(summary.ingested, questions.len() as u64);
     assert_eq!(summary.rejected, 0);
-    assert_eq!(
-        db.store().count("c").expect("count") as usize,
-        questions.len()
-    );
+    assert_eq!(db.count("c").expect("count") as usize, questions.len());
     // Every document carries the new model's vectors, whether written before the switch
     // (re-encoded by the reindex) or after it.
     let texts: Vec<&str> = questions.iter().map(String::as_str).collect();

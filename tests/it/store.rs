@@ -73,7 +73,7 @@ fn collections_documents_and_bad_input() {
         let err =
             crate::common::upsert(&db, "faq", enc, vec![good.clone(), bad]).expect_err("rejected");
         assert!(err.to_string().contains(needle), "{err}");
-        assert_eq!(db.store().count("faq").expect("count"), 0);
+        assert_eq!(db.count("faq").expect("count"), 0);
     }
 
     crate::common::upsert(
@@ -86,7 +86,7 @@ fn collections_documents_and_bad_input() {
         ],
     )
     .expect("upserts");
-    assert_eq!(db.store().count("faq").expect("count"), 2);
+    assert_eq!(db.count("faq").expect("count"), 2);
     let stored = db.get("faq", "q1").expect("get").expect("present");
     assert_eq!(stored.text, good.text);
     assert_eq!(stored.metadata()["lang"], "en");
@@ -107,7 +107,7 @@ fn collections_documents_and_bad_input() {
     )
     .expect("upserts");
     assert!(replaced[0].replaced.is_some());
-    assert_eq!(db.store().count("faq").expect("count"), 2);
+    assert_eq!(db.count("faq").expect("count"), 2);
     let q = enc
         .encode_one("How do I reset my password?")
         .expect("encodes");
@@ -127,8 +127,7 @@ fn collections_documents_and_bad_input() {
     assert!(db.delete("faq", "q2").expect("delete"));
     assert!(!db.delete("faq", "q2").expect("delete twice"));
     let ids: Vec<String> = db
-        .store()
-        .iter("faq")
+        .documents("faq")
         .expect("iter")
         .map(|d| d.expect("doc").id)
         .collect();
@@ -259,7 +258,7 @@ fn readers_keep_reading_while_a_writer_writes() {
                     let q = &queries[(reads + r) % queries.len()];
                     crate::common::cosine_hits(&db, "faq", q, 5);
                     crate::common::lexical_hits(&db, "faq", "how do i", 5);
-                    let count = db.store().count("faq").expect("count");
+                    let count = db.count("faq").expect("count");
                     assert!(count >= last_count, "document count went backwards");
                     last_count = count;
                     reads += 1;
@@ -282,7 +281,7 @@ fn readers_keep_reading_while_a_writer_writes() {
     for r in readers {
         assert!(r.join().expect("reader thread") >= 10);
     }
-    assert_eq!(db.store().count("faq").expect("count"), 240);
+    assert_eq!(db.count("faq").expect("count"), 240);
 }
 
 #[test]
@@ -302,10 +301,7 @@ fn store_of_format_1_is_migrated_to_the_current_format() {
     let db = Database::open(dir.path(), Durability::Flush).expect("a format-1 store opens");
     let doc = db.get("faq", "a").expect("reads").expect("kept");
     assert_eq!(doc.text, "how do I reset my password?");
-    assert_eq!(
-        db.store().settings("faq").expect("settings").generation,
-        None
-    );
+    assert_eq!(db.settings("faq").expect("settings").generation, None);
     drop(db);
     let version = open_sled(&store)
         .get("format_version")
@@ -417,7 +413,7 @@ fn committed_format_1_store_opens_migrates_and_answers() {
     copy_dir(&fixture, dir.path());
     let db =
         Arc::new(Database::open(dir.path(), Durability::Flush).expect("a format-1 store opens"));
-    let settings = db.store().settings("faq").expect("settings");
+    let settings = db.settings("faq").expect("settings");
     assert_eq!(settings.generation, None);
     assert_eq!(settings.model.precision, kindred::Precision::Fp32);
     for (id, text) in FORMAT_1_DOCS {
@@ -505,7 +501,12 @@ fn a_format_3_store_migrates_to_empty_contexts_and_resumes_a_stopped_migration()
     let db = Database::open(dir.path(), Durability::Flush).expect("reopens");
     let d = db.get("faq", "d").expect("reads").expect("kept");
     assert_eq!(d.context, ["Refunds take 5 days."]);
-    assert_eq!(db.store().format_version(), 4);
+    assert_eq!(
+        db.embedded_store()
+            .expect("embedded store")
+            .format_version(),
+        4
+    );
 }
 
 /// Context is stored verbatim (blank texts dropped) and read back, never encoded: the same
@@ -570,7 +571,7 @@ fn context_is_stored_with_the_document_and_never_encoded() {
             .expect_err("over the limit");
         assert_eq!(err.to_string(), message);
         assert!(matches!(user_err(err), UserError::InvalidDocument { .. }));
-        assert_eq!(db.store().count("faq").expect("count"), 2, "nothing stored");
+        assert_eq!(db.count("faq").expect("count"), 2, "nothing stored");
     }
     // At the limits exactly: stored.
     let mut full = doc("full", "Can I pay later?", json!({}));

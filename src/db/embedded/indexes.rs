@@ -18,7 +18,7 @@ use crate::store::{CollectionSettings, SearchDefaults};
 use crate::sync::{MutexExt, RwLockExt};
 use crate::types::Gaussian;
 
-use super::OpenedFrom;
+use crate::db::OpenedFrom;
 
 /// A document as the indexes take it: its internal id, text and vectors.
 pub(crate) struct Entry<'a> {

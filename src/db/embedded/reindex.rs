@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::indexes::{Entry, Indexes};
-use super::{Database, ReindexReport};
+use super::Embedded;
+use crate::db::ReindexReport;
 use crate::error::{Result, UserError};
 use crate::model::ModelIdentity;
 use crate::store::{CollectionSettings, Generation, StoredDoc};
@@ -25,10 +26,6 @@ const REINDEX_BATCH: usize = 256;
 
 /// Encodes a batch of texts with the new model.
 pub type EncodeFn<'a> = &'a (dyn Fn(&[&str]) -> Result<Vec<Encoded>> + Sync);
-
-/// What to do instead of a reindex on the Milvus backend.
-pub const REINDEX_ON_MILVUS: &str =
-    "create a new collection and ingest the documents into it with the new model";
 
 /// Whether a reindex of a collection with `settings` onto `model` at `path` would change
 /// nothing, and is refused: the same weights where the collection already finds them (or no
@@ -47,7 +44,7 @@ pub fn already_uses(
         }
 }
 
-impl Database {
+impl Embedded {
     /// Re-encodes collection `name` with `encode` (the texts' vectors under `model`, another
     /// model) as a new generation with new vector and lexical indexes, while the current
     /// generation keeps serving searches and writes; writes made meanwhile are caught up,
@@ -56,7 +53,7 @@ impl Database {
     /// directory) is recorded so a server started with another model can load this one.
     /// `progress(done, total)` counts documents. On error the collection is untouched (the
     /// unfinished generation is dropped on the next open or reindex).
-    pub fn reindex(
+    pub(super) fn reindex_onto(
         &self,
         name: &str,
         model: &ModelIdentity,
@@ -64,7 +61,6 @@ impl Database {
         model_path: Option<&Path>,
         progress: &dyn Fn(u64, u64),
     ) -> Result<ReindexReport> {
-        self.embedded_only("reindex", REINDEX_ON_MILVUS)?;
         let started = Instant::now();
         let settings = self.store.settings(name)?;
         if already_uses(&settings, model, model_path) {
