@@ -105,7 +105,8 @@ impl Global {
             device: self.device.as_deref().unwrap_or("cpu").parse()?,
             batch_size: self.batch_size(),
             precision,
-            ..EncoderOptions::default()
+            // KINDRED_KERNELS and KINDRED_PAD_MULTIPLE: the library reads no environment itself.
+            ..EncoderOptions::default().with_vars(|k| std::env::var(k).ok())
         };
         Encoder::load(dir, options).with_context(|| format!("loading model {}", dir.path.display()))
     }

@@ -80,7 +80,8 @@ pub fn open(c: &ServeConfig) -> Result<(Arc<Encoder>, Arc<Database>)> {
         device: c.device.parse()?,
         batch_size: c.batch_size,
         precision: c.precision(),
-        ..EncoderOptions::default()
+        // KINDRED_KERNELS and KINDRED_PAD_MULTIPLE: the library reads no environment itself.
+        ..EncoderOptions::default().with_vars(|k| std::env::var(k).ok())
     };
     let encoder = Encoder::load(&dir, options)
         .with_context(|| format!("loading model {}", dir.path.display()))?;

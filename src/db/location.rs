@@ -61,7 +61,7 @@ impl std::fmt::Display for Location {
 }
 
 /// How a node runs against Milvus.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MilvusSettings {
     /// How old a node's BM25 index may get before a search starts rebuilding it in the
     /// background (what brings other nodes' writes and deletes into this node's lexical
@@ -72,6 +72,10 @@ pub struct MilvusSettings {
     /// which a sample's document frequencies do). 100,000 by default;
     /// `KINDRED_MILVUS_IDF_SAMPLE` in the binary.
     pub idf_sample: usize,
+    /// The layout new collections get (`split`, `one`, `full-text`), when not the best the
+    /// server offers (checked against the server when it connects); `KINDRED_MILVUS_LAYOUT`
+    /// in the binary.
+    pub layout: Option<String>,
 }
 
 impl Default for MilvusSettings {
@@ -79,14 +83,15 @@ impl Default for MilvusSettings {
         MilvusSettings {
             lexical_refresh: Duration::from_secs(60),
             idf_sample: 100_000,
+            layout: None,
         }
     }
 }
 
 impl MilvusSettings {
     /// The defaults, with what the variables `var` answers for override them
-    /// (`KINDRED_MILVUS_LEXICAL_REFRESH_SECS`, `KINDRED_MILVUS_IDF_SAMPLE`); a value that does
-    /// not parse is refused, naming the variable.
+    /// (`KINDRED_MILVUS_LEXICAL_REFRESH_SECS`, `KINDRED_MILVUS_IDF_SAMPLE`,
+    /// `KINDRED_MILVUS_LAYOUT`); a value that does not parse is refused, naming the variable.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let d = MilvusSettings::default();
         Ok(MilvusSettings {
@@ -109,6 +114,7 @@ impl MilvusSettings {
                 |v| v.parse::<usize>().ok().filter(|&n| n > 0),
                 "a whole number of documents, 1 or more (100000 by default)",
             )?,
+            layout: var("KINDRED_MILVUS_LAYOUT").filter(|l| !l.trim().is_empty()),
         })
     }
 }

@@ -59,6 +59,35 @@ pub struct EncoderOptions {
     pub sigma_floor: f32,
     /// Arithmetic of the linear layers (the CPU's packed path; a GPU runs fp32). Default int8.
     pub precision: Precision,
+    /// The packed CPU path's instruction set, when not the fastest this CPU runs (a slower
+    /// one it can run: for comparisons, and for CPUs whose vector or tile units misbehave).
+    pub kernels: Option<KernelPath>,
+    /// The multiple padded (GPU) batches round their length up to: burn-cuda compiles and
+    /// autotunes kernels per tensor shape, so a batch of every new length would pay for new
+    /// kernels. 16 by default; 1 pads to the longest text only.
+    pub pad_multiple: usize,
+}
+
+impl EncoderOptions {
+    /// These options with the overrides the variables `var` answers for:
+    /// `KINDRED_KERNELS` (a path this CPU runs: `portable`, `avx512-vnni`, `amx`) and
+    /// `KINDRED_PAD_MULTIPLE` (a whole number of 1 or more). A value that cannot apply is
+    /// logged and left out (the encoder runs either way).
+    pub fn with_vars(mut self, var: impl Fn(&str) -> Option<String>) -> Self {
+        if let Some(forced) = var("KINDRED_KERNELS") {
+            self.kernels = KernelPath::named(&forced);
+        }
+        if let Some(asked) = var("KINDRED_PAD_MULTIPLE") {
+            match asked.trim().parse() {
+                Ok(m) if m >= 1 => self.pad_multiple = m,
+                _ => tracing::warn!(
+                    "KINDRED_PAD_MULTIPLE={asked:?} is not a whole number of 1 or more; using {}",
+                    self.pad_multiple
+                ),
+            }
+        }
+        self
+    }
 }
 
 impl Default for EncoderOptions {
@@ -68,6 +97,8 @@ impl Default for EncoderOptions {
             batch_size: 32,
             sigma_floor: pooling::SIGMA_FLOOR,
             precision: Precision::default(),
+            kernels: None,
+            pad_multiple: 16,
         }
     }
 }
@@ -375,7 +406,7 @@ impl Encoder {
     fn forward_padded(&self, batch: &[&Tokenized], with_heads: bool) -> Result<Vec<Encoded>> {
         let b = batch.len();
         let longest = batch.iter().map(|t| t.ids.len()).max().unwrap_or(0);
-        let len = padded_len(longest, pad_multiple(), self.identity.max_len);
+        let len = padded_len(longest, self.options.pad_multiple, self.identity.max_len);
         let pad_id = i64::from(self.tokenizer.pad_id());
         let mut ids = Vec::with_capacity(b * len);
         let mut pad = Vec::with_capacity(b * len);
@@ -460,27 +491,6 @@ fn padded_len(longest: usize, multiple: usize, cap: usize) -> usize {
         .min(cap.max(longest))
 }
 
-/// The multiple padded (GPU) batches round their length up to: burn-cuda compiles and
-/// autotunes kernels per tensor shape, so a batch of every new length would pay for new
-/// kernels. 16 by default; `KINDRED_PAD_MULTIPLE` changes it (1: pad to the longest text only).
-fn pad_multiple() -> usize {
-    static MULTIPLE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *MULTIPLE.get_or_init(|| {
-        let Ok(asked) = std::env::var("KINDRED_PAD_MULTIPLE") else {
-            return 16;
-        };
-        match asked.trim().parse() {
-            Ok(m) if m >= 1 => m,
-            _ => {
-                tracing::warn!(
-                    "KINDRED_PAD_MULTIPLE={asked:?} is not a whole number of 1 or more; using 16"
-                );
-                16
-            }
-        }
-    })
-}
-
 /// The packed CPU path of `bert` for `options`, or None when the encoder runs on a GPU.
 fn pack(bert: &Bert, model: &ModelDir, options: EncoderOptions) -> Result<Option<PackedBert>> {
     match options.device {
@@ -489,7 +499,7 @@ fn pack(bert: &Bert, model: &ModelDir, options: EncoderOptions) -> Result<Option
             Ok(Some(PackedBert::new(
                 host,
                 options.precision,
-                KernelPath::detect(),
+                options.kernels.unwrap_or_else(KernelPath::detect),
             )))
         }
         DeviceKind::Cuda(_) if options.precision == Precision::Int8 => {

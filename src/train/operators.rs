@@ -200,6 +200,9 @@ pub fn train_operators(
     })
 }
 
+/// Per operation: its training and dev examples.
+type ExampleSets = Vec<(Operation, Vec<Example>, Vec<Example>)>;
+
 /// Training and dev examples of each operation the data teaches, their texts added to
 /// `texts`; refused when one has less than a batch to train on.
 fn example_sets(
@@ -207,11 +210,11 @@ fn example_sets(
     compressions: &[Compression],
     options: &OperatorOptions,
     texts: &mut TextIndex,
-) -> Result<Vec<(Operation, Vec<Example>, Vec<Example>)>> {
+) -> Result<ExampleSets> {
     let mut rng = SplitMix64(options.seed);
     let (split_train, split_dev) = hold_out(splits.len(), options.dev_share, &mut rng);
     let (comp_train, comp_dev) = hold_out(compressions.len(), options.dev_share, &mut rng);
-    let mut sets: Vec<(Operation, Vec<Example>, Vec<Example>)> = Vec::new();
+    let mut sets: ExampleSets = Vec::new();
     if !splits.is_empty() {
         let mut fusion = |rows: &[usize]| -> Vec<Example> {
             rows.iter()

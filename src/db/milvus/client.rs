@@ -40,6 +40,8 @@ pub(crate) struct Remote {
     pub(super) lexical_refresh: Duration,
     /// [`crate::db::MilvusSettings::idf_sample`].
     pub(super) idf_sample: usize,
+    /// [`crate::db::MilvusSettings::layout`].
+    pub(super) layout_asked: Option<String>,
 }
 
 impl std::fmt::Debug for Remote {
@@ -164,6 +166,7 @@ impl Remote {
             meta_cache: Mutex::new(HashMap::new()),
             lexical_refresh: settings.lexical_refresh,
             idf_sample: settings.idf_sample,
+            layout_asked: settings.layout.clone(),
         };
         remote.version = remote.call("reading the server version", |c| async move {
             let r = c

@@ -160,12 +160,12 @@ pub(super) fn record_fields() -> impl Iterator<Item = String> {
 }
 
 impl Remote {
-    /// The layout new collections get: the best the server offers, or the one the
-    /// environment variable `KINDRED_MILVUS_LAYOUT` names (`split`, `one`, `full-text`) if the
-    /// server has what it needs.
+    /// The layout new collections get: the best the server offers, or the one the settings
+    /// name ([`crate::db::MilvusSettings::layout`]: `split`, `one`, `full-text`) if the server
+    /// has what it needs.
     pub(super) fn new_layout(&self) -> Result<Layout> {
         let best = Layout::for_server(self.capabilities);
-        let Ok(asked) = std::env::var("KINDRED_MILVUS_LAYOUT") else {
+        let Some(asked) = &self.layout_asked else {
             return Ok(best);
         };
         let bad = |reason: String| -> crate::Error {
@@ -175,7 +175,7 @@ impl Remote {
             }
             .into()
         };
-        let layout = Layout::from_name(&asked)
+        let layout = Layout::from_name(asked.trim())
             .ok_or_else(|| bad(format!("{asked:?}: use split, one or full-text")))?;
         if layout > best {
             return Err(bad(format!(

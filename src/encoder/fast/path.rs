@@ -18,26 +18,28 @@ pub enum KernelPath {
 }
 
 impl KernelPath {
-    /// The fastest path this CPU runs, unless `KINDRED_KERNELS` names a slower one it can run
-    /// (`portable`, or `avx512-vnni` on an AMX CPU): for comparisons, and for CPUs whose
-    /// vector or tile units misbehave.
+    /// The fastest path this CPU runs.
     pub fn detect() -> Self {
+        KernelPath::available_paths()[0]
+    }
+
+    /// The path called `name` (`portable`, `avx512-vnni`, `amx`; any case) if this CPU runs
+    /// it; else logged, and None (the fastest is used).
+    pub fn named(name: &str) -> Option<Self> {
         let paths = KernelPath::available_paths();
-        if let Ok(forced) = std::env::var("KINDRED_KERNELS") {
-            if let Some(&p) = paths
-                .iter()
-                .find(|p| p.name().eq_ignore_ascii_case(forced.trim()))
-            {
-                return p;
-            }
+        let found = paths
+            .iter()
+            .find(|p| p.name().eq_ignore_ascii_case(name.trim()))
+            .copied();
+        if found.is_none() {
             let names: Vec<_> = paths.iter().map(|p| p.name()).collect();
             tracing::warn!(
-                "KINDRED_KERNELS={forced:?} is not a path this CPU runs ({}); using {}",
+                "kernels {name:?} is not a path this CPU runs ({}); using {}",
                 names.join(", "),
                 names[0]
             );
         }
-        paths[0]
+        found
     }
 
     /// True when this CPU can run the path.
