@@ -91,6 +91,7 @@ pub(super) fn protect(
 
 impl Graph {
     /// Inserts a point. Safe to call concurrently with searches and other inserts.
+    #[inline]
     pub fn insert(&self, id: u64, v: &[f32]) -> Result<(), GraphError> {
         self.insert_many(&[(id, v)])
     }
@@ -336,6 +337,7 @@ impl Graph {
     }
 
     /// Removes (tombstones) a point: it keeps routing but is never returned. True if it was live.
+    #[inline]
     pub fn remove(&self, id: u64) -> bool {
         let Some(s) = self.slot(id) else { return false };
         let st = self.store.reading();

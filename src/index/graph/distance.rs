@@ -22,6 +22,7 @@ pub(super) fn l2sq_portable(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// The portable dot product is the project's one kernel, [`crate::score::dot`].
+#[inline]
 pub(super) fn cos_portable(a: &[f32], b: &[f32]) -> f32 {
     1.0 - crate::score::dot(a, b)
 }

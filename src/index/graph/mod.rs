@@ -90,6 +90,7 @@ pub struct Params {
 }
 
 impl Default for Params {
+    #[inline]
     fn default() -> Self {
         Params {
             m: 16,
@@ -160,6 +161,7 @@ pub struct Graph {
 }
 
 impl std::fmt::Debug for Graph {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Graph")
             .field("metric", &self.metric)
@@ -171,6 +173,7 @@ impl std::fmt::Debug for Graph {
     }
 }
 
+#[inline]
 fn splitmix(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -224,45 +227,54 @@ impl Graph {
     }
 
     /// The metric.
+    #[inline]
     pub fn metric(&self) -> Metric {
         self.metric
     }
 
     /// The vector dimension.
+    #[inline]
     pub fn dim(&self) -> usize {
         self.dim
     }
 
     /// The (clamped) construction parameters.
+    #[inline]
     pub fn params(&self) -> Params {
         self.params
     }
 
     /// Points ever inserted, deleted ones included.
+    #[inline]
     pub fn len(&self) -> usize {
         self.map.reading().len()
     }
 
     /// True when nothing was ever inserted.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Live (not removed) points.
+    #[inline]
     pub fn live(&self) -> usize {
         self.len().saturating_sub(self.deleted())
     }
 
     /// Tombstoned points.
+    #[inline]
     pub fn deleted(&self) -> usize {
         self.deleted.load(Relaxed)
     }
 
     /// Whether `id` is a live point.
+    #[inline]
     pub fn contains(&self, id: u64) -> bool {
         self.slot(id).is_some_and(|s| self.store.reading().live(s))
     }
 
+    #[inline]
     fn slot(&self, id: u64) -> Option<u32> {
         self.map.reading().get(&id).copied()
     }
@@ -274,6 +286,7 @@ impl Graph {
         unsafe { (self.dist)(a, b) }
     }
 
+    #[inline]
     fn out(&self, d: f32) -> f32 {
         match self.metric {
             Metric::Cosine => d,
@@ -281,6 +294,7 @@ impl Graph {
         }
     }
 
+    #[inline]
     fn check(&self, v: &[f32]) -> Result<(), GraphError> {
         if v.len() != self.dim {
             return Err(GraphError::Dim {
@@ -294,6 +308,7 @@ impl Graph {
         Ok(())
     }
 
+    #[inline]
     fn ensure_cap(&self, need: usize) {
         if self.store.reading().cap >= need {
             return;
@@ -305,6 +320,7 @@ impl Graph {
         }
     }
 
+    #[inline]
     fn random_level(&self) -> usize {
         let x = splitmix(self.rng.fetch_add(0x9E37_79B9_7F4A_7C15, Relaxed));
         let u = ((x >> 11) + 1) as f64 / (1u64 << 53) as f64;

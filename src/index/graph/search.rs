@@ -9,6 +9,7 @@ pub(super) struct Near {
 }
 
 impl PartialEq for Near {
+    #[inline]
     fn eq(&self, o: &Self) -> bool {
         self.cmp(o) == Ordering::Equal
     }
@@ -17,12 +18,14 @@ impl PartialEq for Near {
 impl Eq for Near {}
 
 impl PartialOrd for Near {
+    #[inline]
     fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
         Some(self.cmp(o))
     }
 }
 
 impl Ord for Near {
+    #[inline]
     fn cmp(&self, o: &Self) -> Ordering {
         self.d.total_cmp(&o.d).then(self.s.cmp(&o.s))
     }
@@ -40,6 +43,7 @@ pub(super) struct Scratch {
 }
 
 impl Scratch {
+    #[inline]
     pub(super) fn reset(&mut self, n: usize) {
         if self.marks.len() < n {
             self.marks.resize(n, 0);
@@ -67,6 +71,7 @@ thread_local! {
 }
 
 /// Runs `f` with this thread's scratch (taken out, so a re-entrant call just gets a fresh one).
+#[inline]
 pub(super) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
     let mut s = SCRATCH.with(|c| c.take()).unwrap_or_default();
     let r = f(&mut s);
@@ -161,6 +166,7 @@ impl Graph {
     }
 
     /// The `k` nearest live points to `q`, nearest first, searching with breadth `max(ef, k)`.
+    #[inline]
     pub fn search(&self, q: &[f32], k: usize, ef: usize) -> Vec<(u64, f32)> {
         if self.deleted() == 0 {
             self.search_impl(q, k, ef, |_, _| true)
@@ -173,6 +179,7 @@ impl Graph {
 
     /// Like [`Graph::search`], returning only points with `allow(id)`. Keeps expanding until
     /// `max(ef, k)` allowed points are held, so it returns min(k, reachable allowed live points).
+    #[inline]
     pub fn search_filtered(
         &self,
         q: &[f32],
@@ -250,6 +257,7 @@ impl Graph {
     }
 
     /// Exact k nearest among `ids` (unknown and deleted ids skipped), nearest first.
+    #[inline]
     pub fn exact(&self, q: &[f32], k: usize, ids: &[u64]) -> Vec<(u64, f32)> {
         let mut slots: Vec<u32> = {
             let map = self.map.reading();
@@ -262,12 +270,14 @@ impl Graph {
     }
 
     /// Exact k nearest among all live points.
+    #[inline]
     pub fn exact_all(&self, q: &[f32], k: usize) -> Vec<(u64, f32)> {
         let st = self.store.reading();
         self.exact_slots(&st, q, k, 0..st.cap as u32)
     }
 
     /// A copy of a live point's vector.
+    #[inline]
     pub fn vector(&self, id: u64) -> Option<Vec<f32>> {
         let s = self.slot(id)?;
         let st = self.store.reading();
@@ -276,6 +286,7 @@ impl Graph {
 
     /// Whether point `id` is live and holds exactly vector `v`; None when `id` was never a
     /// point of this graph (a removed point is `Some(false)`: its id cannot be inserted again).
+    #[inline]
     pub fn holds(&self, id: u64, v: &[f32]) -> Option<bool> {
         let s = self.slot(id)?;
         let st = self.store.reading();
@@ -284,12 +295,14 @@ impl Graph {
 
     /// None when `id` was never a point of this graph; else whether it is live (a removed
     /// point is `Some(false)`: its id cannot be inserted again).
+    #[inline]
     pub fn status(&self, id: u64) -> Option<bool> {
         let s = self.slot(id)?;
         Some(self.store.reading().live(s))
     }
 
     /// Live ids, in insertion order.
+    #[inline]
     pub fn ids(&self) -> Vec<u64> {
         let st = self.store.reading();
         (0..st.cap as u32)

@@ -60,6 +60,7 @@ impl Store {
     }
 
     /// Writes the vector of a slot that the calling thread reserved and has not published.
+    #[inline]
     pub(super) fn write_vec(&self, s: u32, v: &[f32]) {
         let i = s as usize * self.dim;
         for (c, x) in self.vecs.0[i..i + self.dim].iter().zip(v) {
@@ -68,6 +69,7 @@ impl Store {
         }
     }
 
+    #[inline]
     pub(super) fn live(&self, s: u32) -> bool {
         self.flags
             .get(s as usize)
@@ -98,6 +100,7 @@ pub(super) fn entries(list: &[AtomicU32]) -> &[AtomicU32] {
 }
 
 /// Replaces a link block's contents (caller holds the node's lock).
+#[inline]
 pub(super) fn set_list(list: &[AtomicU32], items: &[u32]) {
     if let Some((c, rest)) = list.split_first() {
         for (a, &v) in rest.iter().zip(items) {
