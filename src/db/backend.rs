@@ -46,6 +46,11 @@ impl Capability {
     }
 }
 
+/// The embedded backend's name, as refusals and logs give it.
+pub(crate) const EMBEDDED: &str = "embedded";
+/// The Milvus backend's name.
+pub(crate) const MILVUS: &str = "milvus";
+
 /// What the embedded backend offers: everything.
 pub(crate) fn embedded_offers(capability: Capability) -> bool {
     match capability {

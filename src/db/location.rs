@@ -36,8 +36,8 @@ impl Location {
     /// The backend's name ("embedded", "milvus"), as refusals name it.
     pub fn name(&self) -> &'static str {
         match self {
-            Location::Embedded => "embedded",
-            Location::Milvus(_) => "milvus",
+            Location::Embedded => backend::EMBEDDED,
+            Location::Milvus(_) => backend::MILVUS,
         }
     }
 
@@ -54,7 +54,7 @@ impl Location {
 impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Location::Embedded => f.write_str("embedded"),
+            Location::Embedded => f.write_str(backend::EMBEDDED),
             Location::Milvus(url) => f.write_str(url),
         }
     }

@@ -101,7 +101,7 @@ impl Database {
     fn open_milvus(_dir: &Path, url: &str, _settings: &MilvusSettings) -> Result<Self> {
         Err(crate::error::UserError::NotSupported {
             what: format!("the Milvus backend ({url})"),
-            backend: "embedded",
+            backend: backend::EMBEDDED,
             fix: "this kindred was built without the `milvus` feature: build it with \
                   `cargo build --features milvus` (the default binary has it)"
                 .into(),

@@ -161,7 +161,7 @@ impl Embedded {
 
 impl Backend for Embedded {
     fn name(&self) -> &'static str {
-        "embedded"
+        crate::db::backend::EMBEDDED
     }
 
     fn supports(&self, capability: Capability) -> bool {

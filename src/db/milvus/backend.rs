@@ -28,7 +28,7 @@ impl Milvus {
 
 impl Backend for Milvus {
     fn name(&self) -> &'static str {
-        "milvus"
+        crate::db::backend::MILVUS
     }
 
     fn supports(&self, capability: Capability) -> bool {

@@ -181,7 +181,7 @@ impl Remote {
         if !supported(&remote.version) {
             return Err(UserError::NotSupported {
                 what: format!("Milvus {}", remote.version),
-                backend: "milvus",
+                backend: crate::db::backend::MILVUS,
                 fix: "kindred needs Milvus 2.3 or later (COSINE metric, JSON fields, upsert): upgrade the server".into(),
             }
             .into());

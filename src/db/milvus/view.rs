@@ -187,7 +187,10 @@ impl CollectionView for MilvusView {
     }
 
     fn context_vectors(&self, _internals: &[u64]) -> Result<Option<HashMap<u64, Vec<f32>>>> {
-        Err(not_supported("milvus", Capability::ContextVectors))
+        Err(not_supported(
+            crate::db::backend::MILVUS,
+            Capability::ContextVectors,
+        ))
     }
 
     fn search_defaults(&self) -> Result<Option<Arc<SearchDefaults>>> {
