@@ -9,10 +9,12 @@ use clap::{Args as ClapArgs, Subcommand};
 use indicatif::ProgressBar;
 use serde_json::json;
 
+use kindred::eval::chunks::{self, ChunkCounts, IstsSentence, Method};
 use kindred::eval::LabelledPair;
 use kindred::model::heads::Heads;
 use kindred::model::ModelDir;
-use kindred::text::chunk::{self, ChunkCounts, Chunker, ContextualSpec, Method, MlpOptions};
+use kindred::text::chunk::{self, Chunker, ContextualSpec};
+use kindred::train::chunker::{Epoch, MlpOptions};
 use kindred::train::clrcmd::{self, ClrcmdOptions, GradedScore};
 use kindred::train::intent::{train_intent, IntentOptions};
 use kindred::train::transition::{train_transition, TransitionOptions};
@@ -558,12 +560,12 @@ pub struct ChunkerArgs {
 }
 
 fn chunker(g: &Global, args: &ChunkerArgs) -> Result<()> {
-    let mut data = chunk::read_ists_chunks(&args.data)?;
-    let scored = |s: &chunk::IstsSentence| match args.dev {
+    let mut data = chunks::read_ists_chunks(&args.data)?;
+    let scored = |s: &IstsSentence| match args.dev {
         true => s.pair % 5 == 1,
         false => s.held_out(),
     };
-    let trains = |s: &chunk::IstsSentence| !s.held_out() && !scored(s);
+    let trains = |s: &IstsSentence| !s.held_out() && !scored(s);
     let spec = match args.contextual {
         true => Some(add_unit_states(g, args, &mut data)?),
         false => None,
@@ -592,7 +594,7 @@ fn chunker(g: &Global, args: &ChunkerArgs) -> Result<()> {
     if epochs == 0 || args.hidden == 0 || args.nets == 0 {
         bail!("--epochs, --hidden and --nets must be at least 1");
     }
-    let report = |e: chunk::Epoch| {
+    let report = |e: Epoch| {
         eprintln!(
             "epoch {}/{epochs}: {} of {} decisions wrong",
             e.epoch, e.mistakes, e.decisions
@@ -629,7 +631,7 @@ fn chunker(g: &Global, args: &ChunkerArgs) -> Result<()> {
         .map(|(name, m)| {
             (
                 name,
-                chunk::scores_by_genre(m, data.iter().filter(|s| scored(s)).collect()),
+                chunks::scores_by_genre(m, data.iter().filter(|s| scored(s)).collect()),
             )
         })
         .collect();
@@ -652,7 +654,7 @@ fn chunker(g: &Global, args: &ChunkerArgs) -> Result<()> {
 fn add_unit_states(
     g: &Global,
     args: &ChunkerArgs,
-    data: &mut [chunk::IstsSentence],
+    data: &mut [IstsSentence],
 ) -> Result<ContextualSpec> {
     let encoder = g.encoder()?;
     let texts: Vec<String> = data.iter().map(|s| s.text()).collect();

@@ -316,7 +316,7 @@ fn attach_chunks(path: &Path, side: usize, pairs: &mut [IstsPair]) -> Result<()>
 
 /// The lines of a UTF-8 text file, without line ends (LF or CRLF), a byte-order mark, or blank
 /// lines at the end.
-fn read_lines(path: &Path) -> Result<Vec<String>> {
+pub(super) fn read_lines(path: &Path) -> Result<Vec<String>> {
     let raw = std::fs::read(path).map_err(io_err(format!("reading {}", path.display())))?;
     let text = String::from_utf8(raw)
         .map_err(|e| bad_file(path, format!("not UTF-8 ({e}): save it as UTF-8")))?;

@@ -3,6 +3,7 @@
 //! pairs with every feature the duplicate model reads.
 
 pub mod alignment;
+pub mod chunks;
 pub mod compound;
 pub mod forum;
 pub mod ists;

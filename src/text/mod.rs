@@ -4,7 +4,6 @@
 //! Knows nothing of burn, sled or indexes.
 
 pub mod chunk;
-pub(crate) mod chunk_mlp;
 pub mod normalize;
 pub(crate) mod tokenize;
 

@@ -16,6 +16,7 @@ use std::collections::{HashMap, HashSet};
 use rayon::prelude::*;
 
 use crate::eval::LabelledPair;
+use crate::math::dot;
 pub use crate::score::stats::SplitMix64;
 
 /// One contrastive item.
@@ -222,24 +223,6 @@ impl Dataset {
 
 /// Nearest texts sorted and checked first when mining.
 const MINING_SHORTLIST: usize = 32;
-
-/// Dot product in 8 independent lanes (so it vectorises).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            lanes[k] += x[k] * y[k];
-        }
-    }
-    lanes.iter().sum::<f32>() + tail
-}
 
 /// Union-find over texts: the transitive closure of the duplicate relation.
 #[derive(Default)]

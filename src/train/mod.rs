@@ -16,6 +16,7 @@
 
 pub mod aligner;
 pub mod blend;
+pub mod chunker;
 pub mod clrcmd;
 pub mod context;
 pub mod data;

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kindred::encoder::Phrasing;
+use kindred::eval::chunks::{self, IstsSentence, Method};
 use kindred::score::explain::{ChunkSource, WordChunks};
-use kindred::text::chunk::{self, Chunker, IstsSentence, Method};
+use kindred::text::chunk::{self, Chunker};
 
 /// Held-out overall exact-chunk F1 must reach this (measured 0.886 with 10 epochs).
 const MIN_F1: f64 = 0.87;
@@ -105,7 +106,7 @@ fn summary_f1(v: &serde_json::Value, method: &str, genre: &str) -> f64 {
 /// Held-out exact-chunk F1 of `model` per genre ("all" too), each sentence scored with the
 /// shared encoder's states.
 fn held_out_f1(model: &Chunker, data: &[IstsSentence]) -> std::collections::HashMap<String, f64> {
-    chunk::held_out_scores(Method::Model(model), data)
+    chunks::held_out_scores(Method::Model(model), data)
         .into_iter()
         .map(|(g, c)| (g, c.f1()))
         .collect()
@@ -117,7 +118,7 @@ fn held_out_with_states(dir: &Path) -> Vec<IstsSentence> {
         .contextual()
         .expect("contextual")
         .layer;
-    let mut held: Vec<IstsSentence> = chunk::read_ists_chunks(dir)
+    let mut held: Vec<IstsSentence> = chunks::read_ists_chunks(dir)
         .expect("reads")
         .into_iter()
         .filter(|s| s.held_out())
@@ -186,7 +187,7 @@ fn the_contextual_chunkers_train_and_beat_the_word_chunker_on_held_out_pairs() {
 #[test]
 fn explanations_chunk_with_the_encoders_states_and_other_models_get_the_word_chunker() {
     let Some(data) = ists_dir() else { return };
-    let held: Vec<IstsSentence> = chunk::read_ists_chunks(&data)
+    let held: Vec<IstsSentence> = chunks::read_ists_chunks(&data)
         .expect("reads")
         .into_iter()
         .filter(|s| s.held_out() && s.genre == "headlines")
@@ -211,9 +212,9 @@ fn explanations_chunk_with_the_encoders_states_and_other_models_get_the_word_chu
         })
         .collect();
     let f1 = |chunks: &[Vec<std::ops::Range<usize>>]| {
-        let mut counts = chunk::ChunkCounts::default();
+        let mut counts = chunks::ChunkCounts::default();
         for (p, g) in chunks.iter().zip(&gold) {
-            counts += chunk::ChunkCounts::of(p, g);
+            counts += chunks::ChunkCounts::of(p, g);
         }
         counts.f1()
     };

@@ -55,21 +55,6 @@ fn fmax(a: f32, b: f32) -> f32 {
     }
 }
 
-/// Σ a·b over 16 lanes, then the lanes.
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; LANES];
-    let (ac, bc) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let (ar, br) = (ac.remainder(), bc.remainder());
-    for (x, y) in ac.zip(bc) {
-        for l in 0..LANES {
-            acc[l] = x[l].mul_add(y[l], acc[l]);
-        }
-    }
-    let tail: f32 = ar.iter().zip(br).map(|(x, y)| x * y).sum();
-    acc.iter().sum::<f32>() + tail
-}
-
 /// Σ x over 16 lanes.
 #[inline(always)]
 fn sum(x: &[f32]) -> f32 {
@@ -183,7 +168,7 @@ multiversion! {
             for v in row.iter_mut() {
                 *v -= mean;
             }
-            let var = dot(row, row) / d as f32;
+            let var = crate::math::dot_fused(row, row) / d as f32;
             let inv = 1.0 / (var + eps).sqrt();
             for ((v, &g), &b) in row.iter_mut().zip(gamma).zip(beta) {
                 *v = (*v * inv).mul_add(g, b);

@@ -1,24 +1,13 @@
-//! The arithmetic every layer shares: the dot product (the one kernel cosines, RCMD and the
-//! chunker's network are built on), L2 normalisation and cosine similarity, and
+//! The arithmetic every layer shares: the dot-product kernels ([`mod@dot`]: the one every
+//! score, the chunker's network, training and the encoder's layer norm are built on; the
+//! graph's SIMD distances in [`distance`]), L2 normalisation and cosine similarity, and
 //! [`SplitMix64`], the seedable generator training, sampling and tests draw from. Pure
 //! functions; it uses nothing of the crate.
 
-/// Dot product with eight independent accumulators, so the compiler can vectorise it without
-/// reassociating floating-point sums on its own.
-#[inline]
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    debug_assert_eq!(a.len(), b.len());
-    let mut acc = [0f32; 8];
-    let (ca, ra) = (a.chunks_exact(8), a.chunks_exact(8).remainder());
-    let rb = b.chunks_exact(8).remainder();
-    for (x, y) in ca.zip(b.chunks_exact(8)) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
-    acc.iter().sum::<f32>() + tail
-}
+pub mod distance;
+pub mod dot;
+
+pub use dot::{dot, dot4, dot_fused, dot_simd};
 
 /// L2-normalises `v` in place; a zero vector stays zero (sentence-transformers clamps the norm
 /// at 1e-12 the same way).
