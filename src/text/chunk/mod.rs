@@ -20,7 +20,6 @@
 //! it was trained on, which the caller computes ([`Chunker::chunk_with`]); without them the word
 //! chunker is the one to use.
 //!
-//!
 //! Its parts: [`units`] (word units, the bracketed iSTS format), [`features`] (what the word
 //! model reads), `mlp` (the neural boundary model's forward pass), `format` (the model file).
 //! Training lives in `crate::train::chunker`, scoring against gold chunks in
