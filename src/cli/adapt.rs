@@ -11,7 +11,7 @@ use clap::Args as ClapArgs;
 use kindred::db::Capability;
 use kindred::UserError;
 
-use super::train_context::{GraderArg, MethodArg};
+use super::train_context::{ContextArgs, GraderArg, MethodArg};
 use super::Global;
 
 /// What `adapt` trains when `--method` is not given: the contextual model alone (each
@@ -28,55 +28,15 @@ pub const ADAPT_RUNS: usize = 3;
 #[derive(Debug, ClapArgs)]
 pub struct AdaptArgs {
     #[command(flatten)]
-    pub train: super::train_context::ContextArgs,
+    pub train: ContextArgs,
 }
 
 pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
     let device = g.device.as_deref().unwrap_or("cpu").parse()?;
-    // Step 2 reindexes, which not every backend offers: say so before the training.
-    let location = g.backend.clone().unwrap_or_default();
-    if !location.supports(Capability::Reindex) {
-        return Err(kindred::Error::from(UserError::NotSupported {
-            what: "adapt (its second step is a reindex)".into(),
-            backend: location.name(),
-            fix: format!(
-                "run `kindred --backend {location} train context --collection {} --out DIR`, \
-                 then {} (--model DIR)",
-                args.train.collection,
-                Capability::Reindex.instead()
-            ),
-        })
-        .into());
-    }
+    refuse_without_reindex(g, &args.train.collection)?;
     // Named before the first step announces anything: a wrong name fails alone, in a second.
     g.database()?.settings(&args.train.collection)?;
-    let mut t = args.train.clone();
-    t.method = Some(t.method.unwrap_or(ADAPT_METHOD));
-    if t.general.is_none() && t.method() != MethodArg::Transition {
-        eprintln!(
-            "note: without --general the adapted model learns this site's notion of \"same\" at \
-             the cost of some general similarity (EVALUATION.md, \"Adapting without labels\"); give a file of \
-             general questions, one per line, with --general FILE to keep it"
-        );
-    }
-    if t.method() == MethodArg::Encoder {
-        if t.runs.is_none() {
-            t.runs = Some(ADAPT_RUNS);
-        }
-        // With --general, a `thread` grader (trained first on the collection's own threads,
-        // rehearsing the general pairs too) grades: on Qatar Living its soups gained more over
-        // the untrained cosine than the base-graded ones and kept QQP's AUC (EVALUATION.md).
-        // Without --general the base grades, as in `train context`.
-        if t.grader.is_none() && t.general.is_some() {
-            eprintln!(
-                "with --general, adapt first trains a grader on the collection's own threads \
-                 (--grader thread; at most --max-steps steps, about 40 minutes for a forum of \
-                 1,000 questions on 2 cores); --grader base skips it"
-            );
-            t.grader = Some(GraderArg::Thread);
-        }
-    }
-    let t = &t;
+    let t = &with_adapt_defaults(&args.train);
     if t.method() == MethodArg::Thread {
         eprintln!(
             "1/3 train context: training the contextual model on the threads of {:?}",
@@ -146,4 +106,55 @@ pub fn run(g: &Global, args: &AdaptArgs) -> Result<()> {
             c = t.collection
         )
     })
+}
+
+/// Refuses before any training where the backend cannot reindex (adapt's second step).
+fn refuse_without_reindex(g: &Global, collection: &str) -> Result<()> {
+    let location = g.backend.clone().unwrap_or_default();
+    if !location.supports(Capability::Reindex) {
+        return Err(kindred::Error::from(UserError::NotSupported {
+            what: "adapt (its second step is a reindex)".into(),
+            backend: location.name(),
+            fix: format!(
+                "run `kindred --backend {location} train context --collection {} --out DIR`, \
+                 then {} (--model DIR)",
+                collection,
+                Capability::Reindex.instead()
+            ),
+        })
+        .into());
+    }
+    Ok(())
+}
+
+/// `train context`'s arguments with what adapt chooses where they do not say: the method
+/// ([`ADAPT_METHOD`]), the soup size ([`ADAPT_RUNS`]) and, with --general, a thread grader.
+fn with_adapt_defaults(train: &ContextArgs) -> ContextArgs {
+    let mut t = train.clone();
+    t.method = Some(t.method.unwrap_or(ADAPT_METHOD));
+    if t.general.is_none() && t.method() != MethodArg::Transition {
+        eprintln!(
+            "note: without --general the adapted model learns this site's notion of \"same\" at \
+             the cost of some general similarity (EVALUATION.md, \"Adapting without labels\"); give a file of \
+             general questions, one per line, with --general FILE to keep it"
+        );
+    }
+    if t.method() == MethodArg::Encoder {
+        if t.runs.is_none() {
+            t.runs = Some(ADAPT_RUNS);
+        }
+        // With --general, a `thread` grader (trained first on the collection's own threads,
+        // rehearsing the general pairs too) grades: on Qatar Living its soups gained more over
+        // the untrained cosine than the base-graded ones and kept QQP's AUC (EVALUATION.md).
+        // Without --general the base grades, as in `train context`.
+        if t.grader.is_none() && t.general.is_some() {
+            eprintln!(
+                "with --general, adapt first trains a grader on the collection's own threads \
+                 (--grader thread; at most --max-steps steps, about 40 minutes for a forum of \
+                 1,000 questions on 2 cores); --grader base skips it"
+            );
+            t.grader = Some(GraderArg::Thread);
+        }
+    }
+    t
 }

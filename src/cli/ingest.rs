@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use indicatif::ProgressBar;
 
-use kindred::ingest::{self, Fields, Format, IngestOptions};
+use kindred::ingest::{self, Fields, Format, IngestOptions, Rejected, Summary};
 use kindred::store::CollectionSettings;
 use kindred::text::TextFormat;
 
@@ -99,26 +99,13 @@ pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
         .reject_file
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}.rejects.tsv", args.file.display())));
-    let mut rejects: Option<std::fs::File> = None;
+    let mut rejects = RejectFile {
+        path: reject_path.clone(),
+        file: None,
+    };
     let bar = super::progress::bar(lines, "ingesting (lines)");
     let start = std::time::Instant::now();
-    let opts = IngestOptions {
-        path: args.file.clone(),
-        format,
-        text_format,
-        fields: Fields {
-            id: args.id_field.clone(),
-            text: args.text_field.clone(),
-            meta: args.meta_fields.clone(),
-            context: args.context_fields.clone(),
-        },
-        batch: args.batch,
-        strict: args.strict,
-        restart: args.restart,
-        threads: None,
-        max_text_chars: args.max_text_chars,
-        cancel: None,
-    };
+    let opts = options(args, format, text_format);
     // The CLI holds the store alone: no reindex can switch the model under it.
     let encoder = std::sync::Arc::new(encoder);
     let summary = ingest::ingest(
@@ -127,25 +114,7 @@ pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
         &|| Ok(encoder.clone()),
         &args.collection,
         &opts,
-        |r| {
-            let f = match &mut rejects {
-                Some(f) => f,
-                None => rejects.insert(
-                    std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(&reject_path)
-                        .map_err(|e| {
-                            kindred::InternalError::io(
-                                format!("opening {}", reject_path.display()),
-                                e,
-                            )
-                        })?,
-                ),
-            };
-            writeln!(f, "{}\t{}", r.line, r.reason.replace(['\t', '\n'], " "))
-                .map_err(|e| kindred::InternalError::io("writing the reject file", e).into())
-        },
+        |r| rejects.write(r),
         |p| {
             bar.set_position(p.line);
             let secs = start.elapsed().as_secs_f64().max(1e-9);
@@ -163,8 +132,60 @@ pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
     save_indexes(&db);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
-        return Ok(());
+    } else {
+        print_summary(&summary, &reject_path);
     }
+    Ok(())
+}
+
+/// The library's ingest options from the command line's.
+fn options(args: &IngestArgs, format: Format, text_format: TextFormat) -> IngestOptions {
+    IngestOptions {
+        path: args.file.clone(),
+        format,
+        text_format,
+        fields: Fields {
+            id: args.id_field.clone(),
+            text: args.text_field.clone(),
+            meta: args.meta_fields.clone(),
+            context: args.context_fields.clone(),
+        },
+        batch: args.batch,
+        strict: args.strict,
+        restart: args.restart,
+        threads: None,
+        max_text_chars: args.max_text_chars,
+        cancel: None,
+    }
+}
+
+/// The reject file (`line<TAB>reason` per rejected row), created at the first reject.
+struct RejectFile {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl RejectFile {
+    fn write(&mut self, r: &Rejected) -> kindred::Result<()> {
+        let f = match &mut self.file {
+            Some(f) => f,
+            None => self.file.insert(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.path)
+                    .map_err(|e| {
+                        kindred::InternalError::io(format!("opening {}", self.path.display()), e)
+                    })?,
+            ),
+        };
+        writeln!(f, "{}\t{}", r.line, r.reason.replace(['\t', '\n'], " "))
+            .map_err(|e| kindred::InternalError::io("writing the reject file", e).into())
+    }
+}
+
+/// The summary for a person: counts, speed, the first rejects and where the rest are.
+fn print_summary(summary: &Summary, reject_path: &std::path::Path) {
     if summary.resumed_after_line > 0 {
         println!(
             "resumed after line {} (committed by an earlier run)",
@@ -181,7 +202,6 @@ pub fn run(g: &Global, args: &IngestArgs) -> Result<()> {
     if summary.rejected > 0 {
         println!("all rejected rows: {}", reject_path.display());
     }
-    Ok(())
 }
 
 /// Saves the vector indexes now, under a spinner, rather than silently when the database

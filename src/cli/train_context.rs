@@ -10,12 +10,16 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use indicatif::ProgressBar;
-use serde_json::json;
 
 use kindred::eval::ScoredPair;
 use kindred::model::ModelDir;
 use kindred::train::clrcmd::{self, ClrcmdOptions};
 use kindred::train::context::{self, ContextDoc, GeneralOptions, HarvestOptions, Signal};
+use kindred::train::record::{
+    self, BlendRecord, ClrcmdSelection, ContextRecord, GeneralRecord, GraderKind, GraderRecord,
+    HarvestRecord, SoupRun, SoupSelection, ThreadSelection, Trained, TransitionSelection,
+    RECORD_VERSION,
+};
 use kindred::train::transition::{train_transition, TransitionOptions};
 use kindred::train::{write_model_dir, TrainedBy};
 use kindred::{DeviceKind, Precision, UserError};
@@ -23,7 +27,7 @@ use kindred::{DeviceKind, Precision, UserError};
 use super::Global;
 
 /// The file a context-trained model directory gets beside `kindred-model.json`.
-pub const HARVEST_FILE: &str = "kindred-context.json";
+pub use kindred::train::record::RECORD_FILE as HARVEST_FILE;
 
 #[derive(Debug, Clone, ClapArgs)]
 pub struct ContextArgs {
@@ -281,6 +285,140 @@ pub(super) fn on_step(bar: &ProgressBar) -> impl FnMut(&str, u64, u64) + '_ {
 
 /// Trains as `args` say; returns the model directory written.
 pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf> {
+    check_args(args)?;
+    // Read before the harvest, so that a wrong path fails in a second, not after it.
+    let general_text = match &args.general {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading --general {}", path.display()))?,
+        ),
+        None => None,
+    };
+    if let GraderArg::Dir(dir) = args.grader() {
+        open_grader(&dir)?;
+    }
+    let out = checked_out(g, args)?;
+    // The collection is read before anything is announced: a wrong name fails alone.
+    let db = g.database()?;
+    let base = g.collection_model_dir(&db, &args.collection)?;
+    let docs = read_documents(&db, &args.collection, &args.context_fields)?;
+    drop(db);
+    eprintln!(
+        "training into {} (if this is interrupted, the same command with --out {0} --resume \
+         continues it)",
+        out.display()
+    );
+    let encoder = g.load_encoder(&base, Precision::Fp32)?;
+    let options = HarvestOptions {
+        neighbours: args.neighbours,
+        signal: args.signal,
+        held_out_every: args.held_out_every.max(2),
+        positive_share: args.positive_share,
+        thread_positives: args.thread_positives,
+        ..HarvestOptions::default()
+    };
+    let refuse = |why: String| unrelated(&args.collection, why);
+    let bar = step_bar()?;
+    // The precheck grades with the base: a grader trained on unrelated context would agree
+    // with itself.
+    if !args.allow_unrelated_context {
+        let sample = context::PRECHECK_DOCUMENTS;
+        if let Some(why) = context::precheck(&encoder, &docs, &options, sample, &mut on_step(&bar))?
+        {
+            bar.finish_and_clear();
+            return Err(refuse(why));
+        }
+    }
+    bar.finish_and_clear();
+    // Before the grader: a `thread` grader rehearses the same general pairs as the runs.
+    let general_options = GeneralOptions::default();
+    let general = match &general_text {
+        Some(text) => general_pairs(args, &encoder, text, &general_options)?,
+        None => Vec::new(),
+    };
+    // What every method records beside what it trained and how.
+    let record = |trained: Trained| -> Result<ContextRecord> {
+        Ok(ContextRecord {
+            version: RECORD_VERSION,
+            collection: args.collection.clone(),
+            context_fields: args.context_fields.clone(),
+            base: base.identity()?,
+            general: args.general.as_ref().map(|path| GeneralRecord {
+                file: path.clone(),
+                options: general_options.clone(),
+                pairs: general.len(),
+                weight: args.general_weight,
+                batch: args.general_batch,
+            }),
+            out: out.clone(),
+            trained,
+        })
+    };
+    if args.method() == MethodArg::Thread {
+        eprintln!(
+            "training the contextual model on the collection's own threads (each question with \
+             its first {} context texts) as the model",
+            args.thread_texts
+        );
+        let started = std::time::Instant::now();
+        let selection = train_thread_grader(args, &base, &docs, &general, &out, device)?;
+        let trained = Trained::Thread {
+            texts_per_question: args.thread_texts,
+            selection,
+            train_seconds: started.elapsed().as_secs_f64(),
+        };
+        finish(args, &record(trained)?)?;
+        return Ok(out);
+    }
+    let inputs = Inputs {
+        base: &base,
+        encoder: &encoder,
+        docs: &docs,
+        general: &general,
+        out: &out,
+        options: &options,
+    };
+    let trained = train_on_harvest(g, args, &inputs, device, &refuse)?;
+    finish(args, &record(trained)?)?;
+    Ok(out)
+}
+
+/// OUT (`--out` or the default), checked: empty or, with --resume, an interrupted run of
+/// this collection that the method can continue.
+fn checked_out(g: &Global, args: &ContextArgs) -> Result<PathBuf> {
+    let out = args.out(g)?;
+    check_out(&out, &args.collection, args.resume)?;
+    // --method thread trains into OUT itself; the checkpoints of an encoder run are in its
+    // grader's and runs' directories (earlier versions of `adapt` trained the encoder by
+    // default), which it would not continue but start over beside.
+    if args.resume && args.method() == MethodArg::Thread && !clrcmd::has_checkpoint(&out) {
+        return Err(kindred::Error::from(UserError::InvalidArgument {
+            name: "--resume",
+            reason: format!(
+                "{} holds the checkpoints of a --method encoder run, which --method thread does \
+                 not continue; give --method encoder to continue it, or choose another --out",
+                out.display()
+            ),
+        })
+        .into());
+    }
+    Ok(out)
+}
+
+/// The refusal of a collection whose context does not relate to its questions.
+fn unrelated(collection: &str, why: String) -> anyhow::Error {
+    kindred::Error::from(UserError::InvalidArgument {
+        name: "collection",
+        reason: format!(
+            "{collection:?}: {why}; nothing was trained (pass --allow-unrelated-context to train \
+             on these grades anyway)"
+        ),
+    })
+    .into()
+}
+
+/// The argument combinations `train context` refuses before it reads anything.
+fn check_args(args: &ContextArgs) -> Result<()> {
     let negative_share = HarvestOptions::default().negative_share;
     if !(args.positive_share > 0.0 && args.positive_share < 1.0 - negative_share) {
         anyhow::bail!(
@@ -331,135 +469,64 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
             args.general_batch
         );
     }
-    // Read before the harvest, so that a wrong path fails in a second, not after it.
-    let general_text = match &args.general {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("reading --general {}", path.display()))?,
-        ),
-        None => None,
-    };
-    if let GraderArg::Dir(dir) = args.grader() {
-        open_grader(&dir)?;
-    }
-    let out = args.out(g)?;
-    check_out(&out, &args.collection, args.resume)?;
-    // --method thread trains into OUT itself; the checkpoints of an encoder run are in its
-    // grader's and runs' directories (`adapt` trained the encoder by default until session
-    // 43), which it would not continue but start over beside.
-    if args.resume && args.method() == MethodArg::Thread && !clrcmd::has_checkpoint(&out) {
-        return Err(kindred::Error::from(UserError::InvalidArgument {
-            name: "--resume",
-            reason: format!(
-                "{} holds the checkpoints of a --method encoder run, which --method thread does \
-                 not continue; give --method encoder to continue it, or choose another --out",
-                out.display()
-            ),
-        })
-        .into());
-    }
-    // The collection is read before anything is announced: a wrong name fails alone.
-    let db = g.database()?;
-    let base = g.collection_model_dir(&db, &args.collection)?;
-    let docs = read_documents(&db, &args.collection, &args.context_fields)?;
-    drop(db);
-    eprintln!(
-        "training into {} (if this is interrupted, the same command with --out {0} --resume \
-         continues it)",
-        out.display()
-    );
-    let encoder = g.load_encoder(&base, Precision::Fp32)?;
-    let options = HarvestOptions {
-        neighbours: args.neighbours,
-        signal: args.signal,
-        held_out_every: args.held_out_every.max(2),
-        positive_share: args.positive_share,
-        thread_positives: args.thread_positives,
-        ..HarvestOptions::default()
-    };
-    let refuse = |why: String| -> anyhow::Error {
-        kindred::Error::from(UserError::InvalidArgument {
-            name: "collection",
-            reason: format!(
-                "{:?}: {why}; nothing was trained (pass --allow-unrelated-context to train on \
-                 these grades anyway)",
-                args.collection
-            ),
-        })
-        .into()
-    };
+    Ok(())
+}
+
+/// The general text's pairs to keep in order (`--general`), graded by the base model.
+fn general_pairs(
+    args: &ContextArgs,
+    encoder: &kindred::Encoder,
+    text: &str,
+    options: &GeneralOptions,
+) -> Result<Vec<ScoredPair>> {
     let bar = step_bar()?;
-    // The precheck grades with the base: a grader trained on unrelated context would agree
-    // with itself.
-    if !args.allow_unrelated_context {
-        let sample = context::PRECHECK_DOCUMENTS;
-        if let Some(why) = context::precheck(&encoder, &docs, &options, sample, &mut on_step(&bar))?
-        {
-            bar.finish_and_clear();
-            return Err(refuse(why));
-        }
-    }
+    let pairs = context::general_training_pairs(encoder, text, options, &mut on_step(&bar))?;
     bar.finish_and_clear();
-    // Before the grader: a `thread` grader rehearses the same general pairs as the runs.
-    let general_options = GeneralOptions::default();
-    let general: Vec<ScoredPair> = match &general_text {
-        Some(text) => {
-            let bar = step_bar()?;
-            let pairs = context::general_training_pairs(
-                &encoder,
-                text,
-                &general_options,
-                &mut on_step(&bar),
-            )?;
-            bar.finish_and_clear();
-            eprintln!(
-                "general text: {} pairs to keep in order, {} per step, weight {}",
-                pairs.len(),
-                args.general_batch,
-                args.general_weight
-            );
-            pairs
-        }
-        None => Vec::new(),
-    };
-    // What every method records; each adds what it trained and how (`finish`).
-    let record = json!({
-        "collection": args.collection,
-        "context_fields": args.context_fields,
-        "base": base.identity()?,
-        "general": args.general.as_ref().map(|path| json!({
-            "file": path,
-            "options": general_options,
-            "pairs": general.len(),
-            "weight": args.general_weight,
-            "batch": args.general_batch,
-        })),
-        "out": out,
-    });
-    if args.method() == MethodArg::Thread {
-        eprintln!(
-            "training the contextual model on the collection's own threads (each question with \
-             its first {} context texts) as the model",
-            args.thread_texts
-        );
-        let started = std::time::Instant::now();
-        let selection = train_thread_grader(args, &base, &docs, &general, &out, device)?;
-        let trained = json!({
-            "method": "thread",
-            "texts_per_question": args.thread_texts,
-            "selection": selection,
-            "train_seconds": started.elapsed().as_secs_f64(),
-        });
-        finish(args, &out, record, trained)?;
-        return Ok(out);
-    }
-    let (grader, grader_summary) = load_grader(g, args, &base, &docs, &general, &out, device)?;
+    eprintln!(
+        "general text: {} pairs to keep in order, {} per step, weight {}",
+        pairs.len(),
+        args.general_batch,
+        args.general_weight
+    );
+    Ok(pairs)
+}
+
+/// What a harvest-and-train run reads: the base model (directory and fp32 encoder), the
+/// collection's documents, the general pairs, where it writes, and the harvest options.
+struct Inputs<'a> {
+    base: &'a ModelDir,
+    encoder: &'a kindred::Encoder,
+    docs: &'a [ContextDoc],
+    general: &'a [ScoredPair],
+    out: &'a Path,
+    options: &'a HarvestOptions,
+}
+
+/// `--method encoder` and `transition`: grades a harvest of the collection's pairs (with the
+/// base or the `--grader`), refuses unrelated context unless allowed, trains on it, and
+/// returns what the record adds (method, grader, harvest, selection, time).
+fn train_on_harvest(
+    g: &Global,
+    args: &ContextArgs,
+    inputs: &Inputs<'_>,
+    device: DeviceKind,
+    refuse: &dyn Fn(String) -> anyhow::Error,
+) -> Result<Trained> {
+    let (grader, grader_record) = load_grader(
+        g,
+        args,
+        inputs.base,
+        inputs.docs,
+        inputs.general,
+        inputs.out,
+        device,
+    )?;
     let bar = step_bar()?;
     let started = std::time::Instant::now();
     let harvest = context::harvest(
-        grader.as_ref().unwrap_or(&encoder),
-        &docs,
-        &options,
+        grader.as_ref().unwrap_or(inputs.encoder),
+        inputs.docs,
+        inputs.options,
         &mut on_step(&bar),
     )?;
     drop(grader);
@@ -471,7 +538,7 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         }
         eprintln!("warning: {why}; training anyway (--allow-unrelated-context)");
     }
-    let sets = context::training_sets(&docs, &harvest, &options);
+    let sets = context::training_sets(inputs.docs, &harvest, inputs.options);
     let positives = sets.train.iter().filter(|p| p.duplicate).count();
     eprintln!(
         "harvested {} pairs from {} of {} questions ({} context texts) in {:.0} s: {} positives, \
@@ -487,70 +554,70 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         sets.dev.len(),
         harvest.grade_vs_question_spearman
     );
-    let started = std::time::Instant::now();
-    let (method, selection) = match args.method() {
-        MethodArg::Encoder if args.runs() == 1 => (
-            "encoder",
-            train_encoder(args, args.seed, &base, &sets, &general, &out, device)?,
-        ),
-        MethodArg::Encoder => (
-            "encoder soup",
-            train_soup(args, &base, &sets, &general, &out, device)?,
-        ),
-        MethodArg::Transition => (
-            "transition",
-            train_transition_head(args, &base, &encoder, &sets, &out)?,
-        ),
-        MethodArg::Thread => unreachable!("--method thread returned above"),
+    let harvest_record = HarvestRecord {
+        options: inputs.options.clone(),
+        documents: harvest.documents,
+        with_context: harvest.with_context,
+        context_texts: harvest.context_texts,
+        pairs: harvest.pairs.len(),
+        positives,
+        hard_negatives: sets.train.len() - positives,
+        graded: sets.graded.len(),
+        held_out_pairs: sets.dev.len(),
+        grade_vs_question_spearman: harvest.grade_vs_question_spearman,
+        seconds: harvest_seconds,
     };
-    let trained = json!({
-        "method": method,
-        "grader": grader_summary,
-        "harvest": {
-            "options": options,
-            "documents": harvest.documents,
-            "with_context": harvest.with_context,
-            "context_texts": harvest.context_texts,
-            "pairs": harvest.pairs.len(),
-            "positives": positives,
-            "hard_negatives": sets.train.len() - positives,
-            "graded": sets.graded.len(),
-            "held_out_pairs": sets.dev.len(),
-            "grade_vs_question_spearman": harvest.grade_vs_question_spearman,
-            "seconds": harvest_seconds,
-        },
-        "selection": selection,
-        "train_seconds": started.elapsed().as_secs_f64(),
-    });
-    finish(args, &out, record, trained)?;
-    Ok(out)
+    let (base, general, out) = (inputs.base, inputs.general, inputs.out);
+    let started = std::time::Instant::now();
+    let seconds = || started.elapsed().as_secs_f64();
+    Ok(match args.method() {
+        MethodArg::Encoder if args.runs() == 1 => {
+            let selection = train_encoder(args, args.seed, base, &sets, general, out, device)?;
+            Trained::Encoder {
+                grader: grader_record,
+                harvest: harvest_record,
+                selection,
+                train_seconds: seconds(),
+            }
+        }
+        MethodArg::Encoder => {
+            let selection = train_soup(args, base, &sets, general, out, device)?;
+            Trained::Soup {
+                grader: grader_record,
+                harvest: harvest_record,
+                selection,
+                train_seconds: seconds(),
+            }
+        }
+        MethodArg::Transition => {
+            let selection = train_transition_head(args, base, inputs.encoder, &sets, out)?;
+            Trained::Transition {
+                grader: grader_record,
+                harvest: harvest_record,
+                selection,
+                train_seconds: seconds(),
+            }
+        }
+        MethodArg::Thread => unreachable!("--method thread returned above"),
+    })
 }
 
-/// Writes `record` with `trained`'s fields added as OUT's [`HARVEST_FILE`] (what makes OUT a
-/// finished adapted model) and reports it: as JSON with --json, else where the model is and
-/// how to use it.
-fn finish(
-    args: &ContextArgs,
-    out: &Path,
-    mut record: serde_json::Value,
-    trained: serde_json::Value,
-) -> Result<()> {
-    if let (Some(all), serde_json::Value::Object(more)) = (record.as_object_mut(), trained) {
-        all.extend(more);
-    }
-    let path = out.join(HARVEST_FILE);
-    std::fs::write(&path, serde_json::to_string_pretty(&record)? + "\n")
-        .with_context(|| format!("writing {}", path.display()))?;
+/// Writes `record` as its OUT's [`HARVEST_FILE`] (what makes OUT a finished adapted model)
+/// and reports it: as JSON with --json, else where the model is and how to use it.
+fn finish(args: &ContextArgs, record: &ContextRecord) -> Result<()> {
+    let out = &record.out;
+    record::write(out, record)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&record)?);
+        println!("{}", serde_json::to_string_pretty(record)?);
     } else {
         println!(
             "wrote {} ({} adapted to collection {:?})",
             out.display(),
-            record["method"].as_str().unwrap_or_default(),
+            record.trained.method(),
             args.collection
         );
-        println!("held-out agreement: {}", record["selection"]);
+        let v = serde_json::to_value(record)?;
+        println!("held-out agreement: {}", v["selection"]);
         println!(
             "use it: kindred --model {} reindex --collection {} (or ingest into a new collection)",
             out.display(),
@@ -560,15 +627,11 @@ fn finish(
     Ok(())
 }
 
-/// The `grader` record of `model`'s [`HARVEST_FILE`] (what graded its training: `dir` and
-/// `identity`), when it has one with both (models adapted before the directory was recorded
+/// The grader recorded in `model`'s [`HARVEST_FILE`] (what graded its training), when it has
+/// one with a directory and an identity (models adapted before the directory was recorded
 /// have none).
-pub(super) fn grader_record(model: &Path) -> Option<serde_json::Value> {
-    let raw = std::fs::read(model.join(HARVEST_FILE)).ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&raw).ok()?;
-    v.get("grader")
-        .filter(|g| g["dir"].is_string() && g["identity"]["fingerprint"].is_string())
-        .cloned()
+pub(super) fn grader_record(model: &Path) -> Option<GraderRecord> {
+    record::recorded_grader(model)
 }
 
 /// The model directory `--grader DIR` names, or an error saying it is not one.
@@ -581,26 +644,27 @@ pub(super) fn open_grader(dir: &Path) -> Result<ModelDir> {
 /// each one's [`grader_record`]), records that grader in the soup's own [`HARVEST_FILE`], so
 /// that `tune` grades the soup as it would grade its runs; writes nothing otherwise.
 pub(super) fn record_shared_grader(tuned: &[ModelDir], out: &Path) -> Result<()> {
-    let graders: Vec<Option<serde_json::Value>> =
-        tuned.iter().map(|m| grader_record(&m.path)).collect();
+    let graders: Vec<Option<GraderRecord>> = tuned.iter().map(|m| grader_record(&m.path)).collect();
     let Some(Some(first)) = graders.first() else {
         return Ok(());
     };
-    let fingerprint = &first["identity"]["fingerprint"];
+    let fingerprint = &first.identity.fingerprint;
     if !graders.iter().all(|g| {
         g.as_ref()
-            .is_some_and(|g| &g["identity"]["fingerprint"] == fingerprint)
+            .is_some_and(|g| &g.identity.fingerprint == fingerprint)
     }) {
         return Ok(());
     }
-    let record = json!({
-        "method": "blend",
-        "blend_of": tuned.iter().map(|m| kindred::model::resolved(&m.path)).collect::<Vec<_>>(),
-        "grader": first,
-    });
-    let path = out.join(HARVEST_FILE);
-    std::fs::write(&path, serde_json::to_string_pretty(&record)? + "\n")
-        .with_context(|| format!("writing {}", path.display()))
+    let blend = BlendRecord {
+        version: RECORD_VERSION,
+        method: "blend".into(),
+        blend_of: tuned
+            .iter()
+            .map(|m| kindred::model::resolved(&m.path))
+            .collect(),
+        grader: first.clone(),
+    };
+    Ok(record::write(out, &blend)?)
 }
 
 /// Refuses an --out that would lose work or could not be resumed: one holding a finished
@@ -671,14 +735,18 @@ fn load_grader(
     general: &[ScoredPair],
     out: &Path,
     device: DeviceKind,
-) -> Result<(Option<kindred::Encoder>, serde_json::Value)> {
+) -> Result<(Option<kindred::Encoder>, GraderRecord)> {
+    let plain = |model: GraderKind, dir: &ModelDir| -> Result<GraderRecord> {
+        Ok(GraderRecord {
+            model,
+            dir: kindred::model::resolved(&dir.path),
+            identity: dir.identity()?,
+            texts_per_question: None,
+            selection: None,
+        })
+    };
     let dir = match args.grader() {
-        GraderArg::Base => {
-            return Ok((
-                None,
-                json!({ "model": "base", "dir": kindred::model::resolved(&base.path), "identity": base.identity()? }),
-            ))
-        }
+        GraderArg::Base => return Ok((None, plain(GraderKind::Base, base)?)),
         GraderArg::Dir(dir) => open_grader(&dir)?,
         GraderArg::Thread => {
             let dir = out.join(GRADER_DIR);
@@ -691,23 +759,16 @@ fn load_grader(
             let selection = train_thread_grader(args, base, docs, general, &dir, device)?;
             let model = ModelDir::open(&dir)?;
             let encoder = g.load_encoder(&model, Precision::Fp32)?;
-            return Ok((
-                Some(encoder),
-                json!({
-                    "model": "thread",
-                    "dir": kindred::model::resolved(&dir),
-                    "identity": model.identity()?,
-                    "texts_per_question": args.thread_texts,
-                    "selection": selection,
-                }),
-            ));
+            let recorded = GraderRecord {
+                texts_per_question: Some(args.thread_texts),
+                selection: Some(selection),
+                ..plain(GraderKind::Thread, &model)?
+            };
+            return Ok((Some(encoder), recorded));
         }
     };
     let encoder = g.load_encoder(&dir, Precision::Fp32)?;
-    Ok((
-        Some(encoder),
-        json!({ "model": "dir", "dir": kindred::model::resolved(&dir.path), "identity": dir.identity()? }),
-    ))
+    Ok((Some(encoder), plain(GraderKind::Dir, &dir)?))
 }
 
 /// The contextual model: CLRCMD on [`context::thread_sets`] (in-batch negatives only), with
@@ -721,7 +782,7 @@ fn train_thread_grader(
     general: &[ScoredPair],
     out: &Path,
     device: DeviceKind,
-) -> Result<serde_json::Value> {
+) -> Result<ThreadSelection> {
     let sets = context::thread_sets(docs, args.thread_texts, args.held_out_every.max(2));
     if sets.train.len() < 2 {
         anyhow::bail!(
@@ -743,11 +804,12 @@ fn train_thread_grader(
         seed: args.seed,
         ..ClrcmdOptions::default()
     };
-    let mut selection = train_on(base, &sets, general, &options, out, args, device)?;
-    selection["pairs"] = json!(sets.train.len());
-    selection["general_pairs"] = json!(general.len());
-    selection["held_out_pairs"] = json!(sets.dev.len());
-    Ok(selection)
+    Ok(ThreadSelection {
+        training: train_on(base, &sets, general, &options, out, args, device)?,
+        pairs: sets.train.len(),
+        general_pairs: general.len(),
+        held_out_pairs: sets.dev.len(),
+    })
 }
 
 /// How often the `thread` grader's run measures its held-out pairs (the measured setting).
@@ -763,7 +825,7 @@ fn train_soup(
     general: &[ScoredPair],
     out: &Path,
     device: DeviceKind,
-) -> Result<serde_json::Value> {
+) -> Result<SoupSelection> {
     let runs_dir = out.join("runs");
     let runs = args.runs();
     let mut dirs = Vec::with_capacity(runs);
@@ -773,7 +835,7 @@ fn train_soup(
         let dir = runs_dir.join(format!("seed-{seed}"));
         eprintln!("run {} of {runs} (seed {seed})", k + 1);
         let selection = train_encoder(args, seed, base, sets, general, &dir, device)?;
-        selections.push(json!({ "seed": seed, "selection": selection }));
+        selections.push(SoupRun { seed, selection });
         dirs.push(dir);
     }
     let tuned = dirs
@@ -784,7 +846,7 @@ fn train_soup(
         .with_context(|| format!("writing {}", out.display()))?;
     std::fs::remove_dir_all(&runs_dir)
         .with_context(|| format!("removing {}", runs_dir.display()))?;
-    Ok(json!({ "runs": selections }))
+    Ok(SoupSelection { runs: selections })
 }
 
 /// The encoder, CLRCMD + CoSENT on the harvested sets, batches in the order of `seed`; returns
@@ -797,7 +859,7 @@ fn train_encoder(
     general: &[ScoredPair],
     out: &Path,
     device: DeviceKind,
-) -> Result<serde_json::Value> {
+) -> Result<ClrcmdSelection> {
     let positives = sets.train.iter().filter(|p| p.duplicate).count();
     if positives < 2 {
         anyhow::bail!(
@@ -836,7 +898,7 @@ fn train_on(
     out: &Path,
     args: &ContextArgs,
     device: DeviceKind,
-) -> Result<serde_json::Value> {
+) -> Result<ClrcmdSelection> {
     let resume = args.resume && clrcmd::has_checkpoint(out);
     if resume {
         eprintln!("resuming {} from its checkpoint", out.display());
@@ -854,11 +916,11 @@ fn train_on(
         resume,
     };
     let report = super::clrcmd::run_clrcmd(&run)?;
-    Ok(json!({
-        "held_out_rcmd_auc_before": report.dev_auc_before,
-        "best": report.best,
-        "steps": report.steps,
-    }))
+    Ok(ClrcmdSelection {
+        held_out_rcmd_auc_before: report.dev_auc_before,
+        best: report.best,
+        steps: report.steps,
+    })
 }
 
 /// The transition matrix on the harvested sets (encoder frozen), written with the base's
@@ -869,7 +931,7 @@ fn train_transition_head(
     encoder: &kindred::Encoder,
     sets: &context::TrainingSets,
     out: &Path,
-) -> Result<serde_json::Value> {
+) -> Result<TransitionSelection> {
     let positives = sets.train.iter().filter(|p| p.duplicate).count();
     // A small collection has fewer positives than the default batch of 64.
     let options = TransitionOptions {
@@ -887,9 +949,9 @@ fn train_transition_head(
     };
     write_model_dir(base, out, None, Some(&heads), &by)
         .with_context(|| format!("writing {}", out.display()))?;
-    Ok(json!({
-        "held_out_cosine_auc_before": report.dev_auc_before,
-        "held_out_cosine_auc_after": report.dev_auc_after,
-        "best_epoch": report.best_epoch,
-    }))
+    Ok(TransitionSelection {
+        held_out_cosine_auc_before: report.dev_auc_before,
+        held_out_cosine_auc_after: report.dev_auc_after,
+        best_epoch: report.best_epoch,
+    })
 }

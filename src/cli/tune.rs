@@ -169,8 +169,7 @@ fn grader(
     let Some(record) = super::train_context::grader_record(&model.path) else {
         return Ok(None);
     };
-    // grader_record checked that `dir` is a string.
-    let dir = PathBuf::from(record["dir"].as_str().unwrap_or_default());
+    let dir = record.dir.clone();
     // Where the grader may be: where it was recorded; inside the model, where `--grader
     // thread` trains it (a model directory moved, or trained elsewhere and copied here, keeps
     // its grader but not the recorded path); the base model, which grades unless told
@@ -196,7 +195,7 @@ fn grader(
         };
         // The fp32 encoder's fingerprint is the model directory's (hashed once, by the load).
         let encoder = g.load_encoder(&found, Precision::Fp32)?;
-        if encoder.identity().fingerprint.as_str() != record["identity"]["fingerprint"] {
+        if encoder.identity().fingerprint != record.identity.fingerprint {
             continue;
         }
         if candidate != dir {

@@ -310,6 +310,20 @@ pub struct ForumRow {
     pub ap: Vec<f64>,
 }
 
+impl ForumRow {
+    /// The row of `ranking` from each question's ranked labels.
+    fn of(ranking: &str, rankings: &[Vec<bool>], incomplete: usize) -> ForumRow {
+        let (map, mrr) = map_mrr(rankings);
+        ForumRow {
+            ranking: ranking.into(),
+            map,
+            mrr,
+            incomplete,
+            ap: per_question_ap(rankings),
+        }
+    }
+}
+
 /// Each ranking's average precision over the top [`TOP`], ×100.
 pub fn per_question_ap(rankings: &[Vec<bool>]) -> Vec<f64> {
     rankings
@@ -392,35 +406,12 @@ pub fn eval_forum(
     }
 
     let baseline: Vec<Vec<bool>> = questions.iter().map(|q| ranked_labels(q, &[]).0).collect();
-    let (map, mrr) = map_mrr(&baseline);
-    let mut rows = vec![ForumRow {
-        ranking: "search engine (the task's baseline)".into(),
-        map,
-        mrr,
-        incomplete: 0,
-        ap: per_question_ap(&baseline),
-    }];
-    let mut configs: Vec<(String, SearchParams)> =
-        [Mode::Cosine, Mode::W2, Mode::Lexical, Mode::Hybrid]
-            .into_iter()
-            .map(|m| (m, Rerank::None, Weighting::Uniform))
-            .chain([
-                (Mode::Cosine, Rerank::Rcmd, Weighting::Uniform),
-                (Mode::Hybrid, Rerank::Rcmd, Weighting::Uniform),
-                (Mode::Hybrid, Rerank::Rcmd, Weighting::Idf),
-                (Mode::Cosine, Rerank::Context, Weighting::Uniform),
-                (Mode::Hybrid, Rerank::Context, Weighting::Uniform),
-            ])
-            .map(|(mode, rerank, weights)| {
-                let params = SearchParams {
-                    mode,
-                    rerank,
-                    weights,
-                    ..SearchParams::default()
-                };
-                (config_name(mode, rerank, weights), params)
-            })
-            .collect();
+    let mut rows = vec![ForumRow::of(
+        "search engine (the task's baseline)",
+        &baseline,
+        0,
+    )];
+    let mut configs = built_in_configs();
     configs.extend(extra.iter().cloned());
     for (c, (name, base)) in configs.iter().enumerate() {
         let mut rankings = Vec::with_capacity(questions.len());
@@ -445,24 +436,14 @@ pub fn eval_forum(
             let ids: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
             by_probability.push(ranked_labels(q, &ids).0);
         }
-        let (map, mrr) = map_mrr(&rankings);
-        rows.push(ForumRow {
-            ranking: name.clone(),
-            map,
-            mrr,
-            incomplete,
-            ap: per_question_ap(&rankings),
-        });
+        rows.push(ForumRow::of(name, &rankings, incomplete));
         if *name == config_name(Mode::Hybrid, Rerank::Rcmd, Weighting::Uniform) {
             // The built-in default's hits, ordered by P(duplicate) instead.
-            let (map, mrr) = map_mrr(&by_probability);
-            rows.push(ForumRow {
-                ranking: "P(duplicate), calibrated".into(),
-                map,
-                mrr,
+            rows.push(ForumRow::of(
+                "P(duplicate), calibrated",
+                &by_probability,
                 incomplete,
-                ap: per_question_ap(&by_probability),
-            });
+            ));
         }
         progress("ranking", c as u64 + 1, configs.len() as u64);
     }
@@ -474,6 +455,31 @@ pub fn eval_forum(
         index_seconds,
         rows,
     })
+}
+
+/// The configurations every forum evaluation ranks with: each first stage alone, the RCMD
+/// reranks (uniform and idf weights) and the context reranks.
+fn built_in_configs() -> Vec<(String, SearchParams)> {
+    [Mode::Cosine, Mode::W2, Mode::Lexical, Mode::Hybrid]
+        .into_iter()
+        .map(|m| (m, Rerank::None, Weighting::Uniform))
+        .chain([
+            (Mode::Cosine, Rerank::Rcmd, Weighting::Uniform),
+            (Mode::Hybrid, Rerank::Rcmd, Weighting::Uniform),
+            (Mode::Hybrid, Rerank::Rcmd, Weighting::Idf),
+            (Mode::Cosine, Rerank::Context, Weighting::Uniform),
+            (Mode::Hybrid, Rerank::Context, Weighting::Uniform),
+        ])
+        .map(|(mode, rerank, weights)| {
+            let params = SearchParams {
+                mode,
+                rerank,
+                weights,
+                ..SearchParams::default()
+            };
+            (config_name(mode, rerank, weights), params)
+        })
+        .collect()
 }
 
 /// The temporary collection [`eval_forum`] ranks in.

@@ -10,11 +10,12 @@ use serde::{Deserialize, Serialize};
 
 use super::LabelledPair;
 use crate::db::NewDocument;
+use crate::db::View;
 use crate::error::Result;
 use crate::ingest::source::qqp_id;
 use crate::score::stats::{ranked_quality, RankedQuality};
 use crate::search::{self, Depths, Mode, Rerank, SearchParams, Weighting};
-use crate::Encoder;
+use crate::{Encoded, Encoder};
 
 /// Options.
 #[derive(Debug, Clone)]
@@ -141,65 +142,17 @@ pub fn eval_retrieval(
             weights: opts.weights,
             ..SearchParams::default()
         };
-        let threads = opts.threads.max(1);
-        let per: Vec<Result<Vec<(RankedQuality, f64)>>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    let (view, judge, params, order, queries, relevant) =
-                        (&view, &judge, &params, &order, &queries, &relevant);
-                    s.spawn(move || {
-                        let mut out = Vec::new();
-                        for i in (t..order.len()).step_by(threads) {
-                            let q = order[i];
-                            let t0 = Instant::now();
-                            let outcome = search::search_encoded(
-                                view,
-                                judge,
-                                (q, &queries[i]),
-                                params,
-                                encoder,
-                            )?;
-                            let ms = t0.elapsed().as_secs_f64() * 1e3;
-                            let own = qqp_id(q);
-                            let ranked: Vec<&str> = outcome
-                                .hits
-                                .iter()
-                                .map(|h| h.id.as_str())
-                                .filter(|id| *id != own)
-                                .take(10)
-                                .collect();
-                            out.push((ranked_quality(&ranked, &relevant[q]), ms));
-                        }
-                        Ok(out)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("query worker"))
-                .collect()
-        });
-        let mut all = Vec::new();
-        for p in per {
-            all.extend(p?);
-        }
+        let queried = Queried {
+            view: &view,
+            judge: &judge,
+            encoder,
+            order: &order,
+            queries: &queries,
+            relevant: &relevant,
+        };
+        let all = queried.run(&params, opts.threads.max(1))?;
         progress("searching", c as u64 + 1, configs.len() as u64);
-        let n = all.len().max(1) as f64;
-        let mean = |f: fn(&RankedQuality) -> f64| all.iter().map(|(q, _)| f(q)).sum::<f64>() / n;
-        let mut lat: Vec<f64> = all.iter().map(|(_, ms)| *ms).collect();
-        lat.sort_by(f64::total_cmp);
-        rows.push(RetrievalRow {
-            mode,
-            rerank,
-            quality: RankedQuality {
-                recall_at_1: mean(|q| q.recall_at_1),
-                recall_at_10: mean(|q| q.recall_at_10),
-                mrr_at_10: mean(|q| q.mrr_at_10),
-                ndcg_at_10: mean(|q| q.ndcg_at_10),
-            },
-            p50_ms: percentile(&lat, 50.0),
-            p99_ms: percentile(&lat, 99.0),
-        });
+        rows.push(RetrievalRow::of(mode, rerank, &all));
     }
     encode_ms.sort_by(f64::total_cmp);
     drop(view);
@@ -211,6 +164,91 @@ pub fn eval_retrieval(
         encode_p50_ms: percentile(&encode_ms, 50.0),
         rows,
     })
+}
+
+/// The queries of one evaluation, over its collection.
+struct Queried<'a> {
+    view: &'a View<'a>,
+    judge: &'a search::Judge<'a>,
+    encoder: &'a Encoder,
+    order: &'a [&'a str],
+    queries: &'a [Encoded],
+    relevant: &'a HashMap<&'a str, HashSet<String>>,
+}
+
+impl Queried<'_> {
+    /// Every query searched with `params` on `threads` threads: its quality (its own id left
+    /// out of the top 10) and its latency in ms, in no particular order.
+    fn run(&self, params: &SearchParams, threads: usize) -> Result<Vec<(RankedQuality, f64)>> {
+        let per: Vec<Result<Vec<(RankedQuality, f64)>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| s.spawn(move || self.every(t, threads, params)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("query worker"))
+                .collect()
+        });
+        let mut all = Vec::new();
+        for p in per {
+            all.extend(p?);
+        }
+        Ok(all)
+    }
+
+    /// Queries `t`, `t + step`, … searched one after another.
+    fn every(
+        &self,
+        t: usize,
+        step: usize,
+        params: &SearchParams,
+    ) -> Result<Vec<(RankedQuality, f64)>> {
+        let mut out = Vec::new();
+        for i in (t..self.order.len()).step_by(step) {
+            let q = self.order[i];
+            let t0 = Instant::now();
+            let outcome = search::search_encoded(
+                self.view,
+                self.judge,
+                (q, &self.queries[i]),
+                params,
+                self.encoder,
+            )?;
+            let ms = t0.elapsed().as_secs_f64() * 1e3;
+            let own = qqp_id(q);
+            let ranked: Vec<&str> = outcome
+                .hits
+                .iter()
+                .map(|h| h.id.as_str())
+                .filter(|id| *id != own)
+                .take(10)
+                .collect();
+            out.push((ranked_quality(&ranked, &self.relevant[q]), ms));
+        }
+        Ok(out)
+    }
+}
+
+impl RetrievalRow {
+    /// The row of one configuration: mean quality and latency percentiles over its queries.
+    fn of(mode: Mode, rerank: Rerank, all: &[(RankedQuality, f64)]) -> RetrievalRow {
+        let n = all.len().max(1) as f64;
+        let mean = |f: fn(&RankedQuality) -> f64| all.iter().map(|(q, _)| f(q)).sum::<f64>() / n;
+        let mut lat: Vec<f64> = all.iter().map(|(_, ms)| *ms).collect();
+        lat.sort_by(f64::total_cmp);
+        RetrievalRow {
+            mode,
+            rerank,
+            quality: RankedQuality {
+                recall_at_1: mean(|q| q.recall_at_1),
+                recall_at_10: mean(|q| q.recall_at_10),
+                mrr_at_10: mean(|q| q.mrr_at_10),
+                ndcg_at_10: mean(|q| q.ndcg_at_10),
+            },
+            p50_ms: percentile(&lat, 50.0),
+            p99_ms: percentile(&lat, 99.0),
+        }
+    }
 }
 
 /// The p-th percentile of sorted values (nearest rank); 0 when empty.

@@ -211,33 +211,14 @@ pub fn score(
     let candidates = load(view, query, &fused, (params, scope))?;
     let candidates_ms = ms(start);
 
-    let rank_in = |ids: &[u64]| -> HashMap<u64, usize> {
-        ids.iter().enumerate().map(|(r, &id)| (id, r + 1)).collect()
-    };
-    let (cos_rank, w2_rank, lex_rank) = (
-        rank_in(&stages.cosine),
-        rank_in(&stages.w2),
-        rank_in(&stages.lexical),
-    );
+    let ranks = Ranks::of(stages);
     let docs: Vec<(u64, &str)> = candidates
         .iter()
         .map(|c| (c.doc.internal, c.doc.text.as_str()))
         .collect();
     let lexical = view.lexical_similarities(text, &docs);
-    // The token weights, all looked up under one hold of the lexical index's lock.
-    let (query_weights, doc_weights) = match params.weights {
-        Weighting::Uniform => (None, vec![None; candidates.len()]),
-        Weighting::Idf => view.lexical_index().with_idf(|idf| {
-            let of = |text: &str, tokens: &[Token]| Some(token_weights(text, tokens, idf));
-            (
-                of(text, &query.tokens),
-                candidates
-                    .iter()
-                    .map(|c| of(&c.doc.text, &c.doc.tokens))
-                    .collect(),
-            )
-        }),
-    };
+    let (query_weights, doc_weights) =
+        token_weights_of(view, params.weights, (text, query), &candidates);
     let context = match params.rerank {
         Rerank::Context => Some(context_vectors(view, &candidates)?),
         _ => None,
@@ -269,11 +250,8 @@ pub fn score(
             );
             let (forward, backward) = directions.weighted;
             let rcmd = 0.5 * (forward + backward);
-            let stage = |ranks: &HashMap<u64, usize>, score: f32| Stage {
-                score,
-                rank: ranks.get(&internal).copied(),
-            };
             let probability = judge.probability(&features);
+            let [cosine, w2, lexical] = ranks.first_stages(internal, &features);
             let hit = Hit {
                 probability,
                 score: match params.rerank {
@@ -284,9 +262,9 @@ pub fn score(
                     Rerank::Context => 0.0,
                 },
                 stages: Stages {
-                    cosine: stage(&cos_rank, features.cosine),
-                    w2: stage(&w2_rank, features.w2),
-                    lexical: stage(&lex_rank, features.lexical),
+                    cosine,
+                    w2,
+                    lexical,
                     fused: Stage {
                         score: c.fused_score,
                         rank: Some(c.fused_rank),
@@ -311,14 +289,7 @@ pub fn score(
         })
         .collect();
     if params.rerank == Rerank::Context {
-        let question: Vec<f32> = hits.iter().map(|(h, _)| h.stages.cosine.score).collect();
-        let context: Vec<Option<f32>> = hits.iter().map(|(h, _)| h.stages.context).collect();
-        for ((h, _), s) in hits
-            .iter_mut()
-            .zip(score::context::fused(&question, &context))
-        {
-            h.score = s;
-        }
+        score_by_context(&mut hits);
     }
     order(&mut hits, params.rerank);
     Ok(Scored {
@@ -327,6 +298,76 @@ pub fn score(
         filtered: scope.report(view),
         query_weights,
     })
+}
+
+/// Each first stage's 1-based rank of every document it returned.
+struct Ranks {
+    cosine: HashMap<u64, usize>,
+    w2: HashMap<u64, usize>,
+    lexical: HashMap<u64, usize>,
+}
+
+impl Ranks {
+    fn of(stages: &FirstStages) -> Ranks {
+        let rank_in = |ids: &[u64]| -> HashMap<u64, usize> {
+            ids.iter().enumerate().map(|(r, &id)| (id, r + 1)).collect()
+        };
+        Ranks {
+            cosine: rank_in(&stages.cosine),
+            w2: rank_in(&stages.w2),
+            lexical: rank_in(&stages.lexical),
+        }
+    }
+
+    /// A candidate's cosine, W2 and lexical stages: scores from its pair features, ranks
+    /// where the stage returned it.
+    fn first_stages(&self, internal: u64, features: &PairFeatures) -> [Stage; 3] {
+        let stage = |ranks: &HashMap<u64, usize>, score: f32| Stage {
+            score,
+            rank: ranks.get(&internal).copied(),
+        };
+        [
+            stage(&self.cosine, features.cosine),
+            stage(&self.w2, features.w2),
+            stage(&self.lexical, features.lexical),
+        ]
+    }
+}
+
+/// The query's and each candidate's token weights (`None`: uniform), all looked up under one
+/// hold of the lexical index's lock.
+fn token_weights_of(
+    view: &View<'_>,
+    weighting: Weighting,
+    (text, query): (&str, &Encoded),
+    candidates: &[Candidate],
+) -> (Option<Vec<f32>>, Vec<Option<Vec<f32>>>) {
+    match weighting {
+        Weighting::Uniform => (None, vec![None; candidates.len()]),
+        Weighting::Idf => view.lexical_index().with_idf(|idf| {
+            let of = |text: &str, tokens: &[Token]| Some(token_weights(text, tokens, idf));
+            (
+                of(text, &query.tokens),
+                candidates
+                    .iter()
+                    .map(|c| of(&c.doc.text, &c.doc.tokens))
+                    .collect(),
+            )
+        }),
+    }
+}
+
+/// `rerank: context`: each hit's score is its question cosine fused with its context score,
+/// over all candidates at once.
+fn score_by_context(hits: &mut [(Hit, Explainable)]) {
+    let question: Vec<f32> = hits.iter().map(|(h, _)| h.stages.cosine.score).collect();
+    let context: Vec<Option<f32>> = hits.iter().map(|(h, _)| h.stages.context).collect();
+    for ((h, _), s) in hits
+        .iter_mut()
+        .zip(score::context::fused(&question, &context))
+    {
+        h.score = s;
+    }
 }
 
 /// The candidates' context vectors (`rerank: context`); an error naming the fix when the

@@ -82,7 +82,30 @@ impl AppState {
 
 /// Builds the router over shared state.
 pub fn router(state: Arc<AppState>) -> Router {
-    let read = Router::new()
+    let limit = state.config.limits.max_body_bytes;
+    let routes = open_routes()
+        .merge(read_routes(&state))
+        .merge(admin_routes(&state))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), browser_guard))
+        .layer(middleware::from_fn_with_state(state.clone(), timeout))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            declared_length,
+        ))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .layer(axum::extract::DefaultBodyLimit::max(limit))
+        .with_state(state);
+    // Around the whole router, not each route: a route's 405 gets its `Allow` header only
+    // as it leaves the route, and the JSON error names the methods from it.
+    Router::new()
+        .fallback_service(routes)
+        .layer(middleware::from_fn(error::json_errors))
+}
+
+/// The routes that read: they need the read key (or the admin key) when one is set.
+fn read_routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
+    Router::new()
         .route("/v1/collections", get(collections::list_collections))
         .route(
             "/v1/collections/{collection}",
@@ -115,8 +138,12 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         // Metrics name collections and their sizes: with a read key, scrapers send it.
         .route("/metrics", get(routes::metrics))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_read));
-    let admin = Router::new()
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_read))
+}
+
+/// The routes that write, export or run jobs: they need the admin key.
+fn admin_routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
+    Router::new()
         .route("/v1/collections", post(collections::create_collection))
         .route(
             "/v1/collections/{collection}",
@@ -153,34 +180,19 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/v1/jobs", get(uploads::list_jobs))
         .route("/v1/jobs/{id}", get(uploads::get_job))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_admin));
-    let open = Router::new()
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_admin))
+}
+
+/// The routes open to anyone: health, readiness, the API description and the UI.
+fn open_routes() -> Router<Arc<AppState>> {
+    Router::new()
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
         .route("/openapi.json", get(openapi::serve))
         .route("/", get(ui::redirect))
         .route("/ui", get(ui::redirect))
         .route("/ui/", get(ui::index))
-        .route("/ui/{file}", get(ui::file));
-    let limit = state.config.limits.max_body_bytes;
-    let routes = open
-        .merge(read)
-        .merge(admin)
-        .fallback(not_found)
-        .layer(middleware::from_fn_with_state(state.clone(), browser_guard))
-        .layer(middleware::from_fn_with_state(state.clone(), timeout))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            declared_length,
-        ))
-        .layer(middleware::from_fn_with_state(state.clone(), observe))
-        .layer(axum::extract::DefaultBodyLimit::max(limit))
-        .with_state(state);
-    // Around the whole router, not each route: a route's 405 gets its `Allow` header only
-    // as it leaves the route, and the JSON error names the methods from it.
-    Router::new()
-        .fallback_service(routes)
-        .layer(middleware::from_fn(error::json_errors))
+        .route("/ui/{file}", get(ui::file))
 }
 
 async fn not_found() -> ApiError {

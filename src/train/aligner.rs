@@ -61,22 +61,7 @@ pub fn fit_aligner(
     chunker: &dyn ChunkSource,
     mut progress: impl FnMut(usize),
 ) -> Result<(Aligner, AlignerFit)> {
-    let mut examples = Vec::new();
-    let mut counts = Vec::new();
-    for (g, (name, pairs)) in genres.iter().enumerate() {
-        let train: Vec<IstsPair> = pairs
-            .iter()
-            .filter(|p| !ists::held_out(p.id) && p.gold.is_some() && p.chunks1.is_some())
-            .cloned()
-            .collect();
-        counts.push((name.clone(), train.len()));
-        let encoded = encode_pairs(encoder, &train, &mut progress)?;
-        for (p, (ea, eb)) in train.iter().zip(&encoded) {
-            for chunking in [Chunking::Gold, Chunking::Own] {
-                examples.push(example(g, p, (ea, eb), chunking, chunker));
-            }
-        }
-    }
+    let (examples, counts) = examples_of(encoder, genres, chunker, &mut progress)?;
     if examples.is_empty() {
         return Err(UserError::InvalidArgument {
             name: "--data",
@@ -96,28 +81,7 @@ pub fn fit_aligner(
         })
         .unzip();
     let link = Softmax::fit(&x, &y, 2, 1e-5, 300);
-    let labelled: Vec<([f32; crate::score::align::FEATURES], Relation, f32)> = examples
-        .iter()
-        .filter(|e| e.chunking == Chunking::Gold)
-        .flat_map(|e| {
-            e.features
-                .iter()
-                .zip(&e.gold_links)
-                .filter_map(|(f, g)| Some((((*f)?), g.as_ref()?.0, g.as_ref()?.1)))
-        })
-        .collect();
-    let rx: Vec<Vec<f32>> = labelled.iter().map(|(f, _, _)| f.to_vec()).collect();
-    let ry: Vec<usize> = labelled
-        .iter()
-        .map(|(_, r, _)| Relation::ALL.iter().position(|x| x == r).unwrap_or(0))
-        .collect();
-    let relation = Softmax::fit(&rx, &ry, Relation::ALL.len(), 1e-4, 300);
-    let sx: Vec<Vec<f32>> = labelled
-        .iter()
-        .map(|(f, r, _)| score_input(f, *r))
-        .collect();
-    let sy: Vec<f32> = labelled.iter().map(|(_, _, s)| *s).collect();
-    let score = Linear::fit(&sx, &sy, 1e-3);
+    let (relation, score) = fit_relation_and_score(&examples);
     let mut aligner = Aligner {
         link,
         threshold: 0.5,
@@ -169,6 +133,61 @@ pub fn fit_aligner(
             f1_by_thresholds,
         },
     ))
+}
+
+/// The training examples of every genre's pairs that are not held out (each under gold and
+/// under own chunks), and each genre's number of pairs.
+fn examples_of(
+    encoder: &Encoder,
+    genres: &[(String, Vec<IstsPair>)],
+    chunker: &dyn ChunkSource,
+    progress: &mut impl FnMut(usize),
+) -> Result<(Vec<Example>, Vec<(String, usize)>)> {
+    let mut examples = Vec::new();
+    let mut counts = Vec::new();
+    for (g, (name, pairs)) in genres.iter().enumerate() {
+        let train: Vec<IstsPair> = pairs
+            .iter()
+            .filter(|p| !ists::held_out(p.id) && p.gold.is_some() && p.chunks1.is_some())
+            .cloned()
+            .collect();
+        counts.push((name.clone(), train.len()));
+        let encoded = encode_pairs(encoder, &train, &mut *progress)?;
+        for (p, (ea, eb)) in train.iter().zip(&encoded) {
+            for chunking in [Chunking::Gold, Chunking::Own] {
+                examples.push(example(g, p, (ea, eb), chunking, chunker));
+            }
+        }
+    }
+    Ok((examples, counts))
+}
+
+/// The relation classifier and the score regression, fitted on the gold-chunk examples' gold
+/// links.
+fn fit_relation_and_score(examples: &[Example]) -> (Softmax, Linear) {
+    let labelled: Vec<([f32; crate::score::align::FEATURES], Relation, f32)> = examples
+        .iter()
+        .filter(|e| e.chunking == Chunking::Gold)
+        .flat_map(|e| {
+            e.features
+                .iter()
+                .zip(&e.gold_links)
+                .filter_map(|(f, g)| Some((((*f)?), g.as_ref()?.0, g.as_ref()?.1)))
+        })
+        .collect();
+    let rx: Vec<Vec<f32>> = labelled.iter().map(|(f, _, _)| f.to_vec()).collect();
+    let ry: Vec<usize> = labelled
+        .iter()
+        .map(|(_, r, _)| Relation::ALL.iter().position(|x| x == r).unwrap_or(0))
+        .collect();
+    let relation = Softmax::fit(&rx, &ry, Relation::ALL.len(), 1e-4, 300);
+    let sx: Vec<Vec<f32>> = labelled
+        .iter()
+        .map(|(f, r, _)| score_input(f, *r))
+        .collect();
+    let sy: Vec<f32> = labelled.iter().map(|(_, _, s)| *s).collect();
+    let score = Linear::fit(&sx, &sy, 1e-3);
+    (relation, score)
 }
 
 /// The threshold with the best F1 (the first of equals).

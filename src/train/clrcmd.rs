@@ -451,21 +451,7 @@ pub fn train_clrcmd(run: &ClrcmdRun<'_>, mut on: impl FnMut(Event)) -> Result<Cl
         device if low_memory => device.gradient_checkpointing(),
         device => device,
     };
-    let mut bert = Bert::new(&base.config, &device);
-    let mut optim = AdamConfig::new().init();
-    let mut state = CheckpointState {
-        step: 0,
-        total,
-        best: None,
-        dev_auc_before: None,
-        options: options.clone(),
-        base_fingerprint: base_identity.fingerprint.clone(),
-    };
-    if resume {
-        (optim, state) = restore(&ckpt, &base_identity.fingerprint, options, &mut bert, optim)?;
-    } else {
-        weights::load(&mut bert, &base.weights_path())?;
-    }
+    let (mut bert, mut optim, mut state) = start(run, &device, total, &base_identity, &ckpt)?;
     let tokenizer = crate::text::TextTokenizer::from_file(&base.tokenizer_path(), base.max_len)?;
     let evaluate = |bert: &Bert| dev_auc(bert, base, &base_identity, device_kind, dev);
     let save_best = |bert: &Bert, state: &CheckpointState| save_model(bert, base, out, state);
@@ -494,37 +480,8 @@ pub fn train_clrcmd(run: &ClrcmdRun<'_>, mut on: impl FnMut(Event)) -> Result<Cl
     let first_step = state.step;
     let mut losses = Vec::new();
     while state.step < total {
-        let batch = data.batch(
-            state.step,
-            options.batch_size,
-            options.seed,
-            options.hard_negatives,
-        );
         let lr = options.learning_rate * (1.0 - state.step as f64 / total as f64);
-        let graded_step: Vec<&ScoredPair> =
-            graded_batch(graded.len(), state.step, options.graded_batch, options.seed)
-                .into_iter()
-                .map(|i| &graded[i])
-                .collect();
-        let keep_step: Vec<&ScoredPair> = graded_batch(
-            keep.len(),
-            state.step,
-            options.keep_batch,
-            options.seed ^ KEEP_SEED,
-        )
-        .into_iter()
-        .map(|i| &keep[i])
-        .collect();
-        let (loss, grads) = step_grads(
-            &bert,
-            &tokenizer,
-            (&data, &batch, options.tau),
-            &[
-                (&graded_step, options.graded_weight, options.graded_score),
-                (&keep_step, options.keep_weight, GradedScore::Cosine),
-            ],
-            &device,
-        )?;
+        let (loss, grads) = step_loss(&bert, &tokenizer, &data, run, state.step, &device)?;
         bert = optim.step(lr, bert, grads);
         state.step += 1;
         losses.push(loss);
@@ -549,6 +506,7 @@ pub fn train_clrcmd(run: &ClrcmdRun<'_>, mut on: impl FnMut(Event)) -> Result<Cl
             });
         }
         if state.step.is_multiple_of(options.checkpoint_every.max(1)) || last {
+            // Without dev pairs there is no best: the latest model is the model.
             if dev.is_empty() {
                 save_best(&bert, &state)?;
             }
@@ -557,6 +515,78 @@ pub fn train_clrcmd(run: &ClrcmdRun<'_>, mut on: impl FnMut(Event)) -> Result<Cl
         }
     }
     Ok(report(&state, &losses, options.batch_size, started))
+}
+
+/// The model, optimiser and state a run starts from: the base's weights and a fresh optimiser,
+/// or with `resume` the checkpoint's.
+fn start(
+    run: &ClrcmdRun<'_>,
+    device: &Device,
+    total: usize,
+    base_identity: &crate::model::ModelIdentity,
+    ckpt: &Path,
+) -> Result<(Bert, ModuleOptimizer, CheckpointState)> {
+    let mut bert = Bert::new(&run.base.config, device);
+    let optim = AdamConfig::new().init();
+    if run.resume {
+        let (optim, state) = restore(
+            ckpt,
+            &base_identity.fingerprint,
+            run.options,
+            &mut bert,
+            optim,
+        )?;
+        return Ok((bert, optim, state));
+    }
+    weights::load(&mut bert, &run.base.weights_path())?;
+    let state = CheckpointState {
+        step: 0,
+        total,
+        best: None,
+        dev_auc_before: None,
+        options: run.options.clone(),
+        base_fingerprint: base_identity.fingerprint.clone(),
+    };
+    Ok((bert, optim, state))
+}
+
+/// Step `step`'s loss and gradients: its contrastive batch, and its share of the graded and
+/// kept pairs.
+fn step_loss(
+    bert: &Bert,
+    tokenizer: &crate::text::TextTokenizer,
+    data: &Dataset,
+    run: &ClrcmdRun<'_>,
+    step: usize,
+    device: &Device,
+) -> Result<(f64, GradientsParams)> {
+    let options = run.options;
+    let batch = data.batch(
+        step,
+        options.batch_size,
+        options.seed,
+        options.hard_negatives,
+    );
+    let graded = sampled(run.graded, step, options.graded_batch, options.seed);
+    let keep = sampled(run.keep, step, options.keep_batch, options.seed ^ KEEP_SEED);
+    step_grads(
+        bert,
+        tokenizer,
+        (data, &batch, options.tau),
+        &[
+            (&graded, options.graded_weight, options.graded_score),
+            (&keep, options.keep_weight, GradedScore::Cosine),
+        ],
+        device,
+    )
+}
+
+/// The pairs of `pairs` that step `step` trains on (`per_step` of them, by `seed`).
+fn sampled(pairs: &[ScoredPair], step: usize, per_step: usize, seed: u64) -> Vec<&ScoredPair> {
+    graded_batch(pairs.len(), step, per_step, seed)
+        .into_iter()
+        .map(|i| &pairs[i])
+        .collect()
 }
 
 /// s_RCMD AUC of `bert` (in f32, without heads) on the dev pairs.

@@ -23,6 +23,7 @@ pub mod data;
 pub mod intent;
 pub mod loss;
 pub mod operators;
+pub mod record;
 pub mod transition;
 pub mod tune;
 

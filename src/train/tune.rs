@@ -230,18 +230,7 @@ pub fn tune(
     max_queries: usize,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Tuning> {
-    let gain = |grade: f64| ((grade - 2.5) / 2.5).max(0.0);
-    let mut gains: HashMap<usize, HashMap<usize, f64>> = HashMap::new();
-    for p in &harvest.pairs {
-        if gain(p.grade) <= 0.0 {
-            continue;
-        }
-        for (q, d) in [(p.a, p.b), (p.b, p.a)] {
-            if held_out(&docs[q].id, held_out_every) {
-                gains.entry(q).or_default().insert(d, gain(p.grade));
-            }
-        }
-    }
+    let mut gains = held_out_gains(docs, harvest, held_out_every);
     let mut queries: Vec<usize> = gains.keys().copied().collect();
     queries.sort_unstable();
     queries.truncate(max_queries);
@@ -308,20 +297,7 @@ pub fn tune(
         }
     }
     for (row, lists) in rows.iter_mut().zip(&ranked) {
-        let sum: f64 = queries
-            .iter()
-            .zip(lists)
-            .map(|(q, list)| {
-                let g = &gains[q];
-                let got: Vec<f64> = list
-                    .iter()
-                    .map(|d| d.and_then(|d| g.get(&d).copied()).unwrap_or(0.0))
-                    .collect();
-                let all: Vec<f64> = g.values().copied().collect();
-                ndcg_at_10(&got, &all)
-            })
-            .sum();
-        row.ndcg_at_10 = sum / queries.len() as f64;
+        row.ndcg_at_10 = mean_ndcg(&queries, lists, &gains);
     }
     let unrelated = harvest.unrelated();
     let chosen = if unrelated.is_some() {
@@ -336,6 +312,54 @@ pub fn tune(
         grade_vs_question_spearman: harvest.grade_vs_question_spearman,
         unrelated,
     })
+}
+
+/// A pair's gain from its grade: how far above the middle (grade − 2.5, over 2.5), 0 below it.
+fn gain(grade: f64) -> f64 {
+    ((grade - 2.5) / 2.5).max(0.0)
+}
+
+/// For each held-out question, the gain of every harvested partner above the middle grade.
+fn held_out_gains(
+    docs: &[ContextDoc],
+    harvest: &Harvest,
+    held_out_every: u64,
+) -> HashMap<usize, HashMap<usize, f64>> {
+    let mut gains: HashMap<usize, HashMap<usize, f64>> = HashMap::new();
+    for p in &harvest.pairs {
+        if gain(p.grade) <= 0.0 {
+            continue;
+        }
+        for (q, d) in [(p.a, p.b), (p.b, p.a)] {
+            if held_out(&docs[q].id, held_out_every) {
+                gains.entry(q).or_default().insert(d, gain(p.grade));
+            }
+        }
+    }
+    gains
+}
+
+/// Mean nDCG@10 of one configuration's ranked lists (`lists[k]` is `queries[k]`'s) against the
+/// pooled gains.
+fn mean_ndcg(
+    queries: &[usize],
+    lists: &[Vec<Option<usize>>],
+    gains: &HashMap<usize, HashMap<usize, f64>>,
+) -> f64 {
+    let sum: f64 = queries
+        .iter()
+        .zip(lists)
+        .map(|(q, list)| {
+            let g = &gains[q];
+            let got: Vec<f64> = list
+                .iter()
+                .map(|d| d.and_then(|d| g.get(&d).copied()).unwrap_or(0.0))
+                .collect();
+            let all: Vec<f64> = g.values().copied().collect();
+            ndcg_at_10(&got, &all)
+        })
+        .sum();
+    sum / queries.len() as f64
 }
 
 #[cfg(test)]

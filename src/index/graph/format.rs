@@ -47,6 +47,81 @@ pub(super) fn read_links(
 }
 
 /// Reads the `n` anchors (version 2) into `st`.
+/// A graph file's header, checked: format version, metric, dimension, parameters, point
+/// count (bounded by the bytes left) and entry point.
+struct Header {
+    version: u32,
+    metric: Metric,
+    dim: usize,
+    m: usize,
+    efc: usize,
+    n: usize,
+    ep: u32,
+}
+
+impl Header {
+    /// Reads and checks the header, and sets `rd`'s checksum by the version.
+    fn read(rd: &mut Src) -> Result<Header, GraphError> {
+        let bad = |m: &str| GraphError::Corrupt(m.to_string());
+        if rd.left() < 8 + 4 + 1 + 12 + 8 + 4 {
+            return Err(bad("truncated header"));
+        }
+        if rd.take(8)? != MAGIC {
+            return Err(bad("bad magic"));
+        }
+        let version = rd.u32()?;
+        if !(1..=VERSION).contains(&version) {
+            return Err(bad("unsupported version"));
+        }
+        rd.checksum(if version >= 3 {
+            Checksum::crc32()
+        } else {
+            Checksum::fnv()
+        });
+        let metric = match rd.u8()? {
+            0 => Metric::Cosine,
+            1 => Metric::L2,
+            _ => return Err(bad("bad metric")),
+        };
+        let (dim, m, efc) = (rd.u32()? as usize, rd.u32()? as usize, rd.u32()? as usize);
+        if !(1..=MAX_DIM).contains(&dim) || !(2..=MAX_M).contains(&m) || efc == 0 {
+            return Err(bad("bad dim or params"));
+        }
+        let n = rd.u64()?;
+        let ep = rd.u32()?;
+        // Each point needs at least dim*4 + 8 + 1 + 1 + 4 bytes: bound n before allocating.
+        if n > rd.left() / (dim as u64 * 4 + 14) {
+            return Err(bad("point count exceeds data"));
+        }
+        Ok(Header {
+            version,
+            metric,
+            dim,
+            m,
+            efc,
+            n: n as usize,
+            ep,
+        })
+    }
+}
+
+/// Reads `n` vectors of `dim` little-endian f32 straight into their slots; a non-finite value
+/// is corruption.
+fn read_vectors(rd: &mut Src, st: &Store, n: usize, dim: usize) -> Result<(), GraphError> {
+    let mut v = vec![0f32; dim];
+    for s in 0..n {
+        let bytes = rd.take(dim * 4)?;
+        for (x, c) in v.iter_mut().zip(bytes.chunks_exact(4)) {
+            *x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        if v.iter().any(|x| !x.is_finite()) {
+            return Err(GraphError::Corrupt("non-finite vector value".into()));
+        }
+        st.write_vec(s as u32, &v);
+    }
+    Ok(())
+}
+
 pub(super) fn read_anchors(rd: &mut Src, st: &Store, n: usize) -> Result<(), GraphError> {
     for s in 0..n {
         let (a, d) = (rd.u32()?, f32::from_bits(rd.u32()?));
@@ -249,37 +324,15 @@ impl Graph {
     pub fn read_sized(r: &mut dyn Read, len: u64) -> Result<Graph, GraphError> {
         let mut rd = Src::new(r, len)?;
         let bad = |m: &str| GraphError::Corrupt(m.to_string());
-        if rd.left() < 8 + 4 + 1 + 12 + 8 + 4 {
-            return Err(bad("truncated header"));
-        }
-        if rd.take(8)? != MAGIC {
-            return Err(bad("bad magic"));
-        }
-        let version = rd.u32()?;
-        if !(1..=VERSION).contains(&version) {
-            return Err(bad("unsupported version"));
-        }
-        rd.checksum(if version >= 3 {
-            Checksum::crc32()
-        } else {
-            Checksum::fnv()
-        });
-        let metric = match rd.u8()? {
-            0 => Metric::Cosine,
-            1 => Metric::L2,
-            _ => return Err(bad("bad metric")),
-        };
-        let (dim, m, efc) = (rd.u32()? as usize, rd.u32()? as usize, rd.u32()? as usize);
-        if !(1..=MAX_DIM).contains(&dim) || !(2..=MAX_M).contains(&m) || efc == 0 {
-            return Err(bad("bad dim or params"));
-        }
-        let n = rd.u64()?;
-        let ep = rd.u32()?;
-        // Each point needs at least dim*4 + 8 + 1 + 1 + 4 bytes: bound n before allocating.
-        if n > rd.left() / (dim as u64 * 4 + 14) {
-            return Err(bad("point count exceeds data"));
-        }
-        let n = n as usize;
+        let Header {
+            version,
+            metric,
+            dim,
+            m,
+            efc,
+            n,
+            ep,
+        } = Header::read(&mut rd)?;
         let g = Graph::new(
             metric,
             dim,
@@ -292,17 +345,7 @@ impl Graph {
         // double every array at the first insert.
         g.ensure_cap(n + n / 8);
         let st = g.store.reading();
-        let mut v = vec![0f32; dim];
-        for s in 0..n {
-            let bytes = rd.take(dim * 4)?;
-            for (x, c) in v.iter_mut().zip(bytes.chunks_exact(4)) {
-                *x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            }
-            if v.iter().any(|x| !x.is_finite()) {
-                return Err(bad("non-finite vector value"));
-            }
-            st.write_vec(s as u32, &v);
-        }
+        read_vectors(&mut rd, &st, n, dim)?;
         let mut ids = Vec::with_capacity(n);
         for _ in 0..n {
             ids.push(rd.u64()?);

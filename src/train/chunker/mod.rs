@@ -198,18 +198,8 @@ impl Chunker {
             .iter()
             .map(|(t, c)| UnitSentence::of_tokens(t, c))
             .collect();
-        // Per sentence, its scaled states when they fit.
-        let scaled: Vec<Option<Vec<f32>>> = match &contextual {
-            Some((states, spec)) => data
-                .iter()
-                .enumerate()
-                .map(|(s, sentence)| {
-                    states
-                        .get(s)
-                        .filter(|r| !r.is_empty() && r.len() == sentence.units.len() * spec.dim)
-                        .map(|r| r.iter().map(|v| v * spec.scale).collect())
-                })
-                .collect(),
+        let scaled = match &contextual {
+            Some((states, spec)) => scaled_states(&data, states, spec),
             None => vec![None; data.len()],
         };
         let dim = contextual.as_ref().map_or(0, |(_, spec)| spec.dim);
@@ -217,25 +207,7 @@ impl Chunker {
             .iter()
             .map(|s| Context::new(&s.units, &s.glued))
             .collect();
-        // Features seen fewer than MIN_COUNT times (along the gold decisions) are left out.
-        let mut counts: HashMap<String, u32> = HashMap::new();
-        for (sentence, cx) in data.iter().zip(&contexts) {
-            let mut h = History::START;
-            for i in 1..sentence.units.len() {
-                features(cx, i, h, |f| match counts.get_mut(f) {
-                    Some(n) => *n += 1,
-                    None => {
-                        counts.insert(f.to_string(), 1);
-                    }
-                });
-                h = advance(h, i, sentence.starts[i]);
-            }
-        }
-        let names: Vec<String> = counts
-            .into_iter()
-            .filter(|&(_, n)| n >= MIN_COUNT)
-            .map(|(f, _)| f)
-            .collect();
+        let names = kept_features(&data, &contexts);
         let ids: HashMap<&str, usize> = names
             .iter()
             .enumerate()
@@ -318,6 +290,47 @@ impl Chunker {
             contextual,
         }
     }
+}
+
+/// Per sentence, its contextual states scaled by `spec.scale`, or `None` where the states do not
+/// fit the sentence's units (missing or another length).
+fn scaled_states(
+    data: &[UnitSentence],
+    states: &[Vec<f32>],
+    spec: &ContextualSpec,
+) -> Vec<Option<Vec<f32>>> {
+    data.iter()
+        .enumerate()
+        .map(|(s, sentence)| {
+            states
+                .get(s)
+                .filter(|r| !r.is_empty() && r.len() == sentence.units.len() * spec.dim)
+                .map(|r| r.iter().map(|v| v * spec.scale).collect())
+        })
+        .collect()
+}
+
+/// The features that fire at least [`MIN_COUNT`] times along the gold decisions; the rarer
+/// ones are left out of the model.
+fn kept_features(data: &[UnitSentence], contexts: &[Context<'_>]) -> Vec<String> {
+    let mut counts: HashMap<String, u32> = HashMap::new();
+    for (sentence, cx) in data.iter().zip(contexts) {
+        let mut h = History::START;
+        for i in 1..sentence.units.len() {
+            features(cx, i, h, |f| match counts.get_mut(f) {
+                Some(n) => *n += 1,
+                None => {
+                    counts.insert(f.to_string(), 1);
+                }
+            });
+            h = advance(h, i, sentence.starts[i]);
+        }
+    }
+    counts
+        .into_iter()
+        .filter(|&(_, n)| n >= MIN_COUNT)
+        .map(|(f, _)| f)
+        .collect()
 }
 
 #[cfg(test)]
