@@ -135,6 +135,9 @@ pub fn fit_aligner(
     ))
 }
 
+/// Training pairs per genre: (genre, pairs).
+type PairCounts = Vec<(String, usize)>;
+
 /// The training examples of every genre's pairs that are not held out (each under gold and
 /// under own chunks), and each genre's number of pairs.
 fn examples_of(
@@ -142,7 +145,7 @@ fn examples_of(
     genres: &[(String, Vec<IstsPair>)],
     chunker: &dyn ChunkSource,
     progress: &mut impl FnMut(usize),
-) -> Result<(Vec<Example>, Vec<(String, usize)>)> {
+) -> Result<(Vec<Example>, PairCounts)> {
     let mut examples = Vec::new();
     let mut counts = Vec::new();
     for (g, (name, pairs)) in genres.iter().enumerate() {
