@@ -627,13 +627,6 @@ fn finish(args: &ContextArgs, record: &ContextRecord) -> Result<()> {
     Ok(())
 }
 
-/// The grader recorded in `model`'s [`HARVEST_FILE`] (what graded its training), when it has
-/// one with a directory and an identity (models adapted before the directory was recorded
-/// have none).
-pub(super) fn grader_record(model: &Path) -> Option<GraderRecord> {
-    record::recorded_grader(model)
-}
-
 /// The model directory `--grader DIR` names, or an error saying it is not one.
 pub(super) fn open_grader(dir: &Path) -> Result<ModelDir> {
     ModelDir::open(dir)
@@ -641,10 +634,13 @@ pub(super) fn open_grader(dir: &Path) -> Result<ModelDir> {
 }
 
 /// When every model of a soup was trained on grades of one model (the same grader identity in
-/// each one's [`grader_record`]), records that grader in the soup's own [`HARVEST_FILE`], so
+/// each one's [`record::recorded_grader`]), records that grader in the soup's own [`HARVEST_FILE`], so
 /// that `tune` grades the soup as it would grade its runs; writes nothing otherwise.
 pub(super) fn record_shared_grader(tuned: &[ModelDir], out: &Path) -> Result<()> {
-    let graders: Vec<Option<GraderRecord>> = tuned.iter().map(|m| grader_record(&m.path)).collect();
+    let graders: Vec<Option<GraderRecord>> = tuned
+        .iter()
+        .map(|m| record::recorded_grader(&m.path))
+        .collect();
     let Some(Some(first)) = graders.first() else {
         return Ok(());
     };

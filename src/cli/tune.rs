@@ -151,7 +151,7 @@ pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
 }
 
 /// The encoder that grades the harvest, with its directory: `--grader`, else the model that
-/// graded the training of the collection's model ([`grader_record`](super::train_context::grader_record))
+/// graded the training of the collection's model ([`recorded_grader`](kindred::train::record::recorded_grader))
 /// when it is still there with the same weights; None: the collection's own model grades.
 fn grader(
     g: &Global,
@@ -166,7 +166,7 @@ fn grader(
         )));
     }
     let model = g.collection_model_dir(db, &args.collection)?;
-    let Some(record) = super::train_context::grader_record(&model.path) else {
+    let Some(record) = kindred::train::record::recorded_grader(&model.path) else {
         return Ok(None);
     };
     let dir = record.dir.clone();
