@@ -101,14 +101,20 @@ impl Global {
     }
 
     pub fn load_encoder(&self, dir: &ModelDir, precision: Precision) -> Result<Encoder> {
-        let options = EncoderOptions {
+        let options = self.encoder_options(precision)?;
+        Encoder::load(dir, options).with_context(|| format!("loading model {}", dir.path.display()))
+    }
+
+    /// How encoders are loaded: --device, --batch-size, `precision`, and the kernels and
+    /// padding of KINDRED_KERNELS and KINDRED_PAD_MULTIPLE (the library reads no environment
+    /// itself).
+    pub fn encoder_options(&self, precision: Precision) -> Result<EncoderOptions> {
+        Ok(EncoderOptions {
             device: self.device.as_deref().unwrap_or("cpu").parse()?,
             batch_size: self.batch_size(),
             precision,
-            // KINDRED_KERNELS and KINDRED_PAD_MULTIPLE: the library reads no environment itself.
             ..EncoderOptions::default().with_vars(|k| std::env::var(k).ok())
-        };
-        Encoder::load(dir, options).with_context(|| format!("loading model {}", dir.path.display()))
+        })
     }
 
     /// The database with the encoder of `collection` ([`Global::collection_encoder`]).

@@ -26,6 +26,7 @@ mod progress;
 mod reindex;
 mod search;
 mod serve;
+mod shown;
 mod train;
 mod train_aligner;
 mod train_context;

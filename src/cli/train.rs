@@ -120,7 +120,7 @@ fn blend(base: &ModelDir, args: &BlendArgs) -> Result<()> {
         .collect::<kindred::Result<Vec<_>>>()?;
     kindred::train::blend::write_blend(base, &tuned, args.alpha, &args.out)
         .with_context(|| format!("writing {}", args.out.display()))?;
-    super::train_context::record_shared_grader(&tuned, &args.out)?;
+    kindred::train::adapt::record_shared_grader(&tuned, &args.out)?;
     let names: Vec<&str> = tuned.iter().map(|t| t.id.as_str()).collect();
     let what = match names.as_slice() {
         [one] => one.to_string(),

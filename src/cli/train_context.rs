@@ -1,33 +1,22 @@
-//! `kindred train context`: adapts the model to one collection without labels — reads its
-//! documents and their context, harvests graded pairs ([`kindred::train::context`]; graded by
-//! the collection's model, another model directory, or a contextual model it first trains on
-//! the collection's own threads: `--grader`), and trains on them with the existing trainers
-//! (CLRCMD + CoSENT, or the transition matrix), writing a normal model directory plus
-//! `kindred-context.json` saying what it learned from.
+//! `kindred train context`: the arguments of an adaptation to one collection without labels
+//! (what is trained, which model grades the harvested pairs, the training settings), checked;
+//! [`kindred::train::adapt`] runs it, its progress shown on the CLI's bars, and the result
+//! reported (where the adapted model is, how to use it).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
-use indicatif::ProgressBar;
 
-use kindred::eval::ScoredPair;
 use kindred::model::ModelDir;
+use kindred::train::adapt::{self, General, GradeWith, Method, Training};
 use kindred::train::clrcmd::{self, ClrcmdOptions};
-use kindred::train::context::{self, ContextDoc, GeneralOptions, HarvestOptions, Signal};
-use kindred::train::record::{
-    self, BlendRecord, ClrcmdSelection, ContextRecord, GeneralRecord, GraderKind, GraderRecord,
-    HarvestRecord, SoupRun, SoupSelection, ThreadSelection, Trained, TransitionSelection,
-    RECORD_VERSION,
-};
-use kindred::train::transition::{train_transition, TransitionOptions};
-use kindred::train::{write_model_dir, TrainedBy};
+use kindred::train::context::{HarvestOptions, Signal};
+use kindred::train::record::ContextRecord;
 use kindred::{DeviceKind, Precision, UserError};
 
+use super::shown::Shown;
 use super::Global;
-
-/// The file a context-trained model directory gets beside `kindred-model.json`.
-pub use kindred::train::record::RECORD_FILE as HARVEST_FILE;
 
 #[derive(Debug, Clone, ClapArgs)]
 pub struct ContextArgs {
@@ -216,42 +205,6 @@ pub(super) fn parse_signal(s: &str) -> std::result::Result<Signal, String> {
     s.parse().map_err(|e: kindred::Error| e.to_string())
 }
 
-/// Every live document as a [`ContextDoc`]: its context texts, then "KEY: VALUE" for each
-/// named metadata key it has (arrays give one text per element).
-pub(super) fn read_documents(
-    db: &kindred::Database,
-    collection: &str,
-    fields: &[String],
-) -> Result<Vec<ContextDoc>> {
-    let mut docs = Vec::new();
-    for d in db.documents(collection)? {
-        let d = d?;
-        let mut ctx = d.context.clone();
-        if !fields.is_empty() {
-            let meta = d.metadata();
-            for key in fields {
-                let values: Vec<&serde_json::Value> = match meta.get(key) {
-                    Some(serde_json::Value::Array(a)) => a.iter().collect(),
-                    Some(v) => vec![v],
-                    None => Vec::new(),
-                };
-                for v in values {
-                    let text = v.as_str().map_or_else(|| v.to_string(), str::to_string);
-                    if !text.trim().is_empty() {
-                        ctx.push(format!("{key}: {text}"));
-                    }
-                }
-            }
-        }
-        docs.push(ContextDoc {
-            id: d.id,
-            text: d.text,
-            context: ctx,
-        });
-    }
-    Ok(docs)
-}
-
 impl ContextArgs {
     /// --out, or a new directory under kindred's home named after the collection (checked
     /// first: the name becomes part of the path).
@@ -269,20 +222,6 @@ impl ContextArgs {
     }
 }
 
-/// The progress bar the harvest steps draw on (its message names the step).
-pub(super) fn step_bar() -> Result<ProgressBar> {
-    Ok(super::progress::bar(0, ""))
-}
-
-/// A harvest's `progress(what, done, total)` drawing on `bar`.
-pub(super) fn on_step(bar: &ProgressBar) -> impl FnMut(&str, u64, u64) + '_ {
-    move |what, done, total| {
-        bar.set_message(what.to_string());
-        bar.set_length(total);
-        bar.set_position(done);
-    }
-}
-
 /// Trains as `args` say; returns the model directory written.
 pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf> {
     check_args(args)?;
@@ -294,14 +233,16 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         ),
         None => None,
     };
-    if let GraderArg::Dir(dir) = args.grader() {
-        open_grader(&dir)?;
-    }
+    let grader = match args.grader() {
+        GraderArg::Base => GradeWith::Base,
+        GraderArg::Thread => GradeWith::Thread,
+        GraderArg::Dir(dir) => GradeWith::Model(open_grader(&dir)?),
+    };
     let out = checked_out(g, args)?;
     // The collection is read before anything is announced: a wrong name fails alone.
     let db = g.database()?;
     let base = g.collection_model_dir(&db, &args.collection)?;
-    let docs = read_documents(&db, &args.collection, &args.context_fields)?;
+    let docs = adapt::read_documents(&db, &args.collection, &args.context_fields)?;
     drop(db);
     eprintln!(
         "training into {} (if this is interrupted, the same command with --out {0} --resume \
@@ -309,85 +250,94 @@ pub fn run(g: &Global, args: &ContextArgs, device: DeviceKind) -> Result<PathBuf
         out.display()
     );
     let encoder = g.load_encoder(&base, Precision::Fp32)?;
-    let options = HarvestOptions {
-        neighbours: args.neighbours,
-        signal: args.signal,
-        held_out_every: args.held_out_every.max(2),
-        positive_share: args.positive_share,
-        thread_positives: args.thread_positives,
-        ..HarvestOptions::default()
-    };
-    let refuse = |why: String| unrelated(&args.collection, why);
-    let bar = step_bar()?;
-    // The precheck grades with the base: a grader trained on unrelated context would agree
-    // with itself.
-    if !args.allow_unrelated_context {
-        let sample = context::PRECHECK_DOCUMENTS;
-        if let Some(why) = context::precheck(&encoder, &docs, &options, sample, &mut on_step(&bar))?
-        {
-            bar.finish_and_clear();
-            return Err(refuse(why));
-        }
-    }
-    bar.finish_and_clear();
-    // Before the grader: a `thread` grader rehearses the same general pairs as the runs.
-    let general_options = GeneralOptions::default();
-    let general = match &general_text {
-        Some(text) => general_pairs(args, &encoder, text, &general_options)?,
-        None => Vec::new(),
-    };
-    // What every method records beside what it trained and how.
-    let record = |trained: Trained| -> Result<ContextRecord> {
-        Ok(ContextRecord {
-            version: RECORD_VERSION,
-            collection: args.collection.clone(),
-            context_fields: args.context_fields.clone(),
-            base: base.identity()?,
-            general: args.general.as_ref().map(|path| GeneralRecord {
-                file: path.clone(),
-                options: general_options.clone(),
-                pairs: general.len(),
-                weight: args.general_weight,
-                batch: args.general_batch,
-            }),
-            out: out.clone(),
-            trained,
-        })
-    };
-    if args.method() == MethodArg::Thread {
-        eprintln!(
-            "training the contextual model on the collection's own threads (each question with \
-             its first {} context texts) as the model",
-            args.thread_texts
-        );
-        let started = std::time::Instant::now();
-        let selection = train_thread_grader(args, &base, &docs, &general, &out, device)?;
-        let trained = Trained::Thread {
-            texts_per_question: args.thread_texts,
-            selection,
-            train_seconds: started.elapsed().as_secs_f64(),
-        };
-        finish(args, &record(trained)?)?;
-        return Ok(out);
-    }
-    let inputs = Inputs {
+    let options = g.encoder_options(Precision::Fp32)?;
+    let load_encoder = |dir: &ModelDir| kindred::Encoder::load(dir, options);
+    let job = adapt::Job {
+        collection: &args.collection,
+        context_fields: &args.context_fields,
+        docs: &docs,
         base: &base,
         encoder: &encoder,
-        docs: &docs,
-        general: &general,
         out: &out,
-        options: &options,
+        method: match args.method() {
+            MethodArg::Encoder => Method::Encoder { runs: args.runs() },
+            MethodArg::Transition => Method::Transition,
+            MethodArg::Thread => Method::Thread,
+        },
+        grader,
+        harvest: HarvestOptions {
+            neighbours: args.neighbours,
+            signal: args.signal,
+            held_out_every: args.held_out_every.max(2),
+            positive_share: args.positive_share,
+            thread_positives: args.thread_positives,
+            ..HarvestOptions::default()
+        },
+        general: match (&args.general, &general_text) {
+            (Some(file), Some(text)) => Some(General { file, text }),
+            _ => None,
+        },
+        training: Training {
+            epochs: args.epochs,
+            max_steps: args.max_steps,
+            lr: args.lr,
+            batch: args.batch,
+            graded_batch: args.graded_batch,
+            graded_weight: args.graded_weight,
+            general_batch: args.general_batch,
+            general_weight: args.general_weight,
+            seed: args.seed,
+            eval_every: args.eval_every,
+            thread_texts: args.thread_texts,
+            low_memory: args.low_memory,
+            resume: args.resume,
+        },
+        allow_unrelated_context: args.allow_unrelated_context,
+        device,
+        load_encoder: &load_encoder,
     };
-    let trained = train_on_harvest(g, args, &inputs, device, &refuse)?;
-    finish(args, &record(trained)?)?;
+    let mut shown = Shown::default();
+    let record = adapt::run(&job, &mut |p| shown.on(p));
+    shown.finish();
+    report(args, &record?)?;
     Ok(out)
+}
+
+/// Reports the finished adaptation: as JSON with --json, else where the model is and how to
+/// use it.
+fn report(args: &ContextArgs, record: &ContextRecord) -> Result<()> {
+    let out = &record.out;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(record)?);
+    } else {
+        println!(
+            "wrote {} ({} adapted to collection {:?})",
+            out.display(),
+            record.trained.method(),
+            args.collection
+        );
+        let v = serde_json::to_value(record)?;
+        println!("held-out agreement: {}", v["selection"]);
+        println!(
+            "use it: kindred --model {} reindex --collection {} (or ingest into a new collection)",
+            out.display(),
+            args.collection
+        );
+    }
+    Ok(())
+}
+
+/// The model directory `--grader DIR` names, or an error saying it is not one.
+pub(super) fn open_grader(dir: &Path) -> Result<ModelDir> {
+    ModelDir::open(dir)
+        .with_context(|| format!("--grader {}: not a model directory", dir.display()))
 }
 
 /// OUT (`--out` or the default), checked: empty or, with --resume, an interrupted run of
 /// this collection that the method can continue.
 fn checked_out(g: &Global, args: &ContextArgs) -> Result<PathBuf> {
     let out = args.out(g)?;
-    check_out(&out, &args.collection, args.resume)?;
+    adapt::check_out(&out, &args.collection, args.resume)?;
     // --method thread trains into OUT itself; the checkpoints of an encoder run are in its
     // grader's and runs' directories (earlier versions of `adapt` trained the encoder by
     // default), which it would not continue but start over beside.
@@ -403,18 +353,6 @@ fn checked_out(g: &Global, args: &ContextArgs) -> Result<PathBuf> {
         .into());
     }
     Ok(out)
-}
-
-/// The refusal of a collection whose context does not relate to its questions.
-fn unrelated(collection: &str, why: String) -> anyhow::Error {
-    kindred::Error::from(UserError::InvalidArgument {
-        name: "collection",
-        reason: format!(
-            "{collection:?}: {why}; nothing was trained (pass --allow-unrelated-context to train \
-             on these grades anyway)"
-        ),
-    })
-    .into()
 }
 
 /// The argument combinations `train context` refuses before it reads anything.
@@ -470,484 +408,4 @@ fn check_args(args: &ContextArgs) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// The general text's pairs to keep in order (`--general`), graded by the base model.
-fn general_pairs(
-    args: &ContextArgs,
-    encoder: &kindred::Encoder,
-    text: &str,
-    options: &GeneralOptions,
-) -> Result<Vec<ScoredPair>> {
-    let bar = step_bar()?;
-    let pairs = context::general_training_pairs(encoder, text, options, &mut on_step(&bar))?;
-    bar.finish_and_clear();
-    eprintln!(
-        "general text: {} pairs to keep in order, {} per step, weight {}",
-        pairs.len(),
-        args.general_batch,
-        args.general_weight
-    );
-    Ok(pairs)
-}
-
-/// What a harvest-and-train run reads: the base model (directory and fp32 encoder), the
-/// collection's documents, the general pairs, where it writes, and the harvest options.
-struct Inputs<'a> {
-    base: &'a ModelDir,
-    encoder: &'a kindred::Encoder,
-    docs: &'a [ContextDoc],
-    general: &'a [ScoredPair],
-    out: &'a Path,
-    options: &'a HarvestOptions,
-}
-
-/// `--method encoder` and `transition`: grades a harvest of the collection's pairs (with the
-/// base or the `--grader`), refuses unrelated context unless allowed, trains on it, and
-/// returns what the record adds (method, grader, harvest, selection, time).
-fn train_on_harvest(
-    g: &Global,
-    args: &ContextArgs,
-    inputs: &Inputs<'_>,
-    device: DeviceKind,
-    refuse: &dyn Fn(String) -> anyhow::Error,
-) -> Result<Trained> {
-    let (grader, grader_record) = load_grader(
-        g,
-        args,
-        inputs.base,
-        inputs.docs,
-        inputs.general,
-        inputs.out,
-        device,
-    )?;
-    let bar = step_bar()?;
-    let started = std::time::Instant::now();
-    let harvest = context::harvest(
-        grader.as_ref().unwrap_or(inputs.encoder),
-        inputs.docs,
-        inputs.options,
-        &mut on_step(&bar),
-    )?;
-    drop(grader);
-    bar.finish_and_clear();
-    let harvest_seconds = started.elapsed().as_secs_f64();
-    if let Some(why) = harvest.unrelated() {
-        if !args.allow_unrelated_context {
-            return Err(refuse(why));
-        }
-        eprintln!("warning: {why}; training anyway (--allow-unrelated-context)");
-    }
-    let sets = context::training_sets(inputs.docs, &harvest, inputs.options);
-    let positives = sets.train.iter().filter(|p| p.duplicate).count();
-    eprintln!(
-        "harvested {} pairs from {} of {} questions ({} context texts) in {:.0} s: {} positives, \
-         {} hard negatives, {} graded, {} held out; grade vs the model's cosine: Spearman {:.3}",
-        harvest.pairs.len(),
-        harvest.with_context,
-        harvest.documents,
-        harvest.context_texts,
-        harvest_seconds,
-        positives,
-        sets.train.len() - positives,
-        sets.graded.len(),
-        sets.dev.len(),
-        harvest.grade_vs_question_spearman
-    );
-    let harvest_record = HarvestRecord {
-        options: inputs.options.clone(),
-        documents: harvest.documents,
-        with_context: harvest.with_context,
-        context_texts: harvest.context_texts,
-        pairs: harvest.pairs.len(),
-        positives,
-        hard_negatives: sets.train.len() - positives,
-        graded: sets.graded.len(),
-        held_out_pairs: sets.dev.len(),
-        grade_vs_question_spearman: harvest.grade_vs_question_spearman,
-        seconds: harvest_seconds,
-    };
-    let (base, general, out) = (inputs.base, inputs.general, inputs.out);
-    let started = std::time::Instant::now();
-    let seconds = || started.elapsed().as_secs_f64();
-    Ok(match args.method() {
-        MethodArg::Encoder if args.runs() == 1 => {
-            let selection = train_encoder(args, args.seed, base, &sets, general, out, device)?;
-            Trained::Encoder {
-                grader: grader_record,
-                harvest: harvest_record,
-                selection,
-                train_seconds: seconds(),
-            }
-        }
-        MethodArg::Encoder => {
-            let selection = train_soup(args, base, &sets, general, out, device)?;
-            Trained::Soup {
-                grader: grader_record,
-                harvest: harvest_record,
-                selection,
-                train_seconds: seconds(),
-            }
-        }
-        MethodArg::Transition => {
-            let selection = train_transition_head(args, base, inputs.encoder, &sets, out)?;
-            Trained::Transition {
-                grader: grader_record,
-                harvest: harvest_record,
-                selection,
-                train_seconds: seconds(),
-            }
-        }
-        MethodArg::Thread => unreachable!("--method thread returned above"),
-    })
-}
-
-/// Writes `record` as its OUT's [`HARVEST_FILE`] (what makes OUT a finished adapted model)
-/// and reports it: as JSON with --json, else where the model is and how to use it.
-fn finish(args: &ContextArgs, record: &ContextRecord) -> Result<()> {
-    let out = &record.out;
-    record::write(out, record)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(record)?);
-    } else {
-        println!(
-            "wrote {} ({} adapted to collection {:?})",
-            out.display(),
-            record.trained.method(),
-            args.collection
-        );
-        let v = serde_json::to_value(record)?;
-        println!("held-out agreement: {}", v["selection"]);
-        println!(
-            "use it: kindred --model {} reindex --collection {} (or ingest into a new collection)",
-            out.display(),
-            args.collection
-        );
-    }
-    Ok(())
-}
-
-/// The model directory `--grader DIR` names, or an error saying it is not one.
-pub(super) fn open_grader(dir: &Path) -> Result<ModelDir> {
-    ModelDir::open(dir)
-        .with_context(|| format!("--grader {}: not a model directory", dir.display()))
-}
-
-/// When every model of a soup was trained on grades of one model (the same grader identity in
-/// each one's [`record::recorded_grader`]), records that grader in the soup's own [`HARVEST_FILE`], so
-/// that `tune` grades the soup as it would grade its runs; writes nothing otherwise.
-pub(super) fn record_shared_grader(tuned: &[ModelDir], out: &Path) -> Result<()> {
-    let graders: Vec<Option<GraderRecord>> = tuned
-        .iter()
-        .map(|m| record::recorded_grader(&m.path))
-        .collect();
-    let Some(Some(first)) = graders.first() else {
-        return Ok(());
-    };
-    let fingerprint = &first.identity.fingerprint;
-    if !graders.iter().all(|g| {
-        g.as_ref()
-            .is_some_and(|g| &g.identity.fingerprint == fingerprint)
-    }) {
-        return Ok(());
-    }
-    let blend = BlendRecord {
-        version: RECORD_VERSION,
-        method: "blend".into(),
-        blend_of: tuned
-            .iter()
-            .map(|m| kindred::model::resolved(&m.path))
-            .collect(),
-        grader: first.clone(),
-    };
-    Ok(record::write(out, &blend)?)
-}
-
-/// Refuses an --out that would lose work or could not be resumed: one holding a finished
-/// adapted model, one holding an interrupted run's checkpoints without --resume, and --resume
-/// where there is nothing to continue.
-fn check_out(out: &Path, collection: &str, resume: bool) -> Result<()> {
-    let refuse = |reason: String| -> anyhow::Error {
-        kindred::Error::from(UserError::InvalidArgument {
-            name: if resume { "--resume" } else { "--out" },
-            reason,
-        })
-        .into()
-    };
-    if out.join(HARVEST_FILE).exists() {
-        return Err(refuse(format!(
-            "{out} holds a finished adapted model ({HARVEST_FILE}); use it (`kindred --model \
-             {out} reindex --collection {collection}`, then `kindred tune --collection \
-             {collection}`), or choose another --out to train again",
-            out = out.display()
-        )));
-    }
-    let interrupted = interrupted_runs(out);
-    if !resume && !interrupted.is_empty() {
-        return Err(refuse(format!(
-            "{} holds checkpoints of an interrupted run ({}); pass --resume to continue it with \
-             the same flags, or choose another --out",
-            out.display(),
-            interrupted
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
-    if resume && interrupted.is_empty() {
-        return Err(refuse(format!(
-            "{} holds no checkpoint of an earlier run to continue; start without --resume",
-            out.display()
-        )));
-    }
-    Ok(())
-}
-
-/// Where `--grader thread` trains the grader: inside the model it grades the training of (so
-/// that the two move together; `tune` looks there when the recorded path is gone).
-pub(super) const GRADER_DIR: &str = "grader";
-
-/// The training directories under `out` that hold a checkpoint: the grader's, the runs of a
-/// soup and a single run's own.
-fn interrupted_runs(out: &Path) -> Vec<PathBuf> {
-    let mut dirs = vec![out.to_path_buf(), out.join(GRADER_DIR)];
-    if let Ok(entries) = std::fs::read_dir(out.join("runs")) {
-        let mut runs: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
-        runs.sort();
-        dirs.extend(runs);
-    }
-    dirs.retain(|d| clrcmd::has_checkpoint(d));
-    dirs
-}
-
-/// The encoder `--grader` names (None: the base grades) and what to record of it; with
-/// `thread`, trains it first into `out/grader`.
-fn load_grader(
-    g: &Global,
-    args: &ContextArgs,
-    base: &ModelDir,
-    docs: &[ContextDoc],
-    general: &[ScoredPair],
-    out: &Path,
-    device: DeviceKind,
-) -> Result<(Option<kindred::Encoder>, GraderRecord)> {
-    let plain = |model: GraderKind, dir: &ModelDir| -> Result<GraderRecord> {
-        Ok(GraderRecord {
-            model,
-            dir: kindred::model::resolved(&dir.path),
-            identity: dir.identity()?,
-            texts_per_question: None,
-            selection: None,
-        })
-    };
-    let dir = match args.grader() {
-        GraderArg::Base => return Ok((None, plain(GraderKind::Base, base)?)),
-        GraderArg::Dir(dir) => open_grader(&dir)?,
-        GraderArg::Thread => {
-            let dir = out.join(GRADER_DIR);
-            eprintln!(
-                "training the grader: a contextual model on the collection's own threads \
-                 (each question with its first {} context texts) into {}",
-                args.thread_texts,
-                dir.display()
-            );
-            let selection = train_thread_grader(args, base, docs, general, &dir, device)?;
-            let model = ModelDir::open(&dir)?;
-            let encoder = g.load_encoder(&model, Precision::Fp32)?;
-            let recorded = GraderRecord {
-                texts_per_question: Some(args.thread_texts),
-                selection: Some(selection),
-                ..plain(GraderKind::Thread, &model)?
-            };
-            return Ok((Some(encoder), recorded));
-        }
-    };
-    let encoder = g.load_encoder(&dir, Precision::Fp32)?;
-    Ok((Some(encoder), plain(GraderKind::Dir, &dir)?))
-}
-
-/// The contextual model: CLRCMD on [`context::thread_sets`] (in-batch negatives only), with
-/// CoSENT keeping the order of `general` (the runs' `--general` pairs; none without it), selected
-/// on the held-out questions' own answers against other threads'; returns the selection
-/// summary.
-fn train_thread_grader(
-    args: &ContextArgs,
-    base: &ModelDir,
-    docs: &[ContextDoc],
-    general: &[ScoredPair],
-    out: &Path,
-    device: DeviceKind,
-) -> Result<ThreadSelection> {
-    let sets = context::thread_sets(docs, args.thread_texts, args.held_out_every.max(2));
-    if sets.train.len() < 2 {
-        anyhow::bail!(
-            "--grader thread: the collection's threads gave {} (question, context) pairs \
-             outside the held-out slice; training needs at least 2 — add documents with \
-             context, or grade with the base (--grader base)",
-            sets.train.len()
-        );
-    }
-    let options = ClrcmdOptions {
-        batch_size: args.batch.min(sets.train.len()),
-        epochs: 1,
-        max_steps: Some(args.max_steps),
-        eval_every: THREAD_GRADER_EVAL_EVERY.min(args.max_steps.max(1)),
-        checkpoint_every: THREAD_GRADER_EVAL_EVERY,
-        hard_negatives: false,
-        keep_batch: args.general_batch,
-        keep_weight: args.general_weight,
-        seed: args.seed,
-        ..ClrcmdOptions::default()
-    };
-    Ok(ThreadSelection {
-        training: train_on(base, &sets, general, &options, out, args, device)?,
-        pairs: sets.train.len(),
-        general_pairs: general.len(),
-        held_out_pairs: sets.dev.len(),
-    })
-}
-
-/// How often the `thread` grader's run measures its held-out pairs (the measured setting).
-const THREAD_GRADER_EVAL_EVERY: usize = 25;
-
-/// `--runs` encoders trained as [`train_encoder`] with seeds `--seed`, `--seed + 1`, … (each
-/// in `out/runs/`, removed once averaged), and the mean of their weights written to `out`;
-/// returns each run's selection summary.
-fn train_soup(
-    args: &ContextArgs,
-    base: &ModelDir,
-    sets: &context::TrainingSets,
-    general: &[ScoredPair],
-    out: &Path,
-    device: DeviceKind,
-) -> Result<SoupSelection> {
-    let runs_dir = out.join("runs");
-    let runs = args.runs();
-    let mut dirs = Vec::with_capacity(runs);
-    let mut selections = Vec::with_capacity(runs);
-    for k in 0..runs {
-        let seed = args.seed.wrapping_add(k as u64);
-        let dir = runs_dir.join(format!("seed-{seed}"));
-        eprintln!("run {} of {runs} (seed {seed})", k + 1);
-        let selection = train_encoder(args, seed, base, sets, general, &dir, device)?;
-        selections.push(SoupRun { seed, selection });
-        dirs.push(dir);
-    }
-    let tuned = dirs
-        .iter()
-        .map(|d| ModelDir::open(d))
-        .collect::<kindred::Result<Vec<_>>>()?;
-    kindred::train::blend::write_blend(base, &tuned, 1.0, out)
-        .with_context(|| format!("writing {}", out.display()))?;
-    std::fs::remove_dir_all(&runs_dir)
-        .with_context(|| format!("removing {}", runs_dir.display()))?;
-    Ok(SoupSelection { runs: selections })
-}
-
-/// The encoder, CLRCMD + CoSENT on the harvested sets, batches in the order of `seed`; returns
-/// the selection summary.
-fn train_encoder(
-    args: &ContextArgs,
-    seed: u64,
-    base: &ModelDir,
-    sets: &context::TrainingSets,
-    general: &[ScoredPair],
-    out: &Path,
-    device: DeviceKind,
-) -> Result<ClrcmdSelection> {
-    let positives = sets.train.iter().filter(|p| p.duplicate).count();
-    if positives < 2 {
-        anyhow::bail!(
-            "the harvest gave {positives} positive pairs outside the held-out slice; \
-             training needs at least 2 — add documents with context (a few hundred \
-             questions are a useful start)"
-        );
-    }
-    // A small collection has fewer positives than one batch.
-    let options = ClrcmdOptions {
-        batch_size: args.batch.min(positives),
-        learning_rate: args.lr,
-        epochs: args.epochs,
-        max_steps: Some(args.max_steps),
-        eval_every: args.eval_every,
-        checkpoint_every: args.eval_every.max(1) * 5,
-        hard_negatives: true,
-        graded_batch: args.graded_batch,
-        graded_weight: args.graded_weight,
-        keep_batch: args.general_batch,
-        keep_weight: args.general_weight,
-        seed,
-        ..ClrcmdOptions::default()
-    };
-    train_on(base, sets, general, &options, out, args, device)
-}
-
-/// CLRCMD (+ CoSENT on `sets.graded` and `keep`) from `base` into `out`, selected on
-/// `sets.dev`, continuing the checkpoint in `out` when there is one and `--resume` allows it
-/// (a finished run's checkpoint continues with no step); returns the selection summary.
-fn train_on(
-    base: &ModelDir,
-    sets: &context::TrainingSets,
-    keep: &[ScoredPair],
-    options: &ClrcmdOptions,
-    out: &Path,
-    args: &ContextArgs,
-    device: DeviceKind,
-) -> Result<ClrcmdSelection> {
-    let resume = args.resume && clrcmd::has_checkpoint(out);
-    if resume {
-        eprintln!("resuming {} from its checkpoint", out.display());
-    }
-    let run = clrcmd::ClrcmdRun {
-        base,
-        train: &sets.train,
-        dev: &sets.dev,
-        graded: &sets.graded,
-        keep,
-        out,
-        options,
-        device,
-        low_memory: args.low_memory,
-        resume,
-    };
-    let report = super::clrcmd::run_clrcmd(&run)?;
-    Ok(ClrcmdSelection {
-        held_out_rcmd_auc_before: report.dev_auc_before,
-        best: report.best,
-        steps: report.steps,
-    })
-}
-
-/// The transition matrix on the harvested sets (encoder frozen), written with the base's
-/// files; returns the selection summary.
-fn train_transition_head(
-    args: &ContextArgs,
-    base: &ModelDir,
-    encoder: &kindred::Encoder,
-    sets: &context::TrainingSets,
-    out: &Path,
-) -> Result<TransitionSelection> {
-    let positives = sets.train.iter().filter(|p| p.duplicate).count();
-    // A small collection has fewer positives than the default batch of 64.
-    let options = TransitionOptions {
-        epochs: args.epochs.max(10),
-        batch_size: positives.clamp(2, TransitionOptions::default().batch_size),
-        ..TransitionOptions::default()
-    };
-    let report = train_transition(encoder, &sets.train, &sets.dev, &options, |_| {})?;
-    let mut heads = encoder.heads().clone();
-    heads.transition = Some(report.head.clone());
-    let by = TrainedBy::Head {
-        head: "transition",
-        dev: Some(("held_out_cosine_auc".into(), report.dev_auc_after)),
-        options: serde_json::to_value(&options)?,
-    };
-    write_model_dir(base, out, None, Some(&heads), &by)
-        .with_context(|| format!("writing {}", out.display()))?;
-    Ok(TransitionSelection {
-        held_out_cosine_auc_before: report.dev_auc_before,
-        held_out_cosine_auc_after: report.dev_auc_after,
-        best_epoch: report.best_epoch,
-    })
 }

@@ -1,8 +1,8 @@
-//! `kindred tune`: chooses a collection's search defaults without labels — harvests graded
-//! pairs from its documents' context ([`kindred::train::context`]; graded by the model that
-//! graded the training of the collection's model, or `--grader`), searches the held-out
-//! slice with every candidate configuration ([`kindred::train::tune`]) and stores the one
-//! that agrees best with the harvest (with the reason) as the collection's search defaults.
+//! `kindred tune`: chooses a collection's search defaults without labels
+//! ([`kindred::train::tune::tune_collection`]: a harvest of graded pairs from its documents'
+//! context, graded by the model that graded the training of the collection's model or
+//! `--grader`; the held-out slice searched with every candidate configuration; the one that
+//! agrees best stored with the reason). This file: the arguments, the grader, the report.
 
 use std::path::PathBuf;
 
@@ -11,10 +11,11 @@ use clap::Args as ClapArgs;
 use serde_json::json;
 
 use kindred::model::ModelDir;
-use kindred::train::context::{self, HarvestOptions, Signal};
-use kindred::train::tune;
+use kindred::train::context::{HarvestOptions, Signal};
+use kindred::train::tune::{self, TuneJob, Tuned};
 use kindred::Precision;
 
+use super::shown::Shown;
 use super::Global;
 
 /// `--max-queries`.
@@ -60,66 +61,33 @@ pub struct TuneArgs {
 
 pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
     let engine = g.engine_for(&args.collection)?;
-    let docs =
-        super::train_context::read_documents(engine.db(), &args.collection, &args.context_fields)?;
-    let options = HarvestOptions {
+    let mut shown = Shown::default();
+    let grader = grader(g, engine.db(), args, &mut shown)?;
+    let job = TuneJob {
+        collection: &args.collection,
+        context_fields: &args.context_fields,
         signal: args.signal,
-        held_out_every: args.held_out_every.max(2),
-        ..HarvestOptions::default()
+        held_out_every: args.held_out_every,
+        max_queries: args.max_queries,
+        grader: grader
+            .as_ref()
+            .map(|(encoder, dir)| (encoder, dir.display().to_string())),
+        context_rerank: !args.no_context_rerank,
+        store: !args.dry_run,
     };
-    let (grader, graded_by) = match grader(g, engine.db(), args)? {
-        Some((encoder, dir)) => (Some(encoder), dir.display().to_string()),
-        None => (None, "the collection's own model".to_string()),
-    };
-    let bar = super::train_context::step_bar()?;
-    let harvest = context::harvest(
-        grader.as_ref().unwrap_or(engine.encoder()),
-        &docs,
-        &options,
-        &mut super::train_context::on_step(&bar),
-    )?;
-    let collection = engine.collection(&args.collection)?;
-    if !args.no_context_rerank
-        && engine
-            .db()
-            .supports(kindred::db::Capability::ContextVectors)
-    {
-        // The candidates of `rerank: context`: kept (derived data), also with --dry-run.
-        bar.set_message("encoding context for rerank: context");
-        kindred::engine::make_context_vectors(
-            engine.db(),
-            &args.collection,
-            collection.encoder(),
-            |done, total| {
-                bar.set_length(total);
-                bar.set_position(done);
-            },
-        )?;
-    }
-    bar.set_message("searching held-out questions");
-    let tuning = tune::tune(
-        &collection,
-        &docs,
-        &harvest,
-        options.held_out_every,
-        args.max_queries,
-        &mut |done, total| {
-            bar.set_length(total);
-            bar.set_position(done);
-        },
-    )?;
-    bar.finish_and_clear();
-    let chosen = tuning.chosen();
-    let reason = format!("{} (grades by {graded_by})", tuning.reason());
-    if !args.dry_run {
-        store(engine.db(), &args.collection, &tuning, &reason)?;
-    }
+    let tuned = tune::tune_collection(&engine, &job, &mut |p| shown.on(p));
+    shown.finish();
+    let Tuned {
+        tuning,
+        reason,
+        graded_by,
+    } = tuned?;
     if args.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "collection": args.collection,
-                "chosen": chosen,
+                "chosen": tuning.chosen(),
                 "reason": reason,
                 "stored": !args.dry_run,
                 "graded_by": graded_by,
@@ -151,12 +119,13 @@ pub fn run(g: &Global, args: &TuneArgs) -> Result<()> {
 }
 
 /// The encoder that grades the harvest, with its directory: `--grader`, else the model that
-/// graded the training of the collection's model ([`recorded_grader`](kindred::train::record::recorded_grader))
-/// when it is still there with the same weights; None: the collection's own model grades.
+/// graded the training of the collection's model ([`tune::find_grader`]; the base model
+/// among the places looked in); None: the collection's own model grades.
 fn grader(
     g: &Global,
     db: &kindred::Database,
     args: &TuneArgs,
+    shown: &mut Shown,
 ) -> Result<Option<(kindred::Encoder, PathBuf)>> {
     if let Some(dir) = &args.grader {
         let model = super::train_context::open_grader(dir)?;
@@ -166,69 +135,13 @@ fn grader(
         )));
     }
     let model = g.collection_model_dir(db, &args.collection)?;
-    let Some(record) = kindred::train::record::recorded_grader(&model.path) else {
-        return Ok(None);
-    };
-    let dir = record.dir.clone();
-    // Where the grader may be: where it was recorded; inside the model, where `--grader
-    // thread` trains it (a model directory moved, or trained elsewhere and copied here, keeps
-    // its grader but not the recorded path); the base model, which grades unless told
-    // otherwise. The recorded fingerprint decides.
-    let mut candidates = vec![
-        dir.clone(),
-        model.path.join(super::train_context::GRADER_DIR),
-    ];
-    if let Ok(base) = kindred::model::resolve(g.model.as_deref(), &g.home(), false) {
-        candidates.push(base.path);
-    }
-    // Each is loaded (and its weights hashed) at most once.
-    let mut seen = Vec::new();
-    candidates.retain(|c| {
-        let place = kindred::model::resolved(c);
-        let new = !seen.contains(&place);
-        seen.push(place);
-        new
-    });
-    for candidate in candidates {
-        let Ok(found) = ModelDir::open(&candidate) else {
-            continue;
-        };
-        // The fp32 encoder's fingerprint is the model directory's (hashed once, by the load).
-        let encoder = g.load_encoder(&found, Precision::Fp32)?;
-        if encoder.identity().fingerprint != record.identity.fingerprint {
-            continue;
-        }
-        if candidate != dir {
-            eprintln!(
-                "note: the model that graded {}'s training is no longer at {}; found it at {}",
-                model.path.display(),
-                dir.display(),
-                candidate.display()
-            );
-        }
-        return Ok(Some((encoder, candidate)));
-    }
-    eprintln!(
-        "note: the model that graded {}'s training ({}) is no longer there with the same \
-         weights, nor in {}; the collection's own model grades (--grader DIR names another)",
-        model.path.display(),
-        dir.display(),
-        model.path.join(super::train_context::GRADER_DIR).display()
-    );
-    Ok(None)
-}
-
-/// Stores the chosen configuration as the collection's search defaults (source: learned),
-/// with the reason and every configuration's measurement as evidence.
-fn store(db: &kindred::Database, name: &str, tuning: &tune::Tuning, reason: &str) -> Result<()> {
-    let fingerprint = db.settings(name)?.model.fingerprint;
-    let defaults = kindred::store::SearchDefaults::from_params(
-        &tuning.chosen().params(),
-        kindred::store::DefaultsSource::Learned,
-        reason,
-        fingerprint,
-        serde_json::to_value(&tuning.rows)?,
-    );
-    db.set_search_defaults(name, Some(defaults))?;
-    Ok(())
+    let base = kindred::model::resolve(g.model.as_deref(), &g.home(), false).ok();
+    let options = g.encoder_options(Precision::Fp32)?;
+    let load = |dir: &ModelDir| kindred::Encoder::load(dir, options);
+    Ok(tune::find_grader(
+        &model,
+        base.as_ref().map(|b| b.path.as_path()),
+        &load,
+        &mut |p| shown.on(p),
+    )?)
 }

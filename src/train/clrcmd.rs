@@ -147,6 +147,16 @@ pub enum Event {
         linked_negatives: usize,
         /// Items with a mined hard negative.
         mined_negatives: usize,
+        /// Duplicate pairs per step.
+        batch_size: usize,
+        /// Graded pairs (CoSENT beside InfoNCE; 0: none).
+        graded: usize,
+        /// Graded pairs per step.
+        graded_batch: usize,
+        /// Weight of CoSENT on the graded pairs.
+        graded_weight: f32,
+        /// Pairs the dev AUC is measured on.
+        dev: usize,
     },
     /// A step finished.
     Step {
@@ -475,6 +485,11 @@ pub fn train_clrcmd(run: &ClrcmdRun<'_>, mut on: impl FnMut(Event)) -> Result<Cl
         items: data.items.len(),
         linked_negatives: data.linked_negatives() - mined,
         mined_negatives: mined,
+        batch_size: options.batch_size,
+        graded: graded.len(),
+        graded_batch: options.graded_batch,
+        graded_weight: options.graded_weight,
+        dev: dev.len(),
     });
     let started = Instant::now();
     let first_step = state.step;

@@ -3,7 +3,8 @@
 //! variational-siamese classifier ([`intent`]); blending a tuned encoder back toward its base
 //! ([`blend`]); the phrase aligner's small models, fitted on iSTS gold alignments
 //! ([`aligner`]); adapting to a collection without labels, from its documents' context
-//! ([`context`]), and choosing its search defaults the same way ([`tune`]). Owns training
+//! ([`context`]; the whole run, from the documents to the record, in [`adapt`]), and choosing
+//! its search defaults the same way ([`tune`]). Owns training
 //! data handling ([`data`]), the
 //! sparse RCMD InfoNCE objective ([`loss`], pure) and writing trained model directories.
 //!
@@ -14,6 +15,7 @@
 //! how it was trained. Its fingerprint covers weights and heads, so a store refuses vectors
 //! from a different training run.
 
+pub mod adapt;
 pub mod aligner;
 pub mod blend;
 pub mod chunker;

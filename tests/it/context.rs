@@ -1116,6 +1116,89 @@ fn eval_forum_reproduces_the_tasks_baseline_and_ranks_above_it_on_semeval_dev() 
     }
 }
 
+/// An adaptation is one library job ([`kindred::train::adapt::run`]): it reports through its
+/// callback (each harvest step's progress, ended by `Done` before the note of what was
+/// harvested) and prints nothing; the record it returns is the one written into OUT, which is
+/// then refused as the OUT of another run. The transition method trains in seconds.
+#[test]
+fn an_adaptation_is_one_library_job_that_reports_through_its_callback() {
+    use kindred::train::adapt::{self, GradeWith, Job, Method, Progress, Training};
+    use kindred::train::record::{ContextRecord, RECORD_FILE};
+    let docs = forum();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("adapted");
+    let load =
+        |d: &kindred::ModelDir| kindred::Encoder::load(d, kindred::EncoderOptions::default());
+    let job = Job {
+        collection: "forum",
+        context_fields: &[],
+        docs: &docs,
+        base: model_dir(),
+        encoder: crate::common::exact_encoder(),
+        out: &out,
+        method: Method::Transition,
+        grader: GradeWith::Base,
+        harvest: HarvestOptions {
+            neighbours: 5,
+            held_out_every: 4,
+            ..HarvestOptions::default()
+        },
+        general: None,
+        training: Training {
+            epochs: 1,
+            max_steps: 4,
+            lr: 1e-4,
+            batch: 8,
+            graded_batch: 8,
+            graded_weight: 1.0,
+            general_batch: 8,
+            general_weight: 3.0,
+            seed: 7,
+            eval_every: 2,
+            thread_texts: 3,
+            low_memory: false,
+            resume: false,
+        },
+        allow_unrelated_context: false,
+        device: kindred::DeviceKind::Cpu,
+        load_encoder: &load,
+    };
+    let mut seen: Vec<String> = Vec::new();
+    let record = adapt::run(&job, &mut |p| {
+        seen.push(match p {
+            Progress::Note(line) => format!("note {line}"),
+            Progress::Step { what, .. } => format!("step {what}"),
+            Progress::Clrcmd(_) => "clrcmd".into(),
+            Progress::Done => "done".into(),
+        })
+    })
+    .expect("adapts");
+    assert_eq!(record.trained.method(), "transition");
+    assert_eq!(record.collection, "forum");
+    let written: ContextRecord =
+        serde_json::from_str(&std::fs::read_to_string(out.join(RECORD_FILE)).unwrap()).unwrap();
+    assert_eq!(written, record);
+    assert!(
+        kindred::ModelDir::open(&out).is_ok(),
+        "OUT is a model directory"
+    );
+    let harvested = seen
+        .iter()
+        .position(|s| s.starts_with("note harvested"))
+        .unwrap_or_else(|| panic!("no harvest note in {seen:?}"));
+    assert!(
+        seen[..harvested].iter().any(|s| s.starts_with("step ")) && seen[harvested - 1] == "done",
+        "{seen:?}"
+    );
+    let refused = adapt::check_out(&out, "forum", false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("holds a finished adapted model"),
+        "{refused}"
+    );
+}
+
 /// `train context` first judges the context on a sample of the collection's questions, so that
 /// a large collection whose context is not about its questions is refused in a minute, not
 /// after its whole harvest; a collection of at most twice the sample is not sampled.

@@ -4,7 +4,10 @@
 //! configuration (first stages, fusion weights, rerank on/off, RCMD weights) is searched with
 //! it through the real pipeline. The built-in default stays unless another beats its nDCG@10
 //! by [`MIN_GAIN`], or when the grades do not reflect the questions at all
-//! ([`Harvest::unrelated`]).
+//! ([`Harvest::unrelated`]). [`tune_collection`] runs it on a collection, from its documents
+//! to its stored defaults.
+
+mod collection;
 
 use std::collections::HashMap;
 
@@ -14,6 +17,8 @@ use super::context::{held_out, ContextDoc, Harvest};
 use crate::engine::Collection;
 use crate::error::{Result, UserError};
 use crate::search::{FusionWeights, Mode, Rerank, SearchParams, Weighting};
+
+pub use collection::{find_grader, tune_collection, TuneJob, Tuned};
 
 /// The least nDCG@10 gain over the built-in default for which another configuration is chosen.
 pub const MIN_GAIN: f64 = 0.005;
