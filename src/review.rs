@@ -3,7 +3,7 @@
 //!
 //! Owns the review queue (newest documents first, each with its best other match by the
 //! search pipeline, kept when P(duplicate) reaches the threshold and the pair has no verdict
-//! yet) and the verdicts, stored in the collection as labelled pairs (`pairs/c`) and exported
+//! yet, with what the document asks beyond its match) and the verdicts, stored in the collection as labelled pairs (`pairs/c`) and exported
 //! in the QQP TSV layout (`label<TAB>question1<TAB>question2<TAB>id`) that `kindred calibrate`,
 //! `kindred eval pairs` and training read.
 
@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::db::Database;
 use crate::engine::Collection;
 use crate::error::{InternalError, Result, UserError};
-use crate::search::{self, Hit, SearchParams};
+use crate::search::{self, Beyond, Hit, SearchParams};
 
 /// One question of a pair: a stored document (with its id) or a submitted text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -182,6 +182,11 @@ pub struct ReviewItem {
     pub matched: Hit,
     /// The pair's key (what a verdict on it is stored under).
     pub key: String,
+    /// What the document asks beyond its match (the phrases no token of the match aligns
+    /// with, and that difference read back as stored questions): what a moderator decides
+    /// on. Absent when every phrase is matched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beyond: Option<Beyond>,
 }
 
 /// One page of the review queue.
@@ -289,6 +294,7 @@ pub fn queue(col: &Collection<'_>, q: &ReviewQuery) -> Result<ReviewPage> {
                     document,
                     matched: best,
                     key,
+                    beyond: None,
                 },
                 query,
             )))
@@ -301,10 +307,11 @@ pub fn queue(col: &Collection<'_>, q: &ReviewQuery) -> Result<ReviewPage> {
         if !seen.insert(item.key.clone()) {
             continue;
         }
+        let (doc, id) = (&item.document.text, &item.matched.id);
         if q.explain {
-            let (doc, id) = (&item.document.text, &item.matched.id);
             item.matched.explanation = budget.try_admit(|| col.explain(doc, &query, id))?;
         }
+        item.beyond = col.beyond(doc, &query, id)?;
         items.push(item);
     }
     Ok(ReviewPage {

@@ -288,6 +288,7 @@ function queueItem(item) {
   const li = el('li', { dataset: { key: item.key } },
     el('div', { class: 'qtext', text: item.document.text }),
     el('div', { class: 'small' }, '≈ ', el('span', { text: item.matched.text }), badge(item.matched.probability, threshold ?? 0.5)),
+    item.beyond ? el('div', { class: 'small also-asks', text: `also asks: ${item.beyond.phrases.join(' · ')}` }) : null,
     item.document.id ? null : el('div', { class: 'small', text: 'submitted, not stored' }));
   li.addEventListener('click', () => select(item));
   return li;
@@ -337,7 +338,8 @@ function insights(item) {
         el('span', { class: 'qtext', text: p.text }),
         el('div', { class: 'small', text: `id ${p.id} · explains: ${p.phrases.join(' · ') || '–'}` }))))));
   }
-  const b = item.matched.beyond;
+  // A queued pair carries it on the item, a submitted question's match on the match.
+  const b = item.beyond ?? item.matched.beyond;
   if (b) {
     out.push(el('div', { class: 'beyond', id: 'beyond' },
       el('strong', { text: 'Also asks: ' }), el('span', { class: 'phrases', text: b.phrases.join(' · ') }),

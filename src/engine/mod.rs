@@ -21,8 +21,8 @@ use crate::model::operators::{self, Operation};
 use crate::score::calibration::Calibrator;
 use crate::score::features::lexical_similarity;
 use crate::search::{
-    self, DuplicateVerdict, Explained, FirstStages, Judge, Nearest, Overrides, PairExplanation,
-    Pairing, Scope, SearchOutcome, SearchParams, Settings, Weighting,
+    self, Beyond, DuplicateVerdict, Explained, FirstStages, Judge, Nearest, Overrides,
+    PairExplanation, Pairing, Scope, SearchOutcome, SearchParams, Settings, Weighting,
 };
 use crate::store::Upserted;
 use crate::types::Encoded;
@@ -488,10 +488,6 @@ impl Collection<'_> {
         // Compounds are judged on arithmetic fusion: the learned fusion (trained on WikiSplit)
         // found fewer of them (EVALUATION.md, "Compound questions"). The difference read back
         // in `beyond` is the model's own when it carries one.
-        let learned = self
-            .encoder
-            .operators()
-            .and_then(|o| o.nets.get(&Operation::Difference));
         let query_terms = crate::text::terms(text);
         let split: Vec<String> = search::halves(text)
             .into_iter()
@@ -507,24 +503,14 @@ impl Collection<'_> {
         let pairing = Pairing {
             halves: &halves,
             fuse: &|a, b| Operation::Fusion.arithmetic(a, Some(b)),
-            difference: &|a, b| operators::apply(learned, Operation::Difference, a, Some(b)),
+            difference: &|a, b| self.difference(a, b),
             intent: &|tokens| self.encoder.intent_of_tokens(tokens),
             lexical: &|t| {
                 self.view
                     .lexical_index()
                     .with_idf(|idf| lexical_similarity(&query_terms, &crate::text::terms(t), idf))
             },
-            nearest: &|v, exclude| {
-                // A read that fails leaves `beyond` without questions, not the answer.
-                let mut near = self
-                    .nearest(v, BEYOND_NEAREST, Some(exclude))
-                    .unwrap_or_else(|e| {
-                        tracing::warn!(error = %e, "reading back what a query asks beyond a match");
-                        Vec::new()
-                    });
-                near.retain(|n| n.cosine >= BEYOND_MIN_COSINE);
-                near
-            },
+            nearest: &|v, exclude| self.read_back(v, exclude),
         };
         let mut out = search::verdict(
             scored,
@@ -540,6 +526,47 @@ impl Collection<'_> {
         out.timings.total_ms = search::ms(start);
         record_timings(&out.timings);
         Ok(out)
+    }
+
+    /// What `text` (encoded as `query`) asks beyond stored document `id` ([`search::beyond`]):
+    /// None when every phrase of it is matched, or when there is no document `id`.
+    pub fn beyond(&self, text: &str, query: &Encoded, id: &str) -> Result<Option<Beyond>> {
+        let Some(doc) = self.view.get(id)? else {
+            return Ok(None);
+        };
+        let doc = search::Explainable::of(doc, None);
+        let read_back: search::ReadBack<'_> = (&|a, b| self.difference(a, b), &|v, exclude| {
+            self.read_back(v, exclude)
+        });
+        Ok(search::beyond(
+            (text, query),
+            (id, &doc),
+            &*self.encoder,
+            read_back,
+        ))
+    }
+
+    /// `a ⊖ b`: the model's learned difference when it carries one, else arithmetic.
+    fn difference(&self, a: &[f32], b: &[f32]) -> Vec<f32> {
+        let learned = self
+            .encoder
+            .operators()
+            .and_then(|o| o.nets.get(&Operation::Difference));
+        operators::apply(learned, Operation::Difference, a, Some(b))
+    }
+
+    /// A difference read back for `beyond`: the [`BEYOND_NEAREST`] stored questions nearest
+    /// `v` at cosine [`BEYOND_MIN_COSINE`] or more, `exclude` left out. A read that fails
+    /// leaves `beyond` without questions, not the answer.
+    fn read_back(&self, v: &[f32], exclude: &str) -> Vec<Nearest> {
+        let mut near = self
+            .nearest(v, BEYOND_NEAREST, Some(exclude))
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "reading back what a query asks beyond a match");
+                Vec::new()
+            });
+        near.retain(|n| n.cosine >= BEYOND_MIN_COSINE);
+        near
     }
 
     /// The `k` stored questions nearest `vector` by cosine (the graph's answer), leaving out

@@ -624,12 +624,13 @@ pub fn verdict(
             if hit.probability < NEAR_DUPLICATE * threshold {
                 return None;
             }
-            let phrases = compound::unmatched_phrases((text, query), doc, (chunked, &content));
-            if phrases.is_empty() {
-                return None;
-            }
-            let nearest = (p.nearest)(&(p.difference)(&query.sentence, &doc.sentence), &hit.id);
-            Some(Beyond { phrases, nearest })
+            let read_back = (p.difference, p.nearest);
+            beyond_chunked(
+                (text, query),
+                (&hit.id, doc),
+                (chunked, &content),
+                read_back,
+            )
         })
         .collect();
     let out = outcome_with(
@@ -663,6 +664,43 @@ pub fn verdict(
         settings: out.settings,
         timings: out.timings,
     }
+}
+
+/// How a difference is read back: the difference of two sentence vectors (`a ⊖ b`) and the
+/// stored questions nearest a vector, leaving out the document with the given id (as
+/// [`Pairing`] gives them).
+pub type ReadBack<'a> = (
+    &'a compound::VectorOp<'a>,
+    &'a dyn Fn(&[f32], &str) -> Vec<Nearest>,
+);
+
+/// What `text` asks beyond the stored document `id`: the query's phrases with no close token
+/// in it and the difference of the two sentence vectors read back (the `beyond` of a
+/// near-duplicate match, and of a review queue's pair); None when every phrase is matched.
+pub fn beyond(
+    (text, query): (&str, &Encoded),
+    (id, doc): (&str, &Explainable),
+    chunks: &dyn ChunkSource,
+    read_back: ReadBack<'_>,
+) -> Option<Beyond> {
+    let chunked = chunks.chunks(&[text]).swap_remove(0);
+    let content = compound::content_tokens(text, query);
+    beyond_chunked((text, query), (id, doc), (&chunked, &content), read_back)
+}
+
+/// [`beyond`] with the query's chunks and content tokens already made.
+fn beyond_chunked(
+    (text, query): (&str, &Encoded),
+    (id, doc): (&str, &Explainable),
+    (chunked, content): (&[Range<usize>], &[bool]),
+    (difference, nearest): ReadBack<'_>,
+) -> Option<Beyond> {
+    let phrases = compound::unmatched_phrases((text, query), doc, (chunked, content));
+    if phrases.is_empty() {
+        return None;
+    }
+    let nearest = nearest(&difference(&query.sentence, &doc.sentence), id);
+    Some(Beyond { phrases, nearest })
 }
 
 /// Explanations admitted best first while their cells fit a bound: once one does not fit,

@@ -1,6 +1,7 @@
 //! Operations on questions (INTERSENT, issue 62), over a real socket with the real model and
 //! the real binary: a compound question answers `compound` covering both FAQ entries, a
-//! near-duplicate that asks more says what (`beyond`), the operations route reads vectors back
+//! near-duplicate that asks more says what (`beyond`, in the duplicate check and the review
+//! queue), the operations route reads vectors back
 //! as stored questions and refuses bad requests clearly, and `kindred train operators` writes
 //! a model directory whose operators the CLI then uses, on a collection made with the base.
 
@@ -92,6 +93,56 @@ fn a_compound_question_covers_both_entries_and_a_near_duplicate_says_what_it_ask
     assert!(v.get("compound").is_none(), "{v}");
     assert_eq!(v["matches"][0]["id"], "cancel", "{v}");
     assert!(v["matches"][0].get("beyond").is_none(), "{v}");
+    s.stop();
+}
+
+/// The review queue says what a queued question asks beyond its match, as the duplicate
+/// check does: a stored near-duplicate that asks more is queued with `beyond` (the phrase,
+/// read back as the entry it is about); a paraphrase that asks nothing more is queued without.
+#[test]
+fn the_review_queue_says_what_a_queued_question_asks_beyond_its_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = faq_server(dir.path());
+    let (st, v) = call(
+        "POST",
+        &s.url("/v1/collections/faq/documents"),
+        None,
+        Some(&json!([
+            { "id": "cancel-again", "text": "How can I cancel my subscription?" },
+            { "id": "refund-paypal", "text": "How do I get a refund for an order paid with PayPal?" },
+        ])),
+    );
+    assert_eq!(st, 200, "{v}");
+    let (st, page) = call(
+        "GET",
+        &s.url("/v1/collections/faq/review?threshold=0.05&scan=20"),
+        None,
+        None,
+    );
+    assert_eq!(st, 200, "{page}");
+    let item = |id: &str| -> Value {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["document"]["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{id} is not queued: {page}"))
+    };
+    let paypal = item("refund-paypal");
+    assert_eq!(paypal["matched"]["id"], "refund", "{paypal}");
+    let beyond = &paypal["beyond"];
+    assert!(
+        beyond["phrases"]
+            .to_string()
+            .to_lowercase()
+            .contains("paid"),
+        "{paypal}"
+    );
+    assert_eq!(beyond["nearest"][0]["id"], "paypal", "{paypal}");
+    let again = item("cancel-again");
+    assert_eq!(again["matched"]["id"], "cancel", "{again}");
+    assert!(again.get("beyond").is_none(), "{again}");
     s.stop();
 }
 

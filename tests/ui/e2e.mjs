@@ -352,6 +352,14 @@ try {
     await page.waitForSelector('#review-list li');
     const count = await page.locator('#review-list li').count();
     assert.ok(count >= 1);
+    // The queue's pairs that ask something beyond their match say so in the list.
+    const queued = await (await apiGet(`/v1/collections/${collection}/review?explain=true&scan=100`)).json();
+    const beyond = queued.items.filter((i) => i.beyond);
+    assert.equal(await page.locator('#review-list li .also-asks').count(), beyond.length);
+    if (beyond.length) {
+      const li = page.locator(`#review-list li[data-key="${beyond[0].key}"]`);
+      assert.ok((await li.locator('.also-asks').textContent()).includes(beyond[0].beyond.phrases[0]));
+    }
     await page.waitForSelector('#review-detail svg.heatmap');
     const pairKey = await page.locator('#review-list li.selected').getAttribute('data-key');
     await page.screenshot({ path: `${shots}/review.png` });

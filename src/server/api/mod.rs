@@ -370,11 +370,20 @@ mod tests {
                         document: verdict.a.clone(),
                         matched: hit("q9", true),
                         key: "0123456789abcdef0123456789abcdef".into(),
+                        beyond: Some(search::Beyond {
+                            phrases: vec!["with PayPal".into()],
+                            nearest: vec![search::Nearest {
+                                id: "q3".into(),
+                                text: "Can I pay with PayPal?".into(),
+                                cosine: 0.625,
+                            }],
+                        }),
                     },
                     review::ReviewItem {
                         document: verdict.b.clone(),
                         matched: hit("q8", false),
                         key: "fedcba9876543210fedcba9876543210".into(),
+                        beyond: None,
                     },
                 ],
                 threshold: 0.5,

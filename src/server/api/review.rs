@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::search::Hit;
+use super::search::{Beyond, Hit};
 use crate::review;
 
 /// One question of a pair: a stored document (with its id) or a submitted text.
@@ -104,6 +104,11 @@ pub struct ReviewItem {
     pub matched: Hit,
     /// The pair's key (what a verdict on it is stored under).
     pub key: String,
+    /// What the document asks beyond its match: its phrases no token of the match aligns
+    /// with, and that difference read back as stored questions. Absent when every phrase is
+    /// matched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beyond: Option<Beyond>,
 }
 
 impl From<review::ReviewItem> for ReviewItem {
@@ -112,6 +117,7 @@ impl From<review::ReviewItem> for ReviewItem {
             document: i.document.into(),
             matched: i.matched.into(),
             key: i.key,
+            beyond: i.beyond.map(Into::into),
         }
     }
 }
