@@ -3,9 +3,10 @@
 //!
 //! Owns the review queue (newest documents first, each with its best other match by the
 //! search pipeline, kept when P(duplicate) reaches the threshold and the pair has no verdict
-//! yet, with what the document asks beyond its match) and the verdicts, stored in the collection as labelled pairs (`pairs/c`) and exported
-//! in the QQP TSV layout (`label<TAB>question1<TAB>question2<TAB>id`) that `kindred calibrate`,
-//! `kindred eval pairs` and training read.
+//! yet, with what the document asks beyond its match) and the verdicts, stored in the
+//! collection as labelled pairs (`pairs/c`) and exported in the QQP TSV layout
+//! (`label<TAB>question1<TAB>question2<TAB>id`) that `kindred calibrate`, `kindred eval pairs`
+//! and training read.
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};

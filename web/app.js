@@ -343,7 +343,7 @@ function insights(item) {
   if (b) {
     out.push(el('div', { class: 'beyond', id: 'beyond' },
       el('strong', { text: 'Also asks: ' }), el('span', { class: 'phrases', text: b.phrases.join(' · ') }),
-      b.nearest.length
+      b.nearest?.length
         ? el('div', { class: 'small' }, 'closest stored questions to the rest: ', el('span', { text: b.nearest.map((n) => n.text).join(' · ') }))
         : null));
   }
