@@ -210,12 +210,17 @@ fn steps<'a>(on: &'a mut (dyn FnMut(Progress<'_>) + 'a)) -> impl FnMut(&str, u64
 
 /// The refusal of a collection whose context does not relate to its questions.
 fn unrelated(collection: &str, why: String) -> crate::Error {
+    refused(format!(
+        "{collection:?}: {why}; nothing was trained (pass --allow-unrelated-context to train on \
+         these grades anyway)"
+    ))
+}
+
+/// The refusal of the collection an adaptation reads, for `reason` (which names it).
+fn refused(reason: String) -> crate::Error {
     UserError::InvalidArgument {
         name: "collection",
-        reason: format!(
-            "{collection:?}: {why}; nothing was trained (pass --allow-unrelated-context to train \
-             on these grades anyway)"
-        ),
+        reason,
     }
     .into()
 }

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use super::{Job, OnProgress, Progress};
-use crate::error::{io_err, Result, UserError};
+use super::{refused, Job, OnProgress, Progress};
+use crate::error::{io_err, Result};
 use crate::eval::ScoredPair;
 use crate::model::ModelDir;
 use crate::train::clrcmd::{self, ClrcmdOptions};
@@ -35,7 +35,7 @@ pub(super) fn thread(
             super::Method::Thread => "",
             _ => ", or grade with the base (--grader base)",
         };
-        return Err(too_little(format!(
+        return Err(refused(format!(
             "{:?}: its threads gave {} (question, context) pairs outside the held-out slice; \
              training the contextual model needs at least 2 — add documents with context{or}",
             job.collection,
@@ -108,7 +108,7 @@ pub(super) fn encoder(
     let t = &job.training;
     let positives = sets.train.iter().filter(|p| p.duplicate).count();
     if positives < 2 {
-        return Err(too_little(format!(
+        return Err(refused(format!(
             "{:?}: the harvest gave {positives} positive pairs outside the held-out slice; \
              training needs at least 2 — add documents with context (a few hundred questions \
              are a useful start)",
@@ -199,13 +199,4 @@ pub(super) fn transition(job: &Job<'_>, sets: &TrainingSets) -> Result<Transitio
         held_out_cosine_auc_after: report.dev_auc_after,
         best_epoch: report.best_epoch,
     })
-}
-
-/// The refusal of a collection that gives too little to train on.
-fn too_little(reason: String) -> crate::Error {
-    UserError::InvalidArgument {
-        name: "collection",
-        reason,
-    }
-    .into()
 }
