@@ -345,6 +345,9 @@ function insights(item) {
       el('strong', { text: 'Also asks: ' }), el('span', { class: 'phrases', text: b.phrases.join(' · ') }),
       b.nearest?.length
         ? el('div', { class: 'small' }, 'closest stored questions to the rest: ', el('span', { text: b.nearest.map((n) => n.text).join(' · ') }))
+        : null,
+      b.words?.length
+        ? el('div', { class: 'small' }, 'the rest read back as words: ', el('span', { class: 'words', text: b.words.join(' ') }))
         : null));
   }
   return out;

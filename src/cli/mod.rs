@@ -30,6 +30,7 @@ mod shown;
 mod train;
 mod train_aligner;
 mod train_context;
+mod train_decoder;
 mod train_operators;
 mod tune;
 

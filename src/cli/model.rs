@@ -4,6 +4,7 @@ use anyhow::Result;
 use clap::Subcommand;
 use serde_json::json;
 
+use kindred::model::decoder::WordDecoder;
 use kindred::model::operators::Operators;
 
 use super::Global;
@@ -13,8 +14,8 @@ use super::Global;
 pub enum ModelCommand {
     /// Make sure the model is available (fetch the default model into the cache if needed).
     Fetch,
-    /// Print the model's id, fingerprint, dimension, maximum length and the operators it
-    /// carries.
+    /// Print the model's id, fingerprint, dimension, maximum length, and the operators and
+    /// decoder it carries.
     Info {
         /// Print JSON.
         #[arg(long)]
@@ -36,9 +37,11 @@ pub fn run(g: &Global, command: &ModelCommand) -> Result<()> {
             let operators = Operators::load_for(&dir.path, identity.dim, &identity.fingerprint)?
                 .map(|o| o.names())
                 .unwrap_or_default();
+            let decoder = WordDecoder::load_for(&dir.path, identity.dim, &identity.fingerprint)?
+                .map(|d| d.words.len());
             if *json {
                 let out = json!({ "path": dir.path, "identity": identity, "config": dir.config,
-                    "operators": operators });
+                    "operators": operators, "decoder_words": decoder });
                 println!("{}", serde_json::to_string_pretty(&out)?);
             } else {
                 println!("path:        {}", dir.path.display());
@@ -55,6 +58,10 @@ pub fn run(g: &Global, command: &ModelCommand) -> Result<()> {
                     operators.join(", ")
                 };
                 println!("operators:   {ops}");
+                match decoder {
+                    Some(n) => println!("decoder:     a bag of words over {n} words"),
+                    None => println!("decoder:     none (kindred train decoder)"),
+                }
             }
         }
     }

@@ -1,5 +1,6 @@
 //! `kindred ops fuse | diff | compress | decode`: a compositional operation on texts' sentence
-//! vectors, read back as a collection's nearest stored questions.
+//! vectors, read back as a collection's nearest stored questions and, when the model carries a
+//! decoder, as words.
 
 use anyhow::Result;
 use clap::{Args as ClapArgs, Subcommand};
@@ -72,6 +73,12 @@ pub fn run(g: &Global, command: &OpsCommand) -> Result<()> {
     );
     for n in &out.nearest {
         println!("  {:.3}  {}  [{}]", n.cosine, n.text, n.id);
+    }
+    match &out.words {
+        Some(words) => println!("decoded words: {}", words.join(" ")),
+        None => println!(
+            "decoded words: none (the model has no decoder; `kindred train decoder` learns one)"
+        ),
     }
     Ok(())
 }

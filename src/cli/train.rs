@@ -61,6 +61,11 @@ pub enum TrainCommand {
     /// vectors, from WikiSplit and compression files; write the model plus the operators to
     /// --out. Vectors do not change: collections keep working with the new directory.
     Operators(super::train_operators::OperatorsArgs),
+    /// Learn the decoder that reads a vector back as words (a bag-of-words head over the
+    /// frequent words of the texts given), on the frozen model's vectors; write the model plus
+    /// the decoder to --out. Vectors do not change: collections keep working with the new
+    /// directory.
+    Decoder(super::train_decoder::DecoderArgs),
 }
 
 /// Runs a trainer on the base model (--model) and --device.
@@ -76,6 +81,7 @@ pub fn run(g: &Global, command: &TrainCommand) -> Result<()> {
         TrainCommand::Aligner(a) => super::train_aligner::run(g, a),
         TrainCommand::Context(a) => super::train_context::run(g, a, device).map(drop),
         TrainCommand::Operators(a) => super::train_operators::run(g, a),
+        TrainCommand::Decoder(a) => super::train_decoder::run(g, a),
     }
 }
 

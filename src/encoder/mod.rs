@@ -31,6 +31,7 @@ pub use fast::KernelPath;
 pub use registry::Encoders;
 
 use crate::error::{InternalError, Result, UserError};
+use crate::model::decoder::WordDecoder;
 use crate::model::heads::Heads;
 use crate::model::operators::Operators;
 use crate::model::{ModelDir, ModelIdentity};
@@ -120,6 +121,8 @@ pub struct Encoder {
     heads: Heads,
     /// Compositional operators over this model's vectors, when it carries ones trained for them.
     operators: Option<Operators>,
+    /// The bag-of-words decoder of this model's vectors, when it carries one trained for them.
+    decoder: Option<WordDecoder>,
 }
 
 impl std::fmt::Debug for Encoder {
@@ -150,6 +153,8 @@ impl Encoder {
         let (identity, weights_fingerprint) = model.identity_and_weights()?;
         let operators =
             Operators::load_for(&model.path, model.config.hidden_size, &identity.fingerprint)?;
+        let decoder =
+            WordDecoder::load_for(&model.path, model.config.hidden_size, &identity.fingerprint)?;
         let identity = identity.with_precision(options.precision);
         let packed = pack(&bert, model, options)?;
         tracing::info!(id = %identity.id, fingerprint = %identity.fingerprint,
@@ -166,6 +171,7 @@ impl Encoder {
             options,
             heads,
             operators,
+            decoder,
         })
     }
 
@@ -191,6 +197,7 @@ impl Encoder {
             options,
             heads,
             operators: None,
+            decoder: None,
         })
     }
 
@@ -256,6 +263,12 @@ impl Encoder {
     /// trained for other vectors).
     pub fn operators(&self) -> Option<&Operators> {
         self.operators.as_ref()
+    }
+
+    /// The bag-of-words decoder the model carries for its own vectors (None: none, or one
+    /// trained for other vectors).
+    pub fn decoder(&self) -> Option<&WordDecoder> {
+        self.decoder.as_ref()
     }
 
     /// `sha256:` of the network's weights alone: what its hidden states depend on (the

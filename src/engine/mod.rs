@@ -41,6 +41,10 @@ pub struct Operated {
     pub operator: &'static str,
     /// The stored questions nearest the result, best first.
     pub nearest: Vec<Nearest>,
+    /// The result read back as words by the model's decoder, in their usual order (None: the
+    /// model carries no decoder).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub words: Option<Vec<String>>,
 }
 
 /// The database and the encoders.
@@ -361,7 +365,9 @@ impl Collection<'_> {
         judge_of(&self.encoder, || self.view.calibrator())
     }
 
-    /// Searches for `text`: the lexical stage runs while the query is encoded.
+    /// Searches for `text`: the lexical stage runs while the query is encoded. A text that
+    /// splits at a join (" and ", "? ", …) is also checked for a compound among the scored
+    /// candidates (its halves encoded for it).
     #[tracing::instrument(level = "debug", skip_all, fields(collection = self.name(), k = params.k,
         encode_ms = Empty, candidates_ms = Empty, rerank_ms = Empty, total_ms = Empty))]
     pub fn search(&self, text: &str, params: &SearchParams) -> Result<SearchOutcome> {
@@ -380,14 +386,16 @@ impl Collection<'_> {
             lexical,
             stages_start,
         )?;
-        let mut out = search::outcome(
-            scored,
-            &judge,
-            (text, &query),
-            params,
-            &*self.encoder,
-            stages_start,
-        );
+        let mut out = self.with_pairing(text, |pairing| {
+            search::outcome(
+                scored,
+                &judge,
+                (text, &query),
+                params,
+                (&*self.encoder, Some(pairing)),
+                stages_start,
+            )
+        })?;
         out.timings.encode_ms = encode_ms;
         out.timings.total_ms = search::ms(start);
         record_timings(&out.timings);
@@ -485,9 +493,31 @@ impl Collection<'_> {
         let (query, lexical) = (query?, lexical?);
         let stages_start = Instant::now();
         let scored = self.scored(&judge, text, &query, (&pool, &scope), lexical, stages_start)?;
-        // Compounds are judged on arithmetic fusion: the learned fusion (trained on WikiSplit)
-        // found fewer of them (EVALUATION.md, "Compound questions"). The difference read back
-        // in `beyond` is the model's own when it carries one.
+        let mut out = self.with_pairing(text, |pairing| {
+            search::verdict(
+                scored,
+                &judge,
+                (text, &query),
+                params,
+                threshold,
+                &*self.encoder,
+                Some(pairing),
+                stages_start,
+            )
+        })?;
+        out.timings.encode_ms = encode_ms;
+        out.timings.total_ms = search::ms(start);
+        record_timings(&out.timings);
+        Ok(out)
+    }
+
+    /// Runs `f` with this collection's [`Pairing`] for `text`: the sentence vectors of its
+    /// halves at every join (encoded here; none for a text without a join), fusion, the
+    /// difference, intents, lexical similarity to `text` and the read-backs, for the compound
+    /// check and `beyond`. Compounds are judged on arithmetic fusion: the learned fusion
+    /// (trained on WikiSplit) found fewer of them (EVALUATION.md, "Compound questions"); the
+    /// difference read back in `beyond` is the model's own when it carries one.
+    fn with_pairing<R>(&self, text: &str, f: impl FnOnce(&Pairing<'_>) -> R) -> Result<R> {
         let query_terms = crate::text::terms(text);
         let split: Vec<String> = search::halves(text)
             .into_iter()
@@ -511,21 +541,9 @@ impl Collection<'_> {
                     .with_idf(|idf| lexical_similarity(&query_terms, &crate::text::terms(t), idf))
             },
             nearest: &|v, exclude| self.read_back(v, exclude),
+            words: &|v| self.words(v),
         };
-        let mut out = search::verdict(
-            scored,
-            &judge,
-            (text, &query),
-            params,
-            threshold,
-            &*self.encoder,
-            Some(&pairing),
-            stages_start,
-        );
-        out.timings.encode_ms = encode_ms;
-        out.timings.total_ms = search::ms(start);
-        record_timings(&out.timings);
-        Ok(out)
+        Ok(f(&pairing))
     }
 
     /// What `text` (encoded as `query`) asks beyond stored document `id` ([`search::beyond`]):
@@ -535,9 +553,11 @@ impl Collection<'_> {
             return Ok(None);
         };
         let doc = search::Explainable::of(doc, None);
-        let read_back: search::ReadBack<'_> = (&|a, b| self.difference(a, b), &|v, exclude| {
-            self.read_back(v, exclude)
-        });
+        let read_back: search::ReadBack<'_> = (
+            &|a, b| self.difference(a, b),
+            &|v, exclude| self.read_back(v, exclude),
+            &|v| self.words(v),
+        );
         Ok(search::beyond(
             (text, query),
             (id, &doc),
@@ -567,6 +587,13 @@ impl Collection<'_> {
             });
         near.retain(|n| n.cosine >= BEYOND_MIN_COSINE);
         near
+    }
+
+    /// The words the model's decoder reads `v` as (none without a decoder).
+    fn words(&self, v: &[f32]) -> Vec<String> {
+        self.encoder.decoder().map_or_else(Vec::new, |d| {
+            d.decode(v).into_iter().map(|w| w.word).collect()
+        })
     }
 
     /// The `k` stored questions nearest `vector` by cosine (the graph's answer), leaving out
@@ -625,6 +652,7 @@ impl Collection<'_> {
                 (Some(_), None) => "arithmetic",
             },
             nearest: self.nearest(&vector, k, None)?,
+            words: self.encoder.decoder().map(|_| self.words(&vector)),
         })
     }
 

@@ -10,6 +10,7 @@ pub mod ists;
 pub mod operators;
 pub mod pairs;
 pub mod retrieval;
+pub mod rouge;
 pub mod scores;
 
 use std::collections::HashMap;

@@ -17,8 +17,10 @@ use std::path::Path;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::rouge::{rouge, Rouge};
 use crate::error::{io_err, Result, UserError};
 use crate::math::dot;
+use crate::model::decoder::WordDecoder;
 use crate::model::operators::Operation;
 use crate::Encoder;
 
@@ -170,22 +172,49 @@ pub fn scores_of(ranks: &[usize]) -> RankScores {
     }
 }
 
-/// Per operation (`fusion`, `difference`, `compression`), per system, where the targets
-/// ranked; with the pool's size and the rows measured.
+/// One system's scores on one operation: where its answers ranked the targets, and, when the
+/// model carries a decoder, ROUGE of its answers read back as words against the targets' text.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SystemScores {
+    /// Ranks (absent for `decode`, which ranks nothing).
+    #[serde(flatten)]
+    pub ranks: Option<RankScores>,
+    /// ROUGE of the decoded answer against the target.
+    #[serde(flatten)]
+    pub rouge: Option<Rouge>,
+}
+
+/// Per operation (`fusion`, `difference`, `compression`; `decode`: the targets' own vectors
+/// read back, with a decoder), per system, where the targets ranked; with the pool's size and
+/// the rows measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct OperatorReport {
     /// Operation → system → scores (a system is absent where it does not apply).
     #[serde(flatten)]
-    pub operations: BTreeMap<String, BTreeMap<String, RankScores>>,
+    pub operations: BTreeMap<String, BTreeMap<String, SystemScores>>,
     /// Distinct sentences in the pool.
     pub pool: usize,
     /// WikiSplit rows and compression pairs measured.
     pub rows: (usize, usize),
+    /// The `decode` row's read-backs (what the decoder said, the target text), for checking
+    /// its ROUGE with another implementation.
+    #[serde(skip)]
+    pub read_backs: Vec<ReadBack>,
+}
+
+/// A vector read back as words, beside the text it came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReadBack {
+    /// The decoder's words, as one text.
+    pub said: String,
+    /// The text whose vector was read back.
+    pub target: String,
 }
 
 /// Measures the baselines of every operation over `splits` and `compressions`, in a pool of
 /// their sentences and `extra` (e.g. real questions), and kindred's operators where the
-/// encoder's model carries them. `progress(done, total)` counts texts encoded.
+/// encoder's model carries them; with the model's decoder, every answer read back as words
+/// too. `progress(done, total)` counts texts encoded.
 pub fn eval_operators(
     encoder: &Encoder,
     splits: &[Split],
@@ -228,7 +257,9 @@ pub fn eval_operators(
     };
     let pool = Pool {
         vectors: encode(&texts)?,
+        texts,
         index,
+        decoder: encoder.decoder(),
     };
     let joined_refs: Vec<&str> = joined.iter().map(String::as_str).collect();
     let concatenated = encode(&joined_refs)?;
@@ -241,17 +272,61 @@ pub fn eval_operators(
                 .insert("kindred".into(), scores);
         }
     }
+    let mut read_backs = Vec::new();
+    if let Some(decoder) = pool.decoder {
+        let targets = splits
+            .iter()
+            .flat_map(|s| [s.complex.as_str(), s.part1.as_str()])
+            .chain(compressions.iter().map(|c| c.compressed.as_str()));
+        let mut seen = std::collections::HashSet::new();
+        let targets: Vec<usize> = targets
+            .map(|t| pool.at(t))
+            .filter(|&i| seen.insert(i))
+            .collect();
+        let (rouge, said) = read_back(decoder, &pool, &targets);
+        read_backs = said;
+        operations.entry("decode".into()).or_default().insert(
+            "kindred".into(),
+            SystemScores {
+                ranks: None,
+                rouge: Some(rouge),
+            },
+        );
+    }
     Ok(OperatorReport {
         operations,
         pool: pool.vectors.len(),
         rows: (splits.len(), compressions.len()),
+        read_backs,
     })
 }
 
-/// The encoded pool: every distinct sentence's vector, by text.
+/// Mean ROUGE of pool entries `targets` read back from their own vectors, and each
+/// read-back.
+fn read_back(decoder: &WordDecoder, pool: &Pool<'_>, targets: &[usize]) -> (Rouge, Vec<ReadBack>) {
+    let (scores, read): (Vec<Rouge>, Vec<ReadBack>) = targets
+        .par_iter()
+        .map(|&i| {
+            let said = said(decoder, &pool.vectors[i]);
+            let target = pool.texts[i].to_string();
+            (rouge(&said, &target), ReadBack { said, target })
+        })
+        .unzip();
+    (Rouge::mean(&scores), read)
+}
+
+/// The words `decoder` reads `v` as, as one text.
+fn said(decoder: &WordDecoder, v: &[f32]) -> String {
+    let words: Vec<String> = decoder.decode(v).into_iter().map(|w| w.word).collect();
+    words.join(" ")
+}
+
+/// The encoded pool: every distinct sentence's vector, by text; and the model's decoder.
 struct Pool<'t> {
     index: HashMap<&'t str, usize>,
+    texts: Vec<&'t str>,
     vectors: Vec<Vec<f32>>,
+    decoder: Option<&'t WordDecoder>,
 }
 
 impl Pool<'_> {
@@ -265,13 +340,24 @@ impl Pool<'_> {
         &self.vectors[self.at(text)]
     }
 
-    /// The scores of answering each query vector with its target's position.
-    fn scores(&self, queries: Vec<(Vec<f32>, usize)>) -> RankScores {
-        let ranks: Vec<usize> = queries
+    /// The scores of answering each query vector with its target's position (and ROUGE of
+    /// the answer read back against the target's text, with a decoder).
+    fn scores(&self, queries: Vec<(Vec<f32>, usize)>) -> SystemScores {
+        let ranks: Vec<(usize, Option<Rouge>)> = queries
             .par_iter()
-            .map(|(q, target)| rank_of(&self.vectors, q, *target))
+            .map(|(q, target)| {
+                let read = self
+                    .decoder
+                    .map(|d| rouge(&said(d, q), self.texts[*target]));
+                (rank_of(&self.vectors, q, *target), read)
+            })
             .collect();
-        scores_of(&ranks)
+        let (ranks, read): (Vec<usize>, Vec<Option<Rouge>>) = ranks.into_iter().unzip();
+        let read: Option<Vec<Rouge>> = read.into_iter().collect();
+        SystemScores {
+            ranks: Some(scores_of(&ranks)),
+            rouge: read.map(|r| Rouge::mean(&r)),
+        }
     }
 }
 
@@ -281,8 +367,8 @@ fn baselines(
     splits: &[Split],
     concatenated: &[Vec<f32>],
     compressions: &[Compression],
-) -> BTreeMap<String, BTreeMap<String, RankScores>> {
-    let mut operations: BTreeMap<String, BTreeMap<String, RankScores>> = BTreeMap::new();
+) -> BTreeMap<String, BTreeMap<String, SystemScores>> {
+    let mut operations: BTreeMap<String, BTreeMap<String, SystemScores>> = BTreeMap::new();
     let v = |t: &str| pool.v(t).to_vec();
     if !splits.is_empty() {
         let target = |s: &Split| pool.at(&s.complex);
@@ -340,7 +426,7 @@ fn learned(
     ops: &crate::model::operators::Operators,
     splits: &[Split],
     compressions: &[Compression],
-) -> Vec<(Operation, RankScores)> {
+) -> Vec<(Operation, SystemScores)> {
     let v = |t: &str| pool.v(t);
     // Per operation: (input, second input, target) of every row it is measured on.
     type Queries<'a> = Vec<(&'a [f32], Option<&'a [f32]>, usize)>;

@@ -5,6 +5,7 @@
 //! a weights fingerprint). Knows nothing of tensors: the encoder builds the network from what
 //! this module hands it.
 
+pub mod decoder;
 mod fetch;
 pub mod heads;
 pub mod operators;

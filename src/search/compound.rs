@@ -68,6 +68,21 @@ pub struct Beyond {
     /// the rest of the query is about, read back as questions (the match itself left out).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nearest: Vec<Nearest>,
+    /// The same difference read back as words by the model's decoder (none without one), the
+    /// match's own words and function words left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub words: Vec<String>,
+}
+
+/// The words of `decoded` (a vector read back) that the match `text` does not say and that
+/// are not function words: what a difference adds, in the decoder's order.
+pub fn words_beyond(decoded: Vec<String>, text: &str) -> Vec<String> {
+    let said: std::collections::HashSet<String> =
+        crate::text::plain_words(text).into_iter().collect();
+    decoded
+        .into_iter()
+        .filter(|w| !said.contains(w) && !is_function_word(w))
+        .collect()
 }
 
 /// A stored question near a vector.
@@ -97,6 +112,8 @@ pub struct Pairing<'a> {
     pub lexical: &'a dyn Fn(&str) -> f32,
     /// The stored questions nearest a vector, leaving out the document with the given id.
     pub nearest: &'a dyn Fn(&[f32], &str) -> Vec<Nearest>,
+    /// The words a vector reads back as (the model's decoder; none without one).
+    pub words: &'a dyn Fn(&[f32]) -> Vec<String>,
     /// The sentence vectors of the query's two halves, for every way it splits at a
     /// coordinator or a sentence break ([`halves`]).
     pub halves: &'a [(Vec<f32>, Vec<f32>)],
@@ -365,6 +382,14 @@ mod tests {
         let h = halves("Wie lösche ich İhr Konto and wo finde ich Rechnungen?");
         assert_eq!(h[0].0, "Wie lösche ich İhr Konto");
         assert!(halves("a and b and c and d and e").len() <= MOST_SPLITS);
+    }
+
+    #[test]
+    fn words_beyond_leave_out_the_match_and_function_words() {
+        let decoded = ["how", "refund", "paypal", "order", "with", "paid"].map(String::from);
+        let beyond = words_beyond(decoded.to_vec(), "How do I get a Refund for an order?");
+        assert_eq!(beyond, ["paypal", "paid"]);
+        assert!(words_beyond(Vec::new(), "anything").is_empty());
     }
 
     #[test]

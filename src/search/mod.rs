@@ -506,16 +506,40 @@ fn order(hits: &mut [(Hit, Explainable)], rerank: Rerank) {
 }
 
 /// The answer to a search: the top k of `scored`, explained when asked (phrase chunks from
-/// `chunks`, the query's and every explained hit's in one call).
+/// `chunks`, the query's and every explained hit's in one call); with `pairing`, the
+/// compound the scored candidates make, if any (judged against the judge's threshold).
 pub fn outcome(
     scored: Scored,
     judge: &Judge<'_>,
     (text, query): (&str, &Encoded),
     params: &SearchParams,
-    chunks: &dyn ChunkSource,
+    (chunks, pairing): (&dyn ChunkSource, Option<&Pairing<'_>>),
     start: Instant,
 ) -> SearchOutcome {
-    outcome_with(scored, judge, (text, query), params, (chunks, None), start)
+    // Only a text that splits at a join can be a compound: others are not chunked for it.
+    let Some(pairing) = pairing.filter(|p| !p.halves.is_empty() && scored.hits.len() >= 2) else {
+        return outcome_with(scored, judge, (text, query), params, (chunks, None), start);
+    };
+    let chunked = chunks.chunks(&[text]).swap_remove(0);
+    let content = compound::content_tokens(text, query);
+    let compound = compound::detect(
+        judge,
+        (text, query),
+        &scored.hits,
+        pairing,
+        (&chunked, &content),
+        judge.threshold(),
+    );
+    let mut out = outcome_with(
+        scored,
+        judge,
+        (text, query),
+        params,
+        (chunks, Some(chunked)),
+        start,
+    );
+    out.compound = compound;
+    out
 }
 
 /// [`outcome`], given the query's phrase chunks when they are already known (then only the
@@ -567,6 +591,7 @@ fn outcome_with(
         threshold: judge.threshold(),
         filtered: scored.filtered,
         unexplained: budget.refused,
+        compound: None,
         settings: None,
         timings: Timings {
             encode_ms: 0.0,
@@ -624,7 +649,7 @@ pub fn verdict(
             if hit.probability < NEAR_DUPLICATE * threshold {
                 return None;
             }
-            let read_back = (p.difference, p.nearest);
+            let read_back = (p.difference, p.nearest, p.words);
             beyond_chunked(
                 (text, query),
                 (&hit.id, doc),
@@ -666,12 +691,13 @@ pub fn verdict(
     }
 }
 
-/// How a difference is read back: the difference of two sentence vectors (`a ⊖ b`) and the
-/// stored questions nearest a vector, leaving out the document with the given id (as
-/// [`Pairing`] gives them).
+/// How a difference is read back: the difference of two sentence vectors (`a ⊖ b`), the
+/// stored questions nearest a vector, leaving out the document with the given id, and the
+/// words a vector means (as [`Pairing`] gives them).
 pub type ReadBack<'a> = (
     &'a compound::VectorOp<'a>,
     &'a dyn Fn(&[f32], &str) -> Vec<Nearest>,
+    &'a dyn Fn(&[f32]) -> Vec<String>,
 );
 
 /// What `text` asks beyond the stored document `id`: the query's phrases with no close token
@@ -693,14 +719,18 @@ fn beyond_chunked(
     (text, query): (&str, &Encoded),
     (id, doc): (&str, &Explainable),
     (chunked, content): (&[Range<usize>], &[bool]),
-    (difference, nearest): ReadBack<'_>,
+    (difference, nearest, words): ReadBack<'_>,
 ) -> Option<Beyond> {
     let phrases = compound::unmatched_phrases((text, query), doc, (chunked, content));
     if phrases.is_empty() {
         return None;
     }
-    let nearest = nearest(&difference(&query.sentence, &doc.sentence), id);
-    Some(Beyond { phrases, nearest })
+    let diff = difference(&query.sentence, &doc.sentence);
+    Some(Beyond {
+        phrases,
+        nearest: nearest(&diff, id),
+        words: compound::words_beyond(words(&diff), &doc.text),
+    })
 }
 
 /// Explanations admitted best first while their cells fit a bound: once one does not fit,
@@ -770,7 +800,14 @@ pub fn search_encoded(
         lexical,
     };
     let scored = score(view, judge, (text, query), (params, &scope), &stages, start)?;
-    Ok(outcome(scored, judge, (text, query), params, chunks, start))
+    Ok(outcome(
+        scored,
+        judge,
+        (text, query),
+        params,
+        (chunks, None),
+        start,
+    ))
 }
 
 /// Checks a duplicate threshold given by a user (a probability).

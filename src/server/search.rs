@@ -249,5 +249,6 @@ pub async fn operations(
         operation: req.operation,
         operator: out.operator.to_string(),
         nearest: out.nearest.into_iter().map(Into::into).collect(),
+        words: out.words,
     }))
 }

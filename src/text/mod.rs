@@ -22,9 +22,29 @@ pub fn terms(text: &str) -> Vec<String> {
     words.iter().cloned().chain(bigrams).collect()
 }
 
+/// The words of a text as ROUGE counts them: lower-cased, every run of characters other than
+/// ASCII letters and digits a separator (rouge-score's tokenizer without its stemmer, so
+/// `Café's` is `caf` and `s`). The decoder's vocabulary is made of these words.
+pub fn plain_words(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .split(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit()))
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_words_are_rouge_tokens() {
+        assert_eq!(
+            plain_words("How do I reset my PASSWORD? (It's 2FA.) Café"),
+            ["how", "do", "i", "reset", "my", "password", "it", "s", "2fa", "caf"]
+        );
+        assert!(plain_words("¿—!").is_empty());
+    }
 
     #[test]
     fn terms_are_those_of_the_normalized_text() {

@@ -4,7 +4,8 @@
 //! ([`blend`]); the phrase aligner's small models, fitted on iSTS gold alignments
 //! ([`aligner`]); adapting to a collection without labels, from its documents' context
 //! ([`context`]; the whole run, from the documents to the record, in [`adapt`]), and choosing
-//! its search defaults the same way ([`tune`]). Owns training
+//! its search defaults the same way ([`tune`]); the compositional operators ([`operators`]) and
+//! the bag-of-words decoder that reads vectors back as words ([`decoder`]). Owns training
 //! data handling ([`data`]), the
 //! sparse RCMD InfoNCE objective ([`loss`], pure) and writing trained model directories.
 //!
@@ -22,6 +23,7 @@ pub mod chunker;
 pub mod clrcmd;
 pub mod context;
 pub mod data;
+pub mod decoder;
 pub mod intent;
 pub mod loss;
 pub mod operators;
@@ -37,7 +39,9 @@ use serde::Serialize;
 use crate::encoder::{weights, Bert};
 use crate::error::{io_err, Result, UserError};
 use crate::eval::{score_pairs, LabelledPair, ScoredPair};
+use crate::model::decoder::DECODER_FILE;
 use crate::model::heads::Heads;
+use crate::model::operators::OPERATORS_FILE;
 use crate::model::{ModelDir, IDENTITY_FILE};
 use crate::score::stats as metrics;
 use crate::{Encoded, Encoder};
@@ -186,6 +190,17 @@ pub fn write_model_dir(
                 .map_err(io_err(format!("copying {}", base.weights_path().display())))?;
         }
         None => {}
+    }
+    // Unchanged vectors: what reads them (operators, decoder) still fits and comes along; a
+    // trainer that writes one of them writes it after this.
+    if !same_dir && bert.is_none() && heads.is_none() {
+        for name in [OPERATORS_FILE, DECODER_FILE] {
+            let from = base.path.join(name);
+            if from.is_file() {
+                std::fs::copy(&from, out.join(name))
+                    .map_err(io_err(format!("copying {}", from.display())))?;
+            }
+        }
     }
     let base_heads = Heads::load(&base.path, base.config.hidden_size)?;
     let heads = heads.unwrap_or(&base_heads);

@@ -289,7 +289,7 @@ fn differences(fusion: &[Example], both: bool) -> Vec<Example> {
 }
 
 /// Shuffled `0..n` split into training rows and the last `share` of them for dev.
-fn hold_out(n: usize, share: f64, rng: &mut SplitMix64) -> (Vec<usize>, Vec<usize>) {
+pub(crate) fn hold_out(n: usize, share: f64, rng: &mut SplitMix64) -> (Vec<usize>, Vec<usize>) {
     let mut order = rng.permutation(n);
     let dev = ((n as f64 * share).round() as usize).min(n);
     let dev_rows = order.split_off(n - dev);

@@ -1,9 +1,11 @@
 //! Operations on questions (INTERSENT, issue 62), over a real socket with the real model and
-//! the real binary: a compound question answers `compound` covering both FAQ entries, a
+//! the real binary: a compound question answers `compound` covering both FAQ entries (in the
+//! duplicate check and in a search), a
 //! near-duplicate that asks more says what (`beyond`, in the duplicate check and the review
 //! queue), the operations route reads vectors back
 //! as stored questions and refuses bad requests clearly, and `kindred train operators` writes
-//! a model directory whose operators the CLI then uses, on a collection made with the base.
+//! a model directory whose operators the CLI then uses, on a collection made with the base, and
+//! `kindred train decoder` adds a decoder that reads the vectors back as words.
 
 use std::path::Path;
 use std::process::Command;
@@ -71,6 +73,29 @@ fn a_compound_question_covers_both_entries_and_a_near_duplicate_says_what_it_ask
         p >= v["threshold"].as_f64().unwrap() && p > v["probability"].as_f64().unwrap(),
         "{v}"
     );
+
+    // A search for it carries the same compound beside its hits; a search without a join none.
+    let search = |text: &str| {
+        let (st, v) = call(
+            "POST",
+            &s.url("/v1/collections/faq/search"),
+            None,
+            Some(&json!({ "text": text, "k": 3 })),
+        );
+        assert_eq!(st, 200, "{v}");
+        v
+    };
+    let found = search("How do I reset my password and change the email on my account?");
+    let found_ids: Vec<&str> = found["compound"]["covers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no compound in the search: {found}"))
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(found_ids, ids, "{found}");
+    assert_eq!(found["hits"].as_array().unwrap().len(), 3, "{found}");
+    let found = search("How do I cancel my subscription?");
+    assert!(found.get("compound").is_none(), "{found}");
 
     // A near-duplicate that asks more: the refund entry matches, and what it leaves out is the
     // payment, read back as the PayPal entry.
@@ -337,4 +362,61 @@ fn trained_operators_join_the_model_directory_without_changing_its_vectors() {
         "{ops}"
     );
     assert_eq!(ops["nearest"].as_array().unwrap().len(), 5, "{ops}");
+    assert!(ops.get("words").is_none(), "no decoder, no words: {ops}");
+
+    // `kindred train decoder` on top: the operators stay, the vectors too, and `kindred ops`
+    // reads vectors back as words.
+    let decoded = dir.path().join("with-decoder");
+    let summary: Value = serde_json::from_str(&run_ok(kindred(&data, &out).args([
+        "train",
+        "decoder",
+        "--wikisplit",
+        ws.to_str().unwrap(),
+        "--vocabulary",
+        "400",
+        "--epochs",
+        "2",
+        "--batch",
+        "32",
+        "--dev-share",
+        "0.1",
+        "--out",
+        decoded.to_str().unwrap(),
+        "--json",
+    ])))
+    .expect("JSON summary");
+    let words = summary["words"].as_u64().unwrap();
+    assert!((1..=400).contains(&words), "{summary}");
+    assert!(
+        summary["dev"]["rouge1"].as_f64().unwrap() > 0.0,
+        "{summary}"
+    );
+    assert!(decoded.join("kindred-decoder.safetensors").is_file());
+    let with_decoder = info(&decoded);
+    assert_eq!(
+        with_decoder["identity"]["fingerprint"],
+        theirs["identity"]["fingerprint"]
+    );
+    assert_eq!(with_decoder["operators"], json!(kept), "{with_decoder}");
+    assert_eq!(
+        with_decoder["decoder_words"],
+        json!(words),
+        "{with_decoder}"
+    );
+    assert_eq!(mine["decoder_words"], Value::Null, "{mine}");
+    let question = "How do I reset my password?";
+    let decode: Value = serde_json::from_str(&run_ok(kindred(&data, &decoded).args([
+        "ops",
+        "decode",
+        "--collection",
+        "faq",
+        "--json",
+        question,
+    ])))
+    .unwrap();
+    let said = decode["words"].as_array().expect("words");
+    assert!((1..=24).contains(&said.len()), "{decode}");
+    assert_eq!(decode["nearest"][0]["id"], "reset", "{decode}");
+    let text = run_ok(kindred(&data, &decoded).args(["ops", "decode", "-c", "faq", question]));
+    assert!(text.contains("decoded words: "), "{text}");
 }

@@ -480,6 +480,10 @@ pub struct SearchOutcome {
     /// `limits.max_explain_cells` (the best hits are the ones explained; absent when 0).
     #[serde(default, skip_serializing_if = "search::is_zero")]
     pub unexplained: usize,
+    /// Two stored questions the query asks at once (as in `DuplicateVerdict.compound`; absent
+    /// when there is none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compound: Option<Compound>,
     /// The mode, rerank, weights and fusion in force and where each came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<SearchSettings>,
@@ -496,6 +500,7 @@ impl From<search::SearchOutcome> for SearchOutcome {
             threshold: o.threshold,
             filtered: o.filtered.map(Into::into),
             unexplained: o.unexplained,
+            compound: o.compound.map(Into::into),
             settings: o.settings.map(Into::into),
             timings: o.timings.into(),
         }
@@ -631,6 +636,10 @@ pub struct OperationAnswer {
     pub operator: String,
     /// The collection's stored questions nearest the result, best first.
     pub nearest: Vec<Nearest>,
+    /// The result read back as words by the model's decoder (from `kindred train decoder`),
+    /// in their usual order; absent when the model carries no decoder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub words: Option<Vec<String>>,
 }
 
 /// A text that asks two stored questions at once.
@@ -664,6 +673,10 @@ pub struct Beyond {
     /// left out: what the rest of the text is about, read back as questions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nearest: Vec<Nearest>,
+    /// The same difference read back as words by the model's decoder, the match's own words
+    /// and function words left out; absent without a decoder or when none is left.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub words: Vec<String>,
 }
 
 /// A stored question near a vector.
@@ -710,6 +723,7 @@ impl From<search::Beyond> for Beyond {
         Beyond {
             phrases: b.phrases,
             nearest: b.nearest.into_iter().map(Into::into).collect(),
+            words: b.words,
         }
     }
 }
