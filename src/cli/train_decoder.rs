@@ -47,10 +47,10 @@ pub struct DecoderArgs {
     #[arg(long, default_value_t = 256)]
     pub batch: usize,
     /// Adam learning rate.
-    #[arg(long, default_value_t = 3e-3)]
+    #[arg(long, default_value_t = 0.02)]
     pub lr: f64,
     /// Passes over the texts.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 12)]
     pub epochs: usize,
     /// Share of the texts held out to choose the epoch and the cut on.
     #[arg(long, default_value_t = 0.05)]

@@ -56,8 +56,8 @@ impl Default for DecoderOptions {
             vocabulary: 10_000,
             min_count: 2,
             batch_size: 256,
-            learning_rate: 3e-3,
-            epochs: 8,
+            learning_rate: 0.02,
+            epochs: 12,
             dev_share: 0.05,
             seed: 42,
         }
