@@ -38,25 +38,25 @@ pub struct DecoderArgs {
     #[arg(long, required = true, value_name = "DIR")]
     pub out: PathBuf,
     /// Words in the vocabulary at most (the most frequent of the texts).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = DecoderOptions::default().vocabulary)]
     pub vocabulary: usize,
     /// Times a word must occur to be in the vocabulary.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = DecoderOptions::default().min_count)]
     pub min_count: usize,
     /// Texts per batch.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = DecoderOptions::default().batch_size)]
     pub batch: usize,
     /// Adam learning rate.
-    #[arg(long, default_value_t = 0.02)]
+    #[arg(long, default_value_t = DecoderOptions::default().learning_rate)]
     pub lr: f64,
     /// Passes over the texts.
-    #[arg(long, default_value_t = 12)]
+    #[arg(long, default_value_t = DecoderOptions::default().epochs)]
     pub epochs: usize,
     /// Share of the texts held out to choose the epoch and the cut on.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = DecoderOptions::default().dev_share)]
     pub dev_share: f64,
     /// Seed of the dev split and the batch order.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = DecoderOptions::default().seed)]
     pub seed: u64,
     /// Print the summary as JSON.
     #[arg(long)]

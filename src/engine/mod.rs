@@ -587,9 +587,7 @@ impl Collection<'_> {
 
     /// The words the model's decoder reads `v` as (none without a decoder).
     fn words(&self, v: &[f32]) -> Vec<String> {
-        self.encoder.decoder().map_or_else(Vec::new, |d| {
-            d.decode(v).into_iter().map(|w| w.word).collect()
-        })
+        self.encoder.decoder().map_or_else(Vec::new, |d| d.words(v))
     }
 
     /// The `k` stored questions nearest `vector` by cosine (the graph's answer), leaving out

@@ -317,8 +317,7 @@ fn read_back(decoder: &WordDecoder, pool: &Pool<'_>, targets: &[usize]) -> (Roug
 
 /// The words `decoder` reads `v` as, as one text.
 fn said(decoder: &WordDecoder, v: &[f32]) -> String {
-    let words: Vec<String> = decoder.decode(v).into_iter().map(|w| w.word).collect();
-    words.join(" ")
+    decoder.words(v).join(" ")
 }
 
 /// The encoded pool: every distinct sentence's vector, by text; and the model's decoder.

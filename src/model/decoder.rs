@@ -75,6 +75,11 @@ impl WordDecoder {
         self.decode_with(&self.probabilities(v), self.cut)
     }
 
+    /// The words `v` means, in their usual order, without their probabilities.
+    pub fn words(&self, v: &[f32]) -> Vec<String> {
+        self.decode(v).into_iter().map(|w| w.word).collect()
+    }
+
     /// The words kept from `probabilities` at relative cut `cut`, in their usual order.
     pub fn decode_with(&self, probabilities: &[f32], cut: f32) -> Vec<DecodedWord> {
         let mut order: Vec<usize> = (0..probabilities.len()).collect();
