@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step's heading says how long the suite has run, so a slow run shows where it went.
+step() { echo "== $* (at $((SECONDS / 60))m$((SECONDS % 60))s)"; }
 need() { command -v "$1" >/dev/null 2>&1 || { echo "error: $1 not found. $2" >&2; exit 1; }; }
 need cargo "Install Rust with rustup (https://rustup.rs)."
 need python3 "Install Python 3 with pip (apt-get install python3 python3-pip): kindred fetches its default model with pip."
@@ -15,7 +17,7 @@ done
 # The web UI's browser test: Debian's chromium (headless) driven by playwright-core from npm.
 if [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "== installing chromium and chromium-driver (apt-get)"
+    step "installing chromium and chromium-driver (apt-get)"
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
   else
@@ -25,7 +27,7 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 need node "Install Node.js 18+ with npm (apt-get install nodejs npm): the web UI tests run playwright-core."
 need npm "Install npm (apt-get install npm)."
-echo "== npm ci (tests/ui: playwright-core)"
+step "npm ci (tests/ui: playwright-core)"
 npm ci --prefix tests/ui --no-audit --no-fund --loglevel=error
 
 if [ "${CI:-}" = "true" ] && [ ! -d ../shared/data ]; then
@@ -36,19 +38,20 @@ fi
 # The Milvus backend's tests start real Milvus servers: the PyPI package `milvus` (Milvus 2.3.5
 # standalone) in target/milvus-venv, and `milvus-lite` 3.2.2 (the Milvus 2.6 API, BM25
 # full-text search) in target/milvus-lite-venv.
-echo "== scripts/milvus.sh (Milvus servers from PyPI, for tests/it/milvus.rs)"
+step "scripts/milvus.sh (Milvus servers from PyPI, for tests/it/milvus.rs)"
 ./scripts/milvus.sh
 ./scripts/milvus.sh lite
 
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy -D warnings"
+step "cargo clippy -D warnings"
 cargo clippy --all-targets -- -D warnings
-echo "== the library as users build it (without the tests' test-support feature): cargo clippy --lib"
+step "the library as users build it (without the tests' test-support feature): cargo clippy --lib"
 cargo clippy --lib -- -D warnings
-echo "== the library alone (no server, no training): cargo clippy --no-default-features --lib"
+step "the library alone (no server, no training): cargo clippy --no-default-features --lib"
 cargo clippy --no-default-features --lib -- -D warnings
-echo "== cargo test"
+step "cargo test"
 cargo test --release
-echo "== cargo bench --no-run"
+step "cargo bench --no-run"
 cargo bench --no-run
+step "done"

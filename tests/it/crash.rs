@@ -1,10 +1,14 @@
 //! Crash safety: a child `kindred add` ingests real questions and is killed with SIGKILL at
-//! random moments, 20 times. After every kill, each acknowledged document must be present with
-//! identical text, vectors and metadata, and the indexes must agree with the store.
+//! random moments, 20 times: in odd rounds counted from its start (a kill may land while it
+//! loads the model or opens the store), in even rounds from its first acknowledgement (so it
+//! lands among writes however slowly a loaded machine starts the child). After every kill,
+//! each acknowledged document must be present with identical text, vectors and metadata, and
+//! the indexes must agree with the store.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kindred::db::Database;
@@ -58,17 +62,29 @@ fn acknowledged_writes_survive_sigkill() {
             .spawn()
             .expect("spawns");
         let stdout = child.stdout.take().expect("stdout");
+        let (first_ack, acking) = mpsc::channel();
         let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
+            let acks: Vec<String> = BufReader::new(stdout)
                 .lines()
                 .map_while(Result::ok)
                 .filter_map(|l| l.strip_prefix("ack ").map(String::from))
-                .collect::<Vec<String>>()
+                .inspect(|_| {
+                    let _ = first_ack.send(());
+                })
+                .collect();
+            acks
         });
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        std::thread::sleep(Duration::from_millis(300 + seed % 1500));
+        if round % 2 == 0 {
+            // The child has written (or ended: it has nothing left to write) before the clock
+            // starts.
+            let _ = acking.recv_timeout(Duration::from_secs(300));
+            std::thread::sleep(Duration::from_millis(seed % 1000));
+        } else {
+            std::thread::sleep(Duration::from_millis(300 + seed % 1500));
+        }
         child.kill().expect("SIGKILL"); // std sends SIGKILL on Unix
         child.wait().expect("reaped");
         let this_round = reader.join().expect("reader");

@@ -47,9 +47,11 @@ fn documents() -> Vec<Value> {
     docs
 }
 
-/// A server over `dir` with collection `q` holding [`documents`].
+/// A server over `dir` with collection `q` holding [`documents`]. Its request timeout is
+/// raised: the 156-document write runs at the write pool's lowered priority, behind whatever
+/// else the machine computes (the other tests), and these tests are about defaults, not time.
 fn server_with_collection(dir: &std::path::Path) -> Server {
-    let s = Server::start(dir, &[], &[]);
+    let s = Server::start(dir, &["--request-timeout-ms", "600000"], &[]);
     let (st, out) = call(
         "POST",
         &s.url("/v1/collections"),

@@ -12,6 +12,14 @@
 //! thread (the search path's `Encoder::encode_one`, the API's write pool on 2 cores) forms
 //! no team.
 //!
+//! A team needs its threads on cores at the same time: a helper preempted in the middle of a
+//! task holds up its leader until the scheduler gives it a core again (milliseconds, where a
+//! task is microseconds). On a machine with more runnable threads than cores (another process
+//! computing, a second team) every product would wait out a time slice. So a leader that
+//! waits [`STALL`] for a helper's task stands the team down for the rest of its forward, and
+//! its thread leads no team for [`SOLO_FOR`] after: under contention the forward runs on its
+//! own thread, as a pool of one does.
+//!
 //! Which thread runs a task never changes its arithmetic, so results are bit-identical with
 //! and without a team (tested).
 
@@ -19,6 +27,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// A job: `count` tasks, each run once by whichever thread claims it.
 type Job = (*const (dyn Fn(usize) + Sync), usize);
@@ -38,8 +47,10 @@ struct Shared {
     done: AtomicUsize,
     /// A task panicked on a helper.
     panicked: AtomicBool,
-    /// The forward is over (or unwinding): the helpers leave.
+    /// The forward is over (or unwinding), or the team stood down: the helpers leave.
     finished: AtomicBool,
+    /// The team stood down ([`STALL`]): the forward's remaining jobs run on the leader alone.
+    solo: AtomicBool,
     /// The leader's pool thread index (`usize::MAX` outside a pool): a helper started on the
     /// leader's own thread (rayon may run a pending job there while the leader waits inside
     /// nested rayon work) would wait for itself, so it leaves at once.
@@ -57,21 +68,39 @@ unsafe impl Send for Shared {}
 /// their other workers for other jobs rather than spin on tasks they would rarely get.
 const MAX_HELPERS: usize = 3;
 
+/// How long a leader waits for a helper's task before it stands the team down: far longer
+/// than a task (a few to a hundred microseconds), about a scheduler's time slice, so only a
+/// helper that lost its core waits this long.
+const STALL: Duration = Duration::from_millis(2);
+
+/// How long a thread whose team stood down leads none: long enough that contention costs one
+/// stall in hundreds of forwards, short enough that a machine that became free is used again
+/// soon.
+const SOLO_FOR: Duration = Duration::from_millis(500);
+
 /// A no-op job for the slot's initial value.
 fn nothing(_: usize) {}
 
 thread_local! {
     /// The team the forward on this thread leads, if any.
     static TEAM: Cell<*const Shared> = const { Cell::new(std::ptr::null()) };
+    /// Until when this thread leads no team (a team of its stood down).
+    static SOLO_UNTIL: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// True while this thread leads no team because one of its teams stood down lately.
+fn standing_down() -> bool {
+    SOLO_UNTIL.with(|u| u.get().is_some_and(|until| Instant::now() < until))
 }
 
 /// Runs `f` (one forward pass) as the leader of a team with up to [`MAX_HELPERS`] other
 /// workers of the current rayon pool as helpers, each joining when it is free; in a pool of
-/// one thread (or inside another team's forward) simply runs `f`. Work inside `f` reaches the team through [`run`]
-/// and [`for_each_part_mut`].
+/// one thread, inside another team's forward, or on a thread whose team stood down within
+/// [`SOLO_FOR`], simply runs `f`. Work inside `f` reaches the team through [`run`] and
+/// [`for_each_part_mut`].
 pub fn lead<R>(f: impl FnOnce() -> R) -> R {
     let helpers = (rayon::current_num_threads() - 1).min(MAX_HELPERS);
-    if helpers == 0 || leading() {
+    if helpers == 0 || leading() || standing_down() {
         return f();
     }
     let shared = Arc::new(Shared {
@@ -82,6 +111,7 @@ pub fn lead<R>(f: impl FnOnce() -> R) -> R {
         done: AtomicUsize::new(0),
         panicked: AtomicBool::new(false),
         finished: AtomicBool::new(false),
+        solo: AtomicBool::new(false),
         leader: AtomicUsize::new(rayon::current_thread_index().unwrap_or(usize::MAX)),
     });
     // Offered, not awaited: a worker that is free takes one; one taken after the forward
@@ -113,12 +143,13 @@ pub fn leading() -> bool {
 /// helpers have come), else on this thread alone. Returns after every task has run.
 pub fn run(count: usize, task: &(dyn Fn(usize) + Sync)) {
     let team = TEAM.with(|t| t.get());
-    if team.is_null() || count < 2 {
+    // SAFETY: the pointer is set by `lead` on this thread for the duration of `f`, and
+    // `shared` outlives `f`.
+    if team.is_null() || count < 2 || unsafe { &*team }.solo.load(SeqCst) {
         (0..count).for_each(task);
         return;
     }
-    // SAFETY: the pointer is set by `lead` on this thread for the duration of `f`, and
-    // `shared` outlives `f`.
+    // SAFETY: as above.
     let s = unsafe { &*team };
     // Post the job. `active` is false and every helper is out (the previous `run` waited for
     // that), so nobody reads the slot now.
@@ -152,8 +183,21 @@ pub fn run(count: usize, task: &(dyn Fn(usize) + Sync)) {
     }
     s.done.fetch_add(mine, SeqCst);
     let mut spins = 0u32;
+    let mut yielding_since = None;
     while s.done.load(SeqCst) < count {
-        backoff(&mut spins);
+        if backoff(&mut spins) {
+            // A helper's task is late: past STALL its thread has lost its core, and every
+            // later job would wait for it as well. The helpers leave after their tasks.
+            let since = *yielding_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > STALL && !s.solo.swap(true, SeqCst) {
+                s.finished.store(true, SeqCst);
+                SOLO_UNTIL.with(|u| u.set(Some(Instant::now() + SOLO_FOR)));
+                tracing::debug!(
+                    "a helper of the encoder's team lost its core: forwards on this thread \
+                     run alone for {SOLO_FOR:?}"
+                );
+            }
+        }
     }
     // Withdraw the job and wait until every helper has let go of it.
     s.active.store(false, SeqCst);
@@ -265,13 +309,15 @@ fn help(s: &Shared) {
 }
 
 /// Waits a little: spin first, then give the core away (a helper whose leader is between
-/// products, or a leader whose helper was preempted mid-task).
-fn backoff(spins: &mut u32) {
+/// products, or a leader whose helper was preempted mid-task). True once it gives it away.
+fn backoff(spins: &mut u32) -> bool {
     *spins = spins.saturating_add(1);
     if *spins < 4096 {
         std::hint::spin_loop();
+        false
     } else {
         std::thread::yield_now();
+        true
     }
 }
 
@@ -325,6 +371,56 @@ mod tests {
             used.sort_unstable();
             used.dedup();
             assert_eq!(used, [0, 1], "both workers ran tasks");
+        });
+    }
+
+    #[test]
+    fn a_helper_that_loses_its_core_stands_the_team_down_for_a_while() {
+        pool(2).install(|| {
+            let leader = rayon::current_thread_index();
+            let on_leader =
+                |ran: &[AtomicUsize]| ran.iter().all(|t| t.load(SeqCst) == leader.unwrap() + 1);
+            let (stood_down, after) = lead(|| {
+                // Until the helper comes and takes a task, which it then holds until the
+                // leader stands the team down (a preempted helper, as on a machine with more
+                // threads than cores; at most 20 s, after which the asserts below fail).
+                let team = TEAM.with(|t| t.get()) as usize;
+                // SAFETY: the team outlives this forward's jobs.
+                let solo = || unsafe { &*(team as *const Shared) }.solo.load(SeqCst);
+                let mut held = false;
+                while !held {
+                    let slow = AtomicBool::new(false);
+                    run(64, &|_| {
+                        if rayon::current_thread_index() != leader {
+                            slow.store(true, SeqCst);
+                            let start = Instant::now();
+                            while !solo() && start.elapsed() < Duration::from_secs(20) {
+                                std::thread::sleep(Duration::from_micros(100));
+                            }
+                        } else {
+                            std::thread::sleep(Duration::from_micros(50));
+                        }
+                    });
+                    held = slow.load(SeqCst);
+                }
+                // The forward's later jobs run on the leader alone.
+                let ran: Vec<AtomicUsize> = (0..64).map(|_| AtomicUsize::new(0)).collect();
+                run(64, &|i| {
+                    std::thread::sleep(Duration::from_micros(50));
+                    ran[i].store(rayon::current_thread_index().unwrap() + 1, SeqCst);
+                });
+                (on_leader(&ran), leading())
+            });
+            assert!(stood_down, "the jobs after the stall ran on the leader");
+            assert!(
+                after,
+                "the forward still leads (its team is only stood down)"
+            );
+            // The thread's next forwards form no team for a while...
+            assert!(!lead(leading), "no team within SOLO_FOR");
+            // ...and one again after it.
+            std::thread::sleep(SOLO_FOR + Duration::from_millis(50));
+            assert!(lead(leading), "a team again after SOLO_FOR");
         });
     }
 
