@@ -5,8 +5,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Each step's heading says how long the suite has run, so a slow run shows where it went.
-step() { echo "== $* (at $((SECONDS / 60))m$((SECONDS % 60))s)"; }
+# Each step's heading says how long the suite has run and how much of the CPU time since the
+# start the machine's hypervisor took for others (steal), so a slow run shows where it went.
+cpu_ticks() { awk '/^cpu /{ t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $9 }' /proc/stat 2>/dev/null; }
+read -r TICKS0 STEAL0 <<<"$(cpu_ticks || echo "0 0")"
+step() {
+  local ticks steal share=""
+  read -r ticks steal <<<"$(cpu_ticks || echo "0 0")"
+  if [ "${ticks:-0}" -gt "${TICKS0:-0}" ]; then
+    share="; steal $(((steal - STEAL0) * 100 / (ticks - TICKS0)))%"
+  fi
+  echo "== $* (at $((SECONDS / 60))m$((SECONDS % 60))s$share)"
+}
+echo "== $(nproc) cores: $(awk -F': ' '/^model name/{ print $2; exit }' /proc/cpuinfo 2>/dev/null)"
 need() { command -v "$1" >/dev/null 2>&1 || { echo "error: $1 not found. $2" >&2; exit 1; }; }
 need cargo "Install Rust with rustup (https://rustup.rs)."
 need python3 "Install Python 3 with pip (apt-get install python3 python3-pip): kindred fetches its default model with pip."

@@ -2,6 +2,7 @@
 //! table of every stage's score and P(duplicate) per hit, or as JSON with timings. `--mode`,
 //! `--rerank` and `--weights` left out take the collection's search defaults (unless stale),
 //! else the built-in ones; the settings in force and where each came from are printed too.
+//! `--compound` also prints the two stored questions a compound question asks at once.
 
 use anyhow::Result;
 use clap::Args as ClapArgs;
@@ -32,6 +33,10 @@ pub struct SearchArgs {
     /// How many hits.
     #[arg(short, default_value_t = 10)]
     pub k: usize,
+    /// Also check whether the question asks two stored questions at once (only a text with a
+    /// join, such as " and " or "? ", is checked), and print the two it covers.
+    #[arg(long)]
+    pub compound: bool,
     /// Print the whole result (with timings) as JSON.
     #[arg(long)]
     pub json: bool,
@@ -46,6 +51,7 @@ pub fn run(g: &Global, args: &SearchArgs) -> Result<()> {
     };
     let fallback = SearchParams {
         k: args.k,
+        compound: args.compound,
         ..Default::default()
     };
     let name = &args.collection;
@@ -78,6 +84,21 @@ pub fn run(g: &Global, args: &SearchArgs) -> Result<()> {
             h.id,
             h.text
         );
+    }
+    if let Some(c) = &out.compound {
+        println!(
+            "compound, P(duplicate) {:.3} as one question: it asks both of these",
+            c.probability
+        );
+        for part in &c.covers {
+            println!(
+                "  {}\t{}\t(P {:.3}; its phrases: {})",
+                part.id,
+                part.text,
+                part.probability,
+                part.phrases.join(", ")
+            );
+        }
     }
     let t = out.timings;
     eprintln!(

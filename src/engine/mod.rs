@@ -365,7 +365,9 @@ impl Collection<'_> {
         judge_of(&self.encoder, || self.view.calibrator())
     }
 
-    /// Searches for `text`: the lexical stage runs while the query is encoded.
+    /// Searches for `text`: the lexical stage runs while the query is encoded. With
+    /// `params.compound`, a text that splits at a join (" and ", "? ", …) is also checked for
+    /// a compound among the scored candidates (its halves encoded for it).
     #[tracing::instrument(level = "debug", skip_all, fields(collection = self.name(), k = params.k,
         encode_ms = Empty, candidates_ms = Empty, rerank_ms = Empty, total_ms = Empty))]
     pub fn search(&self, text: &str, params: &SearchParams) -> Result<SearchOutcome> {
@@ -384,14 +386,21 @@ impl Collection<'_> {
             lexical,
             stages_start,
         )?;
-        let mut out = search::outcome(
-            scored,
-            &judge,
-            (text, &query),
-            params,
-            &*self.encoder,
-            stages_start,
-        );
+        let outcome = |pairing: Option<&Pairing<'_>>| {
+            search::outcome(
+                scored,
+                &judge,
+                (text, &query),
+                params,
+                (&*self.encoder, pairing),
+                stages_start,
+            )
+        };
+        let mut out = if params.compound {
+            self.with_pairing(text, |pairing| outcome(Some(pairing)))?
+        } else {
+            outcome(None)
+        };
         out.timings.encode_ms = encode_ms;
         out.timings.total_ms = search::ms(start);
         record_timings(&out.timings);

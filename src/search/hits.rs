@@ -133,6 +133,11 @@ pub struct SearchOutcome {
     /// bound on an answer's explanations (`explain_cells`; absent when 0).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unexplained: usize,
+    /// Two stored questions the query asks at once, when judging them as one question beats
+    /// every single hit and reaches the threshold (absent otherwise; see
+    /// [`DuplicateVerdict::compound`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compound: Option<Compound>,
     /// The mode, rerank, weights and fusion in force and where each came from (the request,
     /// the collection's search defaults, the server's defaults): set by a search that
     /// resolved them ([`super::resolve()`]; absent for one given explicit parameters).

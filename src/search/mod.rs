@@ -506,16 +506,40 @@ fn order(hits: &mut [(Hit, Explainable)], rerank: Rerank) {
 }
 
 /// The answer to a search: the top k of `scored`, explained when asked (phrase chunks from
-/// `chunks`, the query's and every explained hit's in one call).
+/// `chunks`, the query's and every explained hit's in one call); with `pairing`, the
+/// compound the scored candidates make, if any (judged against the judge's threshold).
 pub fn outcome(
     scored: Scored,
     judge: &Judge<'_>,
     (text, query): (&str, &Encoded),
     params: &SearchParams,
-    chunks: &dyn ChunkSource,
+    (chunks, pairing): (&dyn ChunkSource, Option<&Pairing<'_>>),
     start: Instant,
 ) -> SearchOutcome {
-    outcome_with(scored, judge, (text, query), params, (chunks, None), start)
+    // Only a text that splits at a join can be a compound: others are not chunked for it.
+    let Some(pairing) = pairing.filter(|p| !p.halves.is_empty() && scored.hits.len() >= 2) else {
+        return outcome_with(scored, judge, (text, query), params, (chunks, None), start);
+    };
+    let chunked = chunks.chunks(&[text]).swap_remove(0);
+    let content = compound::content_tokens(text, query);
+    let compound = compound::detect(
+        judge,
+        (text, query),
+        &scored.hits,
+        pairing,
+        (&chunked, &content),
+        judge.threshold(),
+    );
+    let mut out = outcome_with(
+        scored,
+        judge,
+        (text, query),
+        params,
+        (chunks, Some(chunked)),
+        start,
+    );
+    out.compound = compound;
+    out
 }
 
 /// [`outcome`], given the query's phrase chunks when they are already known (then only the
@@ -567,6 +591,7 @@ fn outcome_with(
         threshold: judge.threshold(),
         filtered: scored.filtered,
         unexplained: budget.refused,
+        compound: None,
         settings: None,
         timings: Timings {
             encode_ms: 0.0,
@@ -775,7 +800,14 @@ pub fn search_encoded(
         lexical,
     };
     let scored = score(view, judge, (text, query), (params, &scope), &stages, start)?;
-    Ok(outcome(scored, judge, (text, query), params, chunks, start))
+    Ok(outcome(
+        scored,
+        judge,
+        (text, query),
+        params,
+        (chunks, None),
+        start,
+    ))
 }
 
 /// Checks a duplicate threshold given by a user (a probability).

@@ -63,6 +63,10 @@ pub struct SearchParams {
     /// Keep only documents whose metadata meets these conditions, one per top-level key
     /// (equality, `{"in": [..]}`, numeric ranges; see [`Filter`]).
     pub filter: serde_json::Map<String, serde_json::Value>,
+    /// Also check whether the text asks two stored questions at once (the answer's
+    /// `compound`): only a text that splits at a join is checked, its halves encoded for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compound: bool,
 }
 
 impl Default for SearchParams {
@@ -78,6 +82,7 @@ impl Default for SearchParams {
             explain: false,
             explain_cells: DEFAULT_EXPLAIN_CELLS,
             filter: Default::default(),
+            compound: false,
         }
     }
 }

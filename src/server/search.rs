@@ -57,6 +57,10 @@ pub struct SearchRequest {
     /// RCMD stage's scores, the order by them and the explanations; P(duplicate) reads
     /// uniform RCMD either way.
     pub weights: Option<Weighting>,
+    /// Also check whether the text asks two stored questions at once: the answer then carries
+    /// `compound` when it does (default false; only a text with a join, such as " and " or
+    /// "? ", is checked, its two halves encoded for it).
+    pub compound: Option<bool>,
 }
 
 impl SearchRequest {
@@ -86,6 +90,7 @@ impl SearchRequest {
             explain: self.explain.unwrap_or(false),
             explain_cells: state.config.limits.max_explain_cells,
             filter: self.filter.unwrap_or_default(),
+            compound: self.compound.unwrap_or(false),
             ..SearchParams::default()
         };
         Ok((self.text, asked, fallback))

@@ -1,5 +1,6 @@
 //! Operations on questions (INTERSENT, issue 62), over a real socket with the real model and
-//! the real binary: a compound question answers `compound` covering both FAQ entries, a
+//! the real binary: a compound question answers `compound` covering both FAQ entries (in the
+//! duplicate check and in a search that asks for it), a
 //! near-duplicate that asks more says what (`beyond`, in the duplicate check and the review
 //! queue), the operations route reads vectors back
 //! as stored questions and refuses bad requests clearly, and `kindred train operators` writes
@@ -72,6 +73,33 @@ fn a_compound_question_covers_both_entries_and_a_near_duplicate_says_what_it_ask
         p >= v["threshold"].as_f64().unwrap() && p > v["probability"].as_f64().unwrap(),
         "{v}"
     );
+
+    // A search that asks for it carries the same compound beside its hits; one that does not
+    // ask, or a text without a join, none.
+    let search = |text: &str, compound: bool| {
+        let (st, v) = call(
+            "POST",
+            &s.url("/v1/collections/faq/search"),
+            None,
+            Some(&json!({ "text": text, "k": 3, "compound": compound })),
+        );
+        assert_eq!(st, 200, "{v}");
+        v
+    };
+    let compound = "How do I reset my password and change the email on my account?";
+    let plain = search(compound, false);
+    assert!(plain.get("compound").is_none(), "{plain}");
+    let found = search(compound, true);
+    let found_ids: Vec<&str> = found["compound"]["covers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no compound in the search: {found}"))
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(found_ids, ids, "{found}");
+    assert_eq!(found["hits"].as_array().unwrap().len(), 3, "{found}");
+    let found = search("How do I cancel my subscription?", true);
+    assert!(found.get("compound").is_none(), "{found}");
 
     // A near-duplicate that asks more: the refund entry matches, and what it leaves out is the
     // payment, read back as the PayPal entry.

@@ -197,6 +197,15 @@ mod tests {
                 exact: true,
             }),
             unexplained: 3,
+            compound: Some(search::Compound {
+                covers: vec![search::Covered {
+                    id: "q1".into(),
+                    text: "How do I reset my password?".into(),
+                    probability: 0.4,
+                    phrases: vec!["reset my password".into()],
+                }],
+                probability: 0.8,
+            }),
             settings: Some(settings(false)),
             timings: timings(),
         });
@@ -207,6 +216,7 @@ mod tests {
             threshold: 0.5,
             filtered: None,
             unexplained: 0,
+            compound: None,
             settings: None,
             timings: search::Timings::default(),
         });

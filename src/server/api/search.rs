@@ -480,6 +480,10 @@ pub struct SearchOutcome {
     /// `limits.max_explain_cells` (the best hits are the ones explained; absent when 0).
     #[serde(default, skip_serializing_if = "search::is_zero")]
     pub unexplained: usize,
+    /// Two stored questions the query asks at once (as in `DuplicateVerdict.compound`; absent
+    /// when there is none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compound: Option<Compound>,
     /// The mode, rerank, weights and fusion in force and where each came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<SearchSettings>,
@@ -496,6 +500,7 @@ impl From<search::SearchOutcome> for SearchOutcome {
             threshold: o.threshold,
             filtered: o.filtered.map(Into::into),
             unexplained: o.unexplained,
+            compound: o.compound.map(Into::into),
             settings: o.settings.map(Into::into),
             timings: o.timings.into(),
         }
