@@ -150,6 +150,18 @@ mod tests {
         }
     }
 
+    fn compound() -> search::Compound {
+        search::Compound {
+            covers: vec![search::Covered {
+                id: "q1".into(),
+                text: "How do I reset my password?".into(),
+                probability: 0.4,
+                phrases: vec!["reset my password".into()],
+            }],
+            probability: 0.8,
+        }
+    }
+
     fn settings(stale: bool) -> search::Settings {
         search::Settings {
             mode: search::Mode::Cosine,
@@ -197,15 +209,7 @@ mod tests {
                 exact: true,
             }),
             unexplained: 3,
-            compound: Some(search::Compound {
-                covers: vec![search::Covered {
-                    id: "q1".into(),
-                    text: "How do I reset my password?".into(),
-                    probability: 0.4,
-                    phrases: vec!["reset my password".into()],
-                }],
-                probability: 0.8,
-            }),
+            compound: Some(compound()),
             settings: Some(settings(false)),
             timings: timings(),
         });
@@ -259,15 +263,7 @@ mod tests {
                     }),
                 },
             ],
-            compound: Some(search::Compound {
-                covers: vec![search::Covered {
-                    id: "q1".into(),
-                    text: "How do I reset my password?".into(),
-                    probability: 0.4,
-                    phrases: vec!["reset my password".into()],
-                }],
-                probability: 0.8,
-            }),
+            compound: Some(compound()),
             calibration: "siamese".into(),
             filtered: Some(search::Filtered {
                 matching: 12,
