@@ -64,15 +64,14 @@ fn acknowledged_writes_survive_sigkill() {
         let stdout = child.stdout.take().expect("stdout");
         let (first_ack, acking) = mpsc::channel();
         let reader = std::thread::spawn(move || {
-            let acks: Vec<String> = BufReader::new(stdout)
+            BufReader::new(stdout)
                 .lines()
                 .map_while(Result::ok)
                 .filter_map(|l| l.strip_prefix("ack ").map(String::from))
                 .inspect(|_| {
                     let _ = first_ack.send(());
                 })
-                .collect();
-            acks
+                .collect::<Vec<String>>()
         });
         seed ^= seed << 13;
         seed ^= seed >> 7;

@@ -47,10 +47,9 @@ struct Shared {
     done: AtomicUsize,
     /// A task panicked on a helper.
     panicked: AtomicBool,
-    /// The forward is over (or unwinding), or the team stood down: the helpers leave.
+    /// The forward is over (or unwinding), or the team stood down ([`STALL`]): the helpers
+    /// leave, and the forward's remaining jobs run on the leader alone.
     finished: AtomicBool,
-    /// The team stood down ([`STALL`]): the forward's remaining jobs run on the leader alone.
-    solo: AtomicBool,
     /// The leader's pool thread index (`usize::MAX` outside a pool): a helper started on the
     /// leader's own thread (rayon may run a pending job there while the leader waits inside
     /// nested rayon work) would wait for itself, so it leaves at once.
@@ -111,7 +110,6 @@ pub fn lead<R>(f: impl FnOnce() -> R) -> R {
         done: AtomicUsize::new(0),
         panicked: AtomicBool::new(false),
         finished: AtomicBool::new(false),
-        solo: AtomicBool::new(false),
         leader: AtomicUsize::new(rayon::current_thread_index().unwrap_or(usize::MAX)),
     });
     // Offered, not awaited: a worker that is free takes one; one taken after the forward
@@ -145,7 +143,7 @@ pub fn run(count: usize, task: &(dyn Fn(usize) + Sync)) {
     let team = TEAM.with(|t| t.get());
     // SAFETY: the pointer is set by `lead` on this thread for the duration of `f`, and
     // `shared` outlives `f`.
-    if team.is_null() || count < 2 || unsafe { &*team }.solo.load(SeqCst) {
+    if team.is_null() || count < 2 || unsafe { &*team }.finished.load(SeqCst) {
         (0..count).for_each(task);
         return;
     }
@@ -189,8 +187,7 @@ pub fn run(count: usize, task: &(dyn Fn(usize) + Sync)) {
             // A helper's task is late: past STALL its thread has lost its core, and every
             // later job would wait for it as well. The helpers leave after their tasks.
             let since = *yielding_since.get_or_insert_with(Instant::now);
-            if since.elapsed() > STALL && !s.solo.swap(true, SeqCst) {
-                s.finished.store(true, SeqCst);
+            if since.elapsed() > STALL && !s.finished.swap(true, SeqCst) {
                 SOLO_UNTIL.with(|u| u.set(Some(Instant::now() + SOLO_FOR)));
                 tracing::debug!(
                     "a helper of the encoder's team lost its core: forwards on this thread \
@@ -386,7 +383,7 @@ mod tests {
                 // threads than cores; at most 20 s, after which the asserts below fail).
                 let team = TEAM.with(|t| t.get()) as usize;
                 // SAFETY: the team outlives this forward's jobs.
-                let solo = || unsafe { &*(team as *const Shared) }.solo.load(SeqCst);
+                let solo = || unsafe { &*(team as *const Shared) }.finished.load(SeqCst);
                 let mut held = false;
                 while !held {
                     let slow = AtomicBool::new(false);
