@@ -7,11 +7,15 @@ for kindred's Milvus tests and for trying the Milvus backend on one machine.
 
 Prints `ready <port>` once the server answers, and stops it (and its helper processes) when
 this process gets SIGTERM or SIGINT, or when its parent (the test that started it) dies.
+Warnings and errors of the server's Python code, a Python traceback of every thread if the
+process crashes in native code, and the reason it stops go to standard error.
 Install with `scripts/milvus.sh` (a virtual environment under target/milvus-venv) or
 `scripts/milvus.sh lite` (target/milvus-lite-venv).
 """
 
 import argparse
+import faulthandler
+import logging
 import os
 import signal
 import socket
@@ -26,6 +30,10 @@ def main() -> int:
     ap.add_argument("--port", type=int, required=True, help="gRPC port on 127.0.0.1")
     ap.add_argument("--lite", action="store_true", help="run milvus-lite instead")
     args = ap.parse_args()
+    faulthandler.enable()
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     if args.lite:
         return lite(args)
 
@@ -101,7 +109,9 @@ def wait_until_stopped(stopping: threading.Event) -> None:
     parent = os.getppid()
     while not stopping.wait(0.5):
         if os.getppid() != parent:
+            print(f"{time.strftime('%H:%M:%S')} stopping: the parent process is gone", file=sys.stderr, flush=True)
             return
+    print(f"{time.strftime('%H:%M:%S')} stopping: asked to (a signal)", file=sys.stderr, flush=True)
 
 
 def lite(args) -> int:

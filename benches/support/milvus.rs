@@ -2,14 +2,16 @@
 //! Milvus 2.3.5 standalone server, [`Kind::Standalone`]) or `milvus-lite` 3.2.2 (a Python
 //! server speaking the Milvus 2.6 API, [`Kind::Lite`]), installed by `scripts/milvus.sh
 //! [lite]` into target/, started by `scripts/milvus_server.py` on a free loopback port with its
-//! own data directory, stopped on drop. Shared by `tests/it/milvus.rs` and `benches/scale.rs`
-//! (each includes this file with `#[path]`). Panics, saying why, when the server cannot be
-//! installed or started.
+//! own data directory, stopped on drop. The server's output goes to `<dir>.log` beside its data
+//! directory; dropped while a test panics, it says whether the server was still running (or how
+//! it ended) and prints that log's last lines, so a failure that a dead or stalled server caused
+//! says so. Shared by `tests/it/milvus.rs` and `benches/scale.rs` (each includes this file with
+//! `#[path]`). Panics, saying why, when the server cannot be installed or started.
 
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 /// Which server.
@@ -36,6 +38,10 @@ pub struct Milvus {
     child: Child,
     pub port: u16,
     pub kind: Kind,
+    /// Where the server's output goes (appended to by a restart on the same directory).
+    log: PathBuf,
+    /// Set by [`Milvus::stop`]: the server ended because it was asked to.
+    stopped: bool,
 }
 
 impl Milvus {
@@ -74,13 +80,21 @@ impl Milvus {
             .output()
             .expect("scripts/milvus.sh python");
         let python = String::from_utf8(python.stdout).expect("utf-8");
+        let log = dir.with_extension("log");
+        let output = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap_or_else(|e| {
+                panic!("cannot open the Milvus server's log {}: {e}", log.display())
+            });
         let mut child = Command::new(python.trim())
             .arg(root.join("scripts/milvus_server.py"))
             .args(["--dir", dir.to_str().expect("utf-8")])
             .args(["--port", &port.to_string()])
             .args((kind == Kind::Lite).then_some("--lite"))
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(output)
             .spawn()
             .expect("the Milvus server starts");
         let mut line = String::new();
@@ -89,9 +103,21 @@ impl Milvus {
             .expect("reads the server's first line");
         assert!(
             line.starts_with("ready"),
-            "the Milvus server did not start: {line:?}"
+            "the Milvus server did not start: {line:?}; its log ends:\n{}",
+            tail(&log)
         );
-        Milvus { child, port, kind }
+        Milvus {
+            child,
+            port,
+            kind,
+            log,
+            stopped: false,
+        }
+    }
+
+    /// How the server ended, if it has (`None` while it runs).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 
     /// The `--backend` value that reaches it.
@@ -101,14 +127,44 @@ impl Milvus {
 
     /// Stops it (SIGTERM, then waits).
     pub fn stop(&mut self) {
-        // SAFETY: kill(2) with our own child's pid and a valid signal number.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        if self.exited().is_none() {
+            // SAFETY: kill(2) with our own child's pid and a valid signal number.
+            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        }
         let _ = self.child.wait();
     }
 }
 
 impl Drop for Milvus {
     fn drop(&mut self) {
+        if std::thread::panicking() && !self.stopped {
+            let state = match self.exited() {
+                None => "was still running".to_string(),
+                Some(status) => format!("had ended by itself ({status})"),
+            };
+            eprintln!(
+                "the {:?} Milvus server on port {} {state}; its log ({}) ends:\n{}",
+                self.kind,
+                self.port,
+                self.log.display(),
+                tail(&self.log)
+            );
+        }
         self.stop();
+    }
+}
+
+/// The last 80 lines of the file at `path` (or why it cannot be read).
+fn tail(path: &Path) -> String {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(80)..].join("\n")
+        }
+        Err(e) => format!("(cannot read it: {e})"),
     }
 }
