@@ -5,7 +5,9 @@
 //! the ten; the task's measure is MAP over the top 10 with PerfectMatch and Relevant counted
 //! relevant ([`average_precision`], the official scorer's definition). [`eval_forum`] ranks
 //! every original question's related questions with kindred's real search pipeline (one
-//! collection of all related questions, each search filtered to the question's own ten).
+//! collection of all related questions, each search filtered to the question's own ten); with
+//! a model that carries a compression operator, also by the cosine of compressed vectors for
+//! long texts ([`compressed_rows`]).
 
 use std::path::Path;
 use std::time::Instant;
@@ -14,7 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::db::NewDocument;
 use crate::error::{io_err, Result, UserError};
+use crate::model::operators::{Operation, Operators};
+use crate::score::dot;
 use crate::search::{self, Mode, Rerank, SearchParams, Weighting};
+use crate::types::Encoded;
 use crate::Encoder;
 
 /// A related question's label with respect to its original question.
@@ -368,7 +373,8 @@ pub fn related_documents(questions: &[OriginalQuestion]) -> Vec<NewDocument> {
 /// Ranks each original question's related questions with the search pipeline in a temporary
 /// collection, for every first stage alone, with RCMD rerank (uniform and IDF weights), with
 /// the context channel (`rerank: context`, from each thread's comments) and by P(duplicate);
-/// plus the task's search-engine order. `progress(what, done, total)`.
+/// plus the task's search-engine order, and [`compressed_rows`] when the model carries a
+/// compression operator. `progress(what, done, total)`.
 /// `extra` adds named configurations (e.g. a collection's learned search defaults), ranked
 /// like the built-in ones.
 pub fn eval_forum(
@@ -447,6 +453,23 @@ pub fn eval_forum(
         }
         progress("ranking", c as u64 + 1, configs.len() as u64);
     }
+    if let Some(ops) = encoder
+        .operators()
+        .filter(|o| o.has(Operation::Compression))
+    {
+        let texts: Vec<String> = docs.iter().map(|d| d.text.clone()).collect();
+        let mut done = 0;
+        let related = encoder.encode_with_progress(&texts, |n| {
+            done += n as u64;
+            progress("encoding related questions", done, texts.len() as u64)
+        })?;
+        let mut related = related.into_iter();
+        let related: Vec<Vec<Encoded>> = questions
+            .iter()
+            .map(|q| related.by_ref().take(q.related.len()).collect())
+            .collect();
+        rows.extend(compressed_rows(ops, questions, &queries, &related));
+    }
     drop(view);
     drop(db);
     Ok(ForumReport {
@@ -455,6 +478,63 @@ pub fn eval_forum(
         index_seconds,
         rows,
     })
+}
+
+/// The lengths (content wordpieces) above which [`compressed_rows`] compress a text's vector:
+/// about the median forum post (subject and body, 45 wordpieces) and a long one.
+pub const COMPRESS_ABOVE: [usize; 2] = [32, 64];
+
+/// Cosine rankings where a long text's sentence vector is replaced by the compression
+/// operator's output (what a first stage would search with if long posts were compressed):
+/// for each threshold of [`COMPRESS_ABOVE`], compressing the original question only, and
+/// compressing it and its related questions. `queries[i]` is question `i`'s encoding,
+/// `related[i]` its related questions' in file order.
+pub fn compressed_rows(
+    ops: &Operators,
+    questions: &[OriginalQuestion],
+    queries: &[Encoded],
+    related: &[Vec<Encoded>],
+) -> Vec<ForumRow> {
+    let vector = |e: &Encoded, above: usize| -> Vec<f32> {
+        if e.tokens.len() > above {
+            ops.apply(Operation::Compression, &e.sentence, None)
+        } else {
+            e.sentence.clone()
+        }
+    };
+    let mut rows = Vec::new();
+    for above in COMPRESS_ABOVE {
+        for both in [false, true] {
+            let rankings: Vec<Vec<bool>> = questions
+                .iter()
+                .zip(queries)
+                .zip(related)
+                .map(|((q, query), related)| {
+                    let qv = vector(query, above);
+                    let mut scored: Vec<(f32, bool)> = (q.related.iter().zip(related))
+                        .map(|(r, e)| {
+                            let score = if both {
+                                dot(&qv, &vector(e, above))
+                            } else {
+                                dot(&qv, &e.sentence)
+                            };
+                            (score, r.relevance.relevant())
+                        })
+                        .collect();
+                    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+                    scored.into_iter().map(|(_, relevant)| relevant).collect()
+                })
+                .collect();
+            let which = if both {
+                "question and related"
+            } else {
+                "question"
+            };
+            let name = format!("cosine, compressed above {above} wordpieces ({which})");
+            rows.push(ForumRow::of(&name, &rankings, 0));
+        }
+    }
+    rows
 }
 
 /// The configurations every forum evaluation ranks with: each first stage alone, the RCMD
@@ -527,6 +607,7 @@ fn config_name(mode: Mode, rerank: Rerank, weights: Weighting) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::{Gaussian, Token};
 
     const SAMPLE: &str = r#"<xml version="1.0">
 <OrgQuestion ORGQ_ID="Q1">
@@ -610,6 +691,77 @@ mod tests {
         assert_eq!(
             per_question_ap(&[vec![true], vec![false, false]]),
             vec![100.0, 0.0]
+        );
+    }
+
+    /// A text of `n` wordpieces whose sentence vector is `v`.
+    fn encoded(v: [f32; 2], n: usize) -> Encoded {
+        let token = Token {
+            text: "w".into(),
+            id: 1,
+            start: 0,
+            end: 1,
+        };
+        Encoded {
+            tokens: vec![token; n],
+            truncated: false,
+            token_vectors: Vec::new(),
+            sentence: v.to_vec(),
+            intent: Gaussian {
+                mu: v.to_vec(),
+                sigma: vec![1.0; 2],
+            },
+        }
+    }
+
+    #[test]
+    fn compressed_rows_move_only_texts_above_the_threshold() {
+        // A compression that sends every text towards (0, 1): zero hidden layer, output bias
+        // (0, 100), so compress(u) = normalise(u + (0, 100)).
+        let dense = |inputs: usize, outputs: usize, bias: Vec<f32>| crate::model::heads::Dense {
+            inputs,
+            outputs,
+            weight: vec![0.0; inputs * outputs],
+            bias,
+        };
+        let net = crate::model::operators::Mlp {
+            hidden: dense(2, 1, vec![0.0]),
+            out: dense(1, 2, vec![0.0, 100.0]),
+        };
+        let ops = Operators {
+            nets: [(Operation::Compression, net)].into_iter().collect(),
+            trained_for: "test".into(),
+        };
+        let mut q = parse_forum(SAMPLE).unwrap().remove(0);
+        // Q1_R2 (irrelevant) points at (0, 1), Q1_R1 (perfect match) at the question's own
+        // (1, 0): by their own vectors the match is first.
+        q.related.swap(0, 1);
+        let related = vec![vec![encoded([1.0, 0.0], 10), encoded([0.0, 1.0], 10)]];
+        let ap = |query: Encoded| -> Vec<f64> {
+            compressed_rows(&ops, std::slice::from_ref(&q), &[query], &related)
+                .iter()
+                .map(|r| r.map)
+                .collect()
+        };
+        // Short (10 wordpieces): never compressed, the match first everywhere.
+        assert_eq!(ap(encoded([1.0, 0.0], 10)), vec![100.0; 4]);
+        // 40 wordpieces: compressed above 32 (towards the irrelevant one: AP 1/2), not above 64.
+        assert_eq!(ap(encoded([1.0, 0.0], 40)), vec![50.0, 50.0, 100.0, 100.0]);
+        let names: Vec<String> = compressed_rows(
+            &ops,
+            std::slice::from_ref(&q),
+            &[encoded([1.0, 0.0], 40)],
+            &related,
+        )
+        .into_iter()
+        .map(|r| r.ranking)
+        .collect();
+        assert_eq!(
+            names[..2],
+            [
+                "cosine, compressed above 32 wordpieces (question)",
+                "cosine, compressed above 32 wordpieces (question and related)"
+            ]
         );
     }
 

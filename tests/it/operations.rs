@@ -368,6 +368,46 @@ fn trained_operators_join_the_model_directory_without_changing_its_vectors() {
     assert_eq!(ops["nearest"].as_array().unwrap().len(), 5, "{ops}");
     assert!(ops.get("words").is_none(), "no decoder, no words: {ops}");
 
+    // `kindred eval forum` with the learned compression adds the compressed long-post rows
+    // (on three original questions of the forum's dev file, ten related questions each).
+    let xml = std::fs::read_to_string(shared_data(
+        "semeval2016_task3/SemEval2016-Task3-CQA-QL-dev.xml",
+    ))
+    .unwrap();
+    let blocks: Vec<&str> = xml.split("<OrgQuestion ").skip(1).take(30).collect();
+    let forum = dir.path().join("forum.xml");
+    std::fs::write(
+        &forum,
+        format!("<root><OrgQuestion {}", blocks.join("<OrgQuestion ")),
+    )
+    .unwrap();
+    let report_path = dir.path().join("forum.json");
+    run_ok(kindred(&data, &out).args([
+        "eval",
+        "forum",
+        forum.to_str().unwrap(),
+        "--out",
+        report_path.to_str().unwrap(),
+    ]));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    let compressed: Vec<&Value> = report["report"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["ranking"].as_str().unwrap().contains("compressed above"))
+        .collect();
+    assert_eq!(compressed.len(), if learned { 4 } else { 0 }, "{report}");
+    for r in compressed {
+        let map = r["map"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&map), "{r}");
+        assert_eq!(
+            r["ap"].as_array().unwrap().len(),
+            report["report"]["questions"],
+            "{r}"
+        );
+    }
+
     // `kindred train decoder` on top: the operators stay, the vectors too, and `kindred ops`
     // reads vectors back as words.
     let decoded = dir.path().join("with-decoder");
