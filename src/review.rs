@@ -3,7 +3,8 @@
 //!
 //! Owns the review queue (newest documents first, each with its best other match by the
 //! search pipeline, kept when P(duplicate) reaches the threshold and the pair has no verdict
-//! yet, with what the document asks beyond its match) and the verdicts, stored in the
+//! yet, with what the document asks beyond its match and the two documents it asks at once when
+//! it is a compound of them) and the verdicts, stored in the
 //! collection as labelled pairs (`pairs/c`) and exported in the QQP TSV layout
 //! (`label<TAB>question1<TAB>question2<TAB>id`) that `kindred calibrate`, `kindred eval pairs`
 //! and training read.
@@ -15,7 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::db::Database;
 use crate::engine::Collection;
 use crate::error::{InternalError, Result, UserError};
-use crate::search::{self, Beyond, Hit, SearchParams};
+use crate::search::{self, Beyond, Compound, Hit, SearchParams};
 
 /// One question of a pair: a stored document (with its id) or a submitted text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -188,6 +189,12 @@ pub struct ReviewItem {
     /// on. Absent when every phrase is matched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub beyond: Option<Beyond>,
+    /// The two other documents the document asks at once, when their fusion matches it
+    /// better than any single one and reaches the threshold (as the duplicate check's
+    /// `compound`); absent otherwise. Such a document is queued even when its best single
+    /// match is below the threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compound: Option<Compound>,
 }
 
 /// One page of the review queue.
@@ -227,8 +234,9 @@ pub struct ReviewQuery {
 pub const MAX_SCAN: usize = 1000;
 
 /// The review queue: the newest `scan` documents (before `before`), each searched against the
-/// collection (hybrid + RCMD rerank, its stored vectors as the query); a document whose best
-/// other match reaches the threshold is queued unless the pair already has a verdict, and each
+/// other documents (hybrid + RCMD rerank, its stored vectors as the query, compounds checked);
+/// a document whose best other match reaches the threshold, or that is a compound of two others
+/// reaching it, is queued unless the pair with its best match already has a verdict, and each
 /// pair appears once.
 pub fn queue(col: &Collection<'_>, q: &ReviewQuery) -> Result<ReviewPage> {
     let (db, collection) = (col.view().db(), col.name());
@@ -254,8 +262,9 @@ pub fn queue(col: &Collection<'_>, q: &ReviewQuery) -> Result<ReviewPage> {
     let more = recent.len() > q.scan;
     recent.truncate(q.scan);
     let params = SearchParams {
-        k: 2,
+        k: 1,
         explain: false,
+        compound: true,
         rerank_depth: 20,
         depths: search::Depths {
             cosine: 20,
@@ -271,8 +280,9 @@ pub fn queue(col: &Collection<'_>, q: &ReviewQuery) -> Result<ReviewPage> {
                 return Ok(None); // deleted since
             };
             let query = doc.encoded();
-            let out = col.search_encoded(&doc.text, &query, &params)?;
-            let Some(best) = out.hits.into_iter().find(|h| h.id != doc.id) else {
+            let out = col.search_beside(&doc.id, &doc.text, &query, &params)?;
+            let compound = out.compound.filter(|c| c.probability >= threshold);
+            let Some(best) = out.hits.into_iter().next() else {
                 return Ok(None);
             };
             let document = PairSide {
@@ -287,7 +297,8 @@ pub fn queue(col: &Collection<'_>, q: &ReviewQuery) -> Result<ReviewPage> {
                 },
             );
             // Only pairs above the threshold are looked up among the verdicts.
-            if best.probability < threshold || db.pair(collection, &key)?.is_some() {
+            let queued = best.probability >= threshold || compound.is_some();
+            if !queued || db.pair(collection, &key)?.is_some() {
                 return Ok(None);
             }
             Ok(Some((
@@ -296,6 +307,7 @@ pub fn queue(col: &Collection<'_>, q: &ReviewQuery) -> Result<ReviewPage> {
                     matched: best,
                     key,
                     beyond: None,
+                    compound,
                 },
                 query,
             )))
@@ -312,7 +324,8 @@ pub fn queue(col: &Collection<'_>, q: &ReviewQuery) -> Result<ReviewPage> {
         if q.explain {
             item.matched.explanation = budget.try_admit(|| col.explain(doc, &query, id))?;
         }
-        item.beyond = col.beyond(doc, &query, id)?;
+        let asker = item.document.id.as_deref();
+        item.beyond = col.beyond((doc, &query, asker), id)?;
         items.push(item);
     }
     Ok(ReviewPage {

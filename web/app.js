@@ -288,6 +288,9 @@ function queueItem(item) {
   const li = el('li', { dataset: { key: item.key } },
     el('div', { class: 'qtext', text: item.document.text }),
     el('div', { class: 'small' }, '≈ ', el('span', { text: item.matched.text }), badge(item.matched.probability, threshold ?? 0.5)),
+    item.compound
+      ? el('div', { class: 'small covers-two', text: `covers two entries (P ${pct(item.compound.probability)}): ${item.compound.covers.map((c) => c.text).join(' · ')}` })
+      : null,
     item.beyond ? el('div', { class: 'small also-asks', text: `also asks: ${item.beyond.phrases.join(' · ')}` }) : null,
     item.document.id ? null : el('div', { class: 'small', text: 'submitted, not stored' }));
   li.addEventListener('click', () => select(item));

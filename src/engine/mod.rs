@@ -472,6 +472,41 @@ impl Collection<'_> {
         )
     }
 
+    /// Searches the *other* documents for stored document `id` (`text` and its stored vectors
+    /// `query` as the query): its own hit leaves the scored candidates before the top k and
+    /// before the compound check (`params.compound`), so that two other documents it joins can
+    /// be found. What the review queue runs.
+    pub fn search_beside(
+        &self,
+        id: &str,
+        text: &str,
+        query: &Encoded,
+        params: &SearchParams,
+    ) -> Result<SearchOutcome> {
+        search::validate(params)?;
+        let judge = self.judge()?;
+        let start = Instant::now();
+        let scope = search::scope(&self.view, params)?;
+        let lexical = search::lexical_stage(&self.view, text, params, &scope)?;
+        let mut scored = self.scored(&judge, text, query, (params, &scope), lexical, start)?;
+        scored.hits.retain(|(hit, _)| hit.id != id);
+        let outcome = |pairing: Option<&Pairing<'_>>| {
+            search::outcome(
+                scored,
+                &judge,
+                (text, query),
+                params,
+                (&*self.encoder, pairing),
+                start,
+            )
+        };
+        if params.compound {
+            self.with_pairing(text, |pairing| outcome(Some(pairing)))
+        } else {
+            Ok(outcome(None))
+        }
+    }
+
     /// Is `text` a duplicate of stored questions? A hybrid search scores the whole candidate
     /// pool (`rerank_depth`), whose `k` most probable matches are judged against `threshold`
     /// (default: the judge's).
@@ -545,22 +580,28 @@ impl Collection<'_> {
                     .lexical_index()
                     .with_idf(|idf| lexical_similarity(&query_terms, &crate::text::terms(t), idf))
             },
-            nearest: &|v, exclude| self.read_back(v, exclude),
+            nearest: &|v, exclude| self.read_back(v, &[Some(exclude)]),
             words: &|v| self.words(v),
         };
         Ok(f(&pairing))
     }
 
     /// What `text` (encoded as `query`) asks beyond stored document `id` ([`search::beyond`]):
-    /// None when every phrase of it is matched, or when there is no document `id`.
-    pub fn beyond(&self, text: &str, query: &Encoded, id: &str) -> Result<Option<Beyond>> {
+    /// None when every phrase of it is matched, or when there is no document `id`. `asker`:
+    /// the id `text` is stored under, if it is (the review queue's documents), which the
+    /// difference's read-back leaves out as it leaves out `id`.
+    pub fn beyond(
+        &self,
+        (text, query, asker): (&str, &Encoded, Option<&str>),
+        id: &str,
+    ) -> Result<Option<Beyond>> {
         let Some(doc) = self.view.get(id)? else {
             return Ok(None);
         };
         let doc = search::Explainable::of(doc, None);
         let read_back: search::ReadBack<'_> = (
             &|a, b| self.difference(a, b),
-            &|v, exclude| self.read_back(v, exclude),
+            &|v, exclude| self.read_back(v, &[Some(exclude), asker]),
             &|v| self.words(v),
         );
         Ok(search::beyond(
@@ -581,11 +622,11 @@ impl Collection<'_> {
     }
 
     /// A difference read back for `beyond`: the [`BEYOND_NEAREST`] stored questions nearest
-    /// `v` at cosine [`BEYOND_MIN_COSINE`] or more, `exclude` left out. A read that fails
-    /// leaves `beyond` without questions, not the answer.
-    fn read_back(&self, v: &[f32], exclude: &str) -> Vec<Nearest> {
+    /// `v` at cosine [`BEYOND_MIN_COSINE`] or more, the documents `exclude` names left out. A
+    /// read that fails leaves `beyond` without questions, not the answer.
+    fn read_back(&self, v: &[f32], exclude: &[Option<&str>]) -> Vec<Nearest> {
         let mut near = self
-            .nearest(v, BEYOND_NEAREST, Some(exclude))
+            .nearest(v, BEYOND_NEAREST, exclude)
             .unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "reading back what a query asks beyond a match");
                 Vec::new()
@@ -600,15 +641,20 @@ impl Collection<'_> {
     }
 
     /// The `k` stored questions nearest `vector` by cosine (the graph's answer), leaving out
-    /// the document `exclude`: a vector read back as questions.
-    pub fn nearest(&self, vector: &[f32], k: usize, exclude: Option<&str>) -> Result<Vec<Nearest>> {
+    /// the documents `exclude` names: a vector read back as questions.
+    pub fn nearest(
+        &self,
+        vector: &[f32],
+        k: usize,
+        exclude: &[Option<&str>],
+    ) -> Result<Vec<Nearest>> {
         let mut out = Vec::with_capacity(k);
-        let wanted = k + usize::from(exclude.is_some());
+        let wanted = k + exclude.iter().flatten().count();
         for (internal, cosine) in self.view.cosine(vector, wanted, None)? {
             let Some(doc) = self.view.get_internal(internal)? else {
                 continue;
             };
-            if Some(doc.id.as_str()) != exclude && out.len() < k {
+            if !exclude.contains(&Some(doc.id.as_str())) && out.len() < k {
                 out.push(Nearest {
                     id: doc.id,
                     text: doc.text,
@@ -654,7 +700,7 @@ impl Collection<'_> {
                 (Some(_), Some(_)) => "learned",
                 (Some(_), None) => "arithmetic",
             },
-            nearest: self.nearest(&vector, k, None)?,
+            nearest: self.nearest(&vector, k, &[])?,
             words: self.encoder.decoder().map(|_| self.words(&vector)),
         })
     }

@@ -127,7 +127,9 @@ fn a_compound_question_covers_both_entries_and_a_near_duplicate_says_what_it_ask
 
 /// The review queue says what a queued question asks beyond its match, as the duplicate
 /// check does: a stored near-duplicate that asks more is queued with `beyond` (the phrase,
-/// read back as the entry it is about); a paraphrase that asks nothing more is queued without.
+/// read back as the entry it is about); a paraphrase that asks nothing more is queued without;
+/// a stored compound question is queued with `compound` covering both entries, at the
+/// collection's own threshold too, where its best single match alone is not queued.
 #[test]
 fn the_review_queue_says_what_a_queued_question_asks_beyond_its_match() {
     let dir = tempfile::tempdir().unwrap();
@@ -139,25 +141,68 @@ fn the_review_queue_says_what_a_queued_question_asks_beyond_its_match() {
         Some(&json!([
             { "id": "cancel-again", "text": "How can I cancel my subscription?" },
             { "id": "refund-paypal", "text": "How do I get a refund for an order paid with PayPal?" },
+            { "id": "both", "text": "How do I reset my password and change the email on my account?" },
         ])),
     );
     assert_eq!(st, 200, "{v}");
-    let (st, page) = call(
-        "GET",
-        &s.url("/v1/collections/faq/review?threshold=0.05&scan=20"),
-        None,
-        None,
-    );
-    assert_eq!(st, 200, "{page}");
-    let item = |id: &str| -> Value {
+    let review = |threshold: &str| -> Value {
+        let (st, page) = call(
+            "GET",
+            &s.url(&format!("/v1/collections/faq/review?scan=20{threshold}")),
+            None,
+            None,
+        );
+        assert_eq!(st, 200, "{page}");
+        page
+    };
+    let find = |page: &Value, id: &str| -> Option<Value> {
         page["items"]
             .as_array()
             .unwrap()
             .iter()
             .find(|i| i["document"]["id"] == id)
             .cloned()
-            .unwrap_or_else(|| panic!("{id} is not queued: {page}"))
     };
+    let page = review("&threshold=0.05");
+    let item = |id: &str| find(&page, id).unwrap_or_else(|| panic!("{id} is not queued: {page}"));
+
+    // The compound: both entries, at the low threshold and at one its best single match's P
+    // does not reach, where the compound alone queues it.
+    let ids = |item: &Value| -> Vec<String> {
+        item["compound"]["covers"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no compound: {item}"))
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let both = item("both");
+    assert_eq!(ids(&both), ["reset", "email"], "{both}");
+    let (single, fused) = (
+        both["matched"]["probability"].as_f64().unwrap(),
+        both["compound"]["probability"].as_f64().unwrap(),
+    );
+    assert!(fused > single + 0.1, "{both}");
+    let between = (single + fused) / 2.0;
+    let high = review(&format!("&threshold={between}"));
+    let both = find(&high, "both").unwrap_or_else(|| panic!("the compound is not queued: {high}"));
+    assert_eq!(ids(&both), ["reset", "email"], "{both}");
+    assert!(
+        find(&high, "cancel-again")
+            .is_some_and(|i| i["matched"]["probability"].as_f64().unwrap() >= between),
+        "a single match above the threshold is still queued: {high}"
+    );
+    assert!(item("cancel-again").get("compound").is_none());
+    // What an item asks beyond its match is read back among the other documents: never as
+    // the queued document itself (before, the compound's rest read back as itself first).
+    for i in page["items"].as_array().unwrap() {
+        let own = &i["document"]["id"];
+        let nearest = i["beyond"]["nearest"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(nearest.iter().all(|n| &n["id"] != own), "{i}");
+    }
     let paypal = item("refund-paypal");
     assert_eq!(paypal["matched"]["id"], "refund", "{paypal}");
     let beyond = &paypal["beyond"];

@@ -74,11 +74,14 @@ fn admin_ui_in_headless_chromium() {
     // 150 duplicate pairs from QQP dev: first every question 1, then every question 2, so the
     // newest documents have their duplicates stored (the review queue finds them).
     let pairs = duplicate_pairs(150);
-    // Two FAQ entries first (the oldest, so the review queue does not show them), which a
-    // compound question asks together.
+    // Four FAQ entries first (the oldest, so the review queue does not show them): two a
+    // submitted compound question asks together, two a stored one does (stored last, so the
+    // review queue shows it covering both).
     let mut docs: Vec<Value> = vec![
         json!({ "id": "faq-reset", "text": "How do I reset my password?" }),
         json!({ "id": "faq-email", "text": "How can I change the email address on my account?" }),
+        json!({ "id": "faq-cancel", "text": "How do I cancel my subscription?" }),
+        json!({ "id": "faq-invoice", "text": "How do I download my invoices?" }),
     ];
     docs.extend(pairs.iter().enumerate().map(
         |(i, (a, _))| json!({ "id": format!("a{i}"), "text": a, "metadata": { "source": "qqp dev" } }),
@@ -102,6 +105,7 @@ fn admin_ui_in_headless_chromium() {
             .skip(1)
             .map(|(i, (_, b))| json!({ "id": format!("b{i}"), "text": b })),
     );
+    docs.push(json!({ "id": "faq-both", "text": "How do I cancel my subscription and download my invoices?" }));
     for chunk in docs.chunks(200) {
         let (st, r) = call(
             "POST",
@@ -156,6 +160,11 @@ fn admin_ui_in_headless_chromium() {
             "How do I reset my password and change the email on my account?",
         )
         .env("COMPOUND_COVERS", json!(["faq-reset", "faq-email"]).to_string())
+        .env("REVIEW_COMPOUND", "faq-both")
+        .env(
+            "REVIEW_COMPOUND_COVERS",
+            json!(["faq-cancel", "faq-invoice"]).to_string(),
+        )
         .env("DEFAULTS_REASON", reason)
         .env(
             "LONG_A",

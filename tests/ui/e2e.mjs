@@ -360,6 +360,14 @@ try {
       const li = page.locator(`#review-list li[data-key="${beyond[0].key}"]`);
       assert.ok((await li.locator('.also-asks').textContent()).includes(beyond[0].beyond.phrases[0]));
     }
+    // A stored compound question is queued with the two entries it covers, named in the list.
+    const compounds = queued.items.filter((i) => i.compound);
+    assert.equal(await page.locator('#review-list li .covers-two').count(), compounds.length);
+    const stored = compounds.find((i) => i.document.id === env('REVIEW_COMPOUND'));
+    assert.ok(stored, `${env('REVIEW_COMPOUND')} is queued as a compound`);
+    assert.deepEqual(stored.compound.covers.map((c) => c.id).sort(), JSON.parse(env('REVIEW_COMPOUND_COVERS')).sort());
+    const covers = await page.locator(`#review-list li[data-key="${stored.key}"] .covers-two`).textContent();
+    for (const c of stored.compound.covers) assert.ok(covers.includes(c.text), covers);
     await page.waitForSelector('#review-detail svg.heatmap');
     const pairKey = await page.locator('#review-list li.selected').getAttribute('data-key');
     await page.screenshot({ path: `${shots}/review.png` });

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::search::{Beyond, Hit};
+use super::search::{Beyond, Compound, Hit};
 use crate::review;
 
 /// One question of a pair: a stored document (with its id) or a submitted text.
@@ -109,6 +109,12 @@ pub struct ReviewItem {
     /// matched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub beyond: Option<Beyond>,
+    /// The two other documents the document asks at once, when their fusion matches it better
+    /// than any single one and reaches the threshold (as the duplicate check's `compound`);
+    /// such a document is queued even when its best single match is below the threshold.
+    /// Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compound: Option<Compound>,
 }
 
 impl From<review::ReviewItem> for ReviewItem {
@@ -118,6 +124,7 @@ impl From<review::ReviewItem> for ReviewItem {
             matched: i.matched.into(),
             key: i.key,
             beyond: i.beyond.map(Into::into),
+            compound: i.compound.map(Into::into),
         }
     }
 }
