@@ -241,8 +241,10 @@ async function search() {
   // Left at "collection's default", mode and rerank come from the collection's search defaults.
   if ($('mode').value) body.mode = $('mode').value;
   if ($('rerank').value) body.rerank = $('rerank').value;
+  if ($('ask-compound').checked) body.compound = true;
   const out = await api('POST', `/v1/collections/${seg(c)}/search`, body);
   say('');
+  $('search-compound').replaceChildren(...(out.compound ? [compoundBox(out.compound, 'search-covers')] : []));
   const st = out.settings;
   $('search-settings').textContent = st
     ? `settings in force: mode ${st.mode} (${st.source.mode}) · rerank ${st.rerank} (${st.source.rerank}) · weights ${st.weights} (${st.source.weights}) · fusion (${st.source.fusion})` +
@@ -329,18 +331,20 @@ function select(item) {
   renderExplanation(explanation, { explanation: item.matched.explanation, cosine: item.matched.stages.cosine?.score, probability: item.matched.probability });
 }
 
+// The two stored entries a compound question covers, each with the phrases it explains.
+function compoundBox(c, id) {
+  return el('div', { class: 'compound', id },
+    el('strong', { text: `Covers these two entries at once (P ${pct(c.probability)})` }),
+    el('ul', { class: 'covers' }, ...c.covers.map((p) => el('li', { dataset: { id: p.id } },
+      el('span', { class: 'qtext', text: p.text }),
+      el('div', { class: 'small', text: `id ${p.id} · explains: ${p.phrases.join(' · ') || '–'}` })))));
+}
+
 // What the duplicate check says besides the best match: the two entries a compound question
 // covers, and what the question asks beyond its match (docs/operations-on-questions.md).
 function insights(item) {
   const out = [];
-  const c = item.compound;
-  if (c) {
-    out.push(el('div', { class: 'compound', id: 'compound' },
-      el('strong', { text: `Covers these two entries at once (P ${pct(c.probability)})` }),
-      el('ul', { class: 'covers' }, ...c.covers.map((p) => el('li', { dataset: { id: p.id } },
-        el('span', { class: 'qtext', text: p.text }),
-        el('div', { class: 'small', text: `id ${p.id} · explains: ${p.phrases.join(' · ') || '–'}` }))))));
-  }
+  if (item.compound) out.push(compoundBox(item.compound, 'compound'));
   // A queued pair carries it on the item, a submitted question's match on the match.
   const b = item.beyond ?? item.matched.beyond;
   if (b) {

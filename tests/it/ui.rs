@@ -207,6 +207,7 @@ fn admin_ui_in_headless_chromium() {
     for shot in [
         "collections",
         "search",
+        "search-compound",
         "explain",
         "explain-40x40",
         "review",

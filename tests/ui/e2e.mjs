@@ -192,7 +192,23 @@ try {
     const head = await first.locator('table.stages thead').textContent();
     for (const s of ['cosine', 'W2', 'lexical', 'fused', 'RCMD', 'final']) assert.ok(head.includes(s), `stage ${s} missing`);
     assert.match(await first.locator('.badge.prob').textContent(), /P\(dup\) \d+\.\d%/);
+    assert.equal(await page.locator('#search-covers').count(), 0, 'no compound unless asked');
     await page.screenshot({ path: `${shots}/search.png`, fullPage: false });
+  });
+
+  await check('search: asked to, a compound question shows the two entries it covers', async () => {
+    await page.fill('#q', env('COMPOUND'));
+    await page.check('#ask-compound');
+    await page.click('#search-form button[type=submit]');
+    await page.waitForSelector('#search-covers .covers li');
+    const ids = await page.locator('#search-covers .covers li').evaluateAll((lis) => lis.map((li) => li.dataset.id));
+    assert.deepEqual(ids.sort(), JSON.parse(env('COMPOUND_COVERS')).sort());
+    await page.screenshot({ path: `${shots}/search-compound.png`, fullPage: false });
+    // Unticked, the same search says nothing of compounds.
+    await page.uncheck('#ask-compound');
+    await page.click('#search-form button[type=submit]');
+    await page.waitForFunction(() => !document.querySelector('#search-covers'));
+    await page.fill('#q', env('QUERY'));
   });
 
   await check('the collection\'s search defaults show with their reason, on the collections and search pages', async () => {
