@@ -65,7 +65,8 @@ pub struct SearchParams {
     pub filter: serde_json::Map<String, serde_json::Value>,
     /// Also check whether the text asks two stored questions at once (the answer's
     /// `compound`): only a text that splits at a join is checked, its halves encoded for it.
-    /// Read by `Collection::search`; a search of an already encoded query does not check.
+    /// Read by `Collection::search` and `Collection::search_beside` (the review queue's); a
+    /// search of an already encoded query (`search_encoded`) does not check.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub compound: bool,
 }
