@@ -1,16 +1,18 @@
-//! kindred's HNSW graph (`src/index/graph.rs`) against hnswlib, on the same real question
-//! vectors, in one run (custom harness; prints a markdown table):
+//! kindred's HNSW graph (`src/index/graph.rs`) against hnswlib and FAISS (`IndexHNSWFlat`, and
+//! `IndexHNSWSQ` with 8-bit scalar-quantised vectors), on the same real question vectors, in
+//! one run (custom harness; prints markdown tables):
 //!
 //! - data: up to 51,000 distinct QQP questions (qqp_bimpm + qqp_deep1994 dev and test), encoded
 //!   once with the default model and cached in `target/ann-data/` (raw little-endian f32); the
 //!   first 50,000 are indexed, the last 1,000 are the queries. Cosine graph over the 384-d
 //!   sentence vectors; L2 graph over the 768-d intents [μ; σ] (W2).
-//! - build: vectors/s with 2 threads, M 16, ef_construction 200, for both libraries;
+//! - build: vectors/s with 2 threads, M 16, ef_construction 200, for every library;
 //! - search: one thread, k 10, queries/s (best of 3 passes) and recall@10 against brute force
-//!   at ef 16-128; then each library's QPS at recall@10 0.95 / 0.97 / 0.99, interpolated.
+//!   at ef 16-128 (kindred and hnswlib asked one query per call, FAISS all queries in one
+//!   batched call); then each library's QPS at recall@10 0.95 / 0.97 / 0.99, interpolated.
 //!
-//! hnswlib runs from `benches/ann_peers.py` in the venv `scripts/ann-peers.sh` makes (PyPI
-//! hnswlib 0.8.0); without it only kindred's rows print.
+//! The peers run from `benches/ann_peers.py` in the venv `scripts/ann-peers.sh` makes (PyPI
+//! hnswlib 0.8.0 and faiss-cpu 1.15.1); without it only kindred's rows print.
 //!
 //! Run: `scripts/ann-peers.sh && cargo bench --bench ann` (≈ 10 minutes on 2 cores, a third of
 //! it encoding on the first run).
@@ -192,8 +194,8 @@ fn recall(found: &[Vec<u64>], truth: &[Vec<u64>]) -> f64 {
     hits as f64 / (truth.len() * K) as f64
 }
 
-/// hnswlib's rows, from `benches/ann_peers.py` (one JSON object per line).
-fn hnswlib_rows(dir: &Path) -> Vec<Row> {
+/// The peers' rows (hnswlib, FAISS), from `benches/ann_peers.py` (one JSON object per line).
+fn peer_rows(dir: &Path) -> Vec<Row> {
     let python = root().join("target/ann-venv/bin/python");
     if !python.exists() {
         eprintln!(
@@ -212,7 +214,7 @@ fn hnswlib_rows(dir: &Path) -> Vec<Row> {
             ROUNDS.to_string(),
         ])
         .output()
-        .expect("runs the hnswlib bench");
+        .expect("runs the peers' bench");
     assert!(
         out.status.success(),
         "{}",
@@ -222,7 +224,7 @@ fn hnswlib_rows(dir: &Path) -> Vec<Row> {
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .map(|v| Row {
-            library: "hnswlib 0.8".into(),
+            library: v["library"].as_str().unwrap_or("?").into(),
             metric: v["metric"].as_str().unwrap_or("?").into(),
             build: v["build"].as_f64().unwrap_or(0.0),
             ef: v["ef"].as_u64().unwrap_or(0) as usize,
@@ -344,7 +346,7 @@ fn main() {
         &l2_base,
         &l2_q,
     ));
-    rows.extend(hnswlib_rows(&dir));
+    rows.extend(peer_rows(&dir));
     let cpu = support::cpu_model();
     println!("{n} vectors, {QUERIES} queries, k {K}, M 16, ef_construction 200, build on {THREADS} threads, search on 1; CPU: {cpu}\n");
     println!("| metric | library | build vectors/s | ef | search QPS | recall@10 |");
@@ -357,8 +359,8 @@ fn main() {
         );
     }
     println!("\nSearch QPS at equal recall@10 (linear between the efs above):\n");
-    println!("| metric | recall@10 | kindred QPS | hnswlib QPS | ratio |");
-    println!("|---|---:|---:|---:|---:|");
+    println!("| metric | recall@10 | kindred QPS | hnswlib QPS | FAISS HNSWFlat QPS | FAISS HNSWSQ8 QPS | kindred / hnswlib | kindred / FAISS HNSWFlat |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut metrics: Vec<&String> = rows.iter().map(|r| &r.metric).collect();
     metrics.dedup();
     for m in metrics {
@@ -371,11 +373,21 @@ fn main() {
                 qps_at(&curve, at)
             };
             let (k, h) = (qps("kindred"), qps("hnswlib"));
+            let (flat, sq) = (qps("FAISS 1.15 HNSWFlat"), qps("FAISS 1.15 HNSWSQ8"));
             let show = |q: Option<f64>| q.map_or("-".to_string(), |q| format!("{q:.0}"));
-            let ratio = k
-                .zip(h)
-                .map_or("-".to_string(), |(k, h)| format!("{:.2}", k / h));
-            println!("| {m} | {at} | {} | {} | {ratio} |", show(k), show(h));
+            let ratio = |peer: Option<f64>| {
+                k.zip(peer)
+                    .map_or("-".to_string(), |(k, p)| format!("{:.2}", k / p))
+            };
+            println!(
+                "| {m} | {at} | {} | {} | {} | {} | {} | {} |",
+                show(k),
+                show(h),
+                show(flat),
+                show(sq),
+                ratio(h),
+                ratio(flat)
+            );
         }
     }
 }
