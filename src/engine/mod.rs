@@ -386,21 +386,7 @@ impl Collection<'_> {
             lexical,
             stages_start,
         )?;
-        let outcome = |pairing: Option<&Pairing<'_>>| {
-            search::outcome(
-                scored,
-                &judge,
-                (text, &query),
-                params,
-                (&*self.encoder, pairing),
-                stages_start,
-            )
-        };
-        let mut out = if params.compound {
-            self.with_pairing(text, |pairing| outcome(Some(pairing)))?
-        } else {
-            outcome(None)
-        };
+        let mut out = self.answer(scored, &judge, (text, &query), params, stages_start)?;
         out.timings.encode_ms = encode_ms;
         out.timings.total_ms = search::ms(start);
         record_timings(&out.timings);
@@ -490,10 +476,23 @@ impl Collection<'_> {
         let lexical = search::lexical_stage(&self.view, text, params, &scope)?;
         let mut scored = self.scored(&judge, text, query, (params, &scope), lexical, start)?;
         scored.hits.retain(|(hit, _)| hit.id != id);
+        self.answer(scored, &judge, (text, query), params, start)
+    }
+
+    /// The answer to a search from its scored candidates ([`search::outcome`]), with the
+    /// compound check when `params.compound` asks for it.
+    fn answer(
+        &self,
+        scored: search::Scored,
+        judge: &Judge<'_>,
+        (text, query): (&str, &Encoded),
+        params: &SearchParams,
+        start: Instant,
+    ) -> Result<SearchOutcome> {
         let outcome = |pairing: Option<&Pairing<'_>>| {
             search::outcome(
                 scored,
-                &judge,
+                judge,
                 (text, query),
                 params,
                 (&*self.encoder, pairing),

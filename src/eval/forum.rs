@@ -19,7 +19,6 @@ use crate::error::{io_err, Result, UserError};
 use crate::model::operators::{Operation, Operators};
 use crate::score::dot;
 use crate::search::{self, Mode, Rerank, SearchParams, Weighting};
-use crate::types::Encoded;
 use crate::Encoder;
 
 /// A related question's label with respect to its original question.
@@ -457,16 +456,21 @@ pub fn eval_forum(
         .operators()
         .filter(|o| o.has(Operation::Compression))
     {
-        let texts: Vec<String> = docs.iter().map(|d| d.text.clone()).collect();
-        let mut done = 0;
-        let related = encoder.encode_with_progress(&texts, |n| {
-            done += n as u64;
-            progress("encoding related questions", done, texts.len() as u64)
-        })?;
-        let mut related = related.into_iter();
-        let related: Vec<Vec<Encoded>> = questions
+        // The related questions' vectors as the collection stores them.
+        let mut related = Vec::with_capacity(questions.len());
+        for q in questions {
+            let mut stored = Vec::with_capacity(q.related.len());
+            for r in &q.related {
+                let doc = view.get(&r.id)?.ok_or_else(|| {
+                    crate::InternalError::Store(format!("{} is not in the forum collection", r.id))
+                })?;
+                stored.push((doc.sentence, doc.tokens.len()));
+            }
+            related.push(stored);
+        }
+        let queries: Vec<(Vec<f32>, usize)> = queries
             .iter()
-            .map(|q| related.by_ref().take(q.related.len()).collect())
+            .map(|e| (e.sentence.clone(), e.tokens.len()))
             .collect();
         rows.extend(compressed_rows(ops, questions, &queries, &related));
     }
@@ -487,19 +491,20 @@ pub const COMPRESS_ABOVE: [usize; 2] = [32, 64];
 /// Cosine rankings where a long text's sentence vector is replaced by the compression
 /// operator's output (what a first stage would search with if long posts were compressed):
 /// for each threshold of [`COMPRESS_ABOVE`], compressing the original question only, and
-/// compressing it and its related questions. `queries[i]` is question `i`'s encoding,
-/// `related[i]` its related questions' in file order.
+/// compressing it and its related questions. Each text is its sentence vector and its count
+/// of content wordpieces: `queries[i]` question `i`'s, `related[i]` its related questions' in
+/// file order.
 pub fn compressed_rows(
     ops: &Operators,
     questions: &[OriginalQuestion],
-    queries: &[Encoded],
-    related: &[Vec<Encoded>],
+    queries: &[(Vec<f32>, usize)],
+    related: &[Vec<(Vec<f32>, usize)>],
 ) -> Vec<ForumRow> {
-    let vector = |e: &Encoded, above: usize| -> Vec<f32> {
-        if e.tokens.len() > above {
-            ops.apply(Operation::Compression, &e.sentence, None)
+    let vector = |(sentence, wordpieces): &(Vec<f32>, usize), above: usize| -> Vec<f32> {
+        if *wordpieces > above {
+            ops.apply(Operation::Compression, sentence, None)
         } else {
-            e.sentence.clone()
+            sentence.clone()
         }
     };
     let mut rows = Vec::new();
@@ -516,7 +521,7 @@ pub fn compressed_rows(
                             let score = if both {
                                 dot(&qv, &vector(e, above))
                             } else {
-                                dot(&qv, &e.sentence)
+                                dot(&qv, &e.0)
                             };
                             (score, r.relevance.relevant())
                         })
@@ -607,7 +612,6 @@ fn config_name(mode: Mode, rerank: Rerank, weights: Weighting) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{Gaussian, Token};
 
     const SAMPLE: &str = r#"<xml version="1.0">
 <OrgQuestion ORGQ_ID="Q1">
@@ -695,23 +699,8 @@ mod tests {
     }
 
     /// A text of `n` wordpieces whose sentence vector is `v`.
-    fn encoded(v: [f32; 2], n: usize) -> Encoded {
-        let token = Token {
-            text: "w".into(),
-            id: 1,
-            start: 0,
-            end: 1,
-        };
-        Encoded {
-            tokens: vec![token; n],
-            truncated: false,
-            token_vectors: Vec::new(),
-            sentence: v.to_vec(),
-            intent: Gaussian {
-                mu: v.to_vec(),
-                sigma: vec![1.0; 2],
-            },
-        }
+    fn text(v: [f32; 2], n: usize) -> (Vec<f32>, usize) {
+        (v.to_vec(), n)
     }
 
     #[test]
@@ -736,21 +725,21 @@ mod tests {
         // Q1_R2 (irrelevant) points at (0, 1), Q1_R1 (perfect match) at the question's own
         // (1, 0): by their own vectors the match is first.
         q.related.swap(0, 1);
-        let related = vec![vec![encoded([1.0, 0.0], 10), encoded([0.0, 1.0], 10)]];
-        let ap = |query: Encoded| -> Vec<f64> {
+        let related = vec![vec![text([1.0, 0.0], 10), text([0.0, 1.0], 10)]];
+        let ap = |query: (Vec<f32>, usize)| -> Vec<f64> {
             compressed_rows(&ops, std::slice::from_ref(&q), &[query], &related)
                 .iter()
                 .map(|r| r.map)
                 .collect()
         };
         // Short (10 wordpieces): never compressed, the match first everywhere.
-        assert_eq!(ap(encoded([1.0, 0.0], 10)), vec![100.0; 4]);
+        assert_eq!(ap(text([1.0, 0.0], 10)), vec![100.0; 4]);
         // 40 wordpieces: compressed above 32 (towards the irrelevant one: AP 1/2), not above 64.
-        assert_eq!(ap(encoded([1.0, 0.0], 40)), vec![50.0, 50.0, 100.0, 100.0]);
+        assert_eq!(ap(text([1.0, 0.0], 40)), vec![50.0, 50.0, 100.0, 100.0]);
         let names: Vec<String> = compressed_rows(
             &ops,
             std::slice::from_ref(&q),
-            &[encoded([1.0, 0.0], 40)],
+            &[text([1.0, 0.0], 40)],
             &related,
         )
         .into_iter()
