@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use kindred::index::graph::{Graph, Metric, Params};
+use kindred::index::graph::{Graph, GraphVectors, Metric, Params};
 use kindred::model;
 use kindred::score::wasserstein::embed;
 use kindred::{Encoder, EncoderOptions};
@@ -156,9 +156,14 @@ struct Row {
     recall: f64,
 }
 
-fn kindred_rows(metric: Metric, name: &str, base: &[Vec<f32>], queries: &[Vec<f32>]) -> Vec<Row> {
+fn kindred_rows(
+    (metric, vectors): (Metric, GraphVectors),
+    name: &str,
+    base: &[Vec<f32>],
+    queries: &[Vec<f32>],
+) -> Vec<Row> {
     let t = Instant::now();
-    let graph = build(metric, base);
+    let graph = build(metric, vectors, base);
     let rate = base.len() as f64 / t.elapsed().as_secs_f64();
     let truth = truth(metric, base, queries);
     EFS.iter()
@@ -174,7 +179,10 @@ fn kindred_rows(metric: Metric, name: &str, base: &[Vec<f32>], queries: &[Vec<f3
                 qps = qps.max(queries.len() as f64 / t.elapsed().as_secs_f64());
             }
             Row {
-                library: "kindred".into(),
+                library: match vectors {
+                    GraphVectors::F32 => "kindred".into(),
+                    GraphVectors::Sq8 => "kindred SQ8".into(),
+                },
                 metric: name.into(),
                 build: rate,
                 ef,
@@ -234,13 +242,14 @@ fn peer_rows(dir: &Path) -> Vec<Row> {
         .collect()
 }
 
-fn build(metric: Metric, base: &[Vec<f32>]) -> Graph {
+fn build(metric: Metric, vectors: GraphVectors, base: &[Vec<f32>]) -> Graph {
     let graph = Graph::new(
         metric,
         base[0].len(),
         Params {
             m: 16,
             ef_construction: 200,
+            vectors,
         },
     );
     let refs: Vec<(u64, &[f32])> = base
@@ -275,7 +284,7 @@ fn plan(name: &str, metric: Metric, base: &[Vec<f32>], queries: &[Vec<f32>]) {
     println!("| n | exact scan | graph (ef {EF}) | graph recall@10 |");
     println!("|---:|---:|---:|---:|");
     for n in [500, 1_000, 2_000, 3_000, 4_000, 8_000, 16_000] {
-        let g = build(metric, &base[..n]);
+        let g = build(metric, GraphVectors::F32, &base[..n]);
         let exact = per_query(queries, |q| g.exact_all(q, K).len());
         let graph = per_query(queries, |q| g.search(q, K, EF).len());
         let truth = truth(metric, &base[..n], queries);
@@ -288,7 +297,7 @@ fn plan(name: &str, metric: Metric, base: &[Vec<f32>], queries: &[Vec<f32>]) {
             recall(&found, &truth)
         );
     }
-    let g = build(metric, base);
+    let g = build(metric, GraphVectors::F32, base);
     println!(
         "\n{name}: a filter admitting m of {} points, µs per query\n",
         base.len()
@@ -339,13 +348,21 @@ fn main() {
         plan("L2 (768-d [μ;σ])", Metric::L2, &l2_base, &l2_q);
         return;
     }
-    let mut rows = kindred_rows(Metric::Cosine, "cosine (384-d)", &cos_base, &cos_q);
-    rows.extend(kindred_rows(
-        Metric::L2,
-        "L2 (768-d [μ;σ])",
-        &l2_base,
-        &l2_q,
-    ));
+    let mut rows = Vec::new();
+    for vectors in [GraphVectors::F32, GraphVectors::Sq8] {
+        rows.extend(kindred_rows(
+            (Metric::Cosine, vectors),
+            "cosine (384-d)",
+            &cos_base,
+            &cos_q,
+        ));
+        rows.extend(kindred_rows(
+            (Metric::L2, vectors),
+            "L2 (768-d [μ;σ])",
+            &l2_base,
+            &l2_q,
+        ));
+    }
     rows.extend(peer_rows(&dir));
     let cpu = support::cpu_model();
     println!("{n} vectors, {QUERIES} queries, k {K}, M 16, ef_construction 200, build on {THREADS} threads, search on 1; CPU: {cpu}\n");
@@ -359,8 +376,8 @@ fn main() {
         );
     }
     println!("\nSearch QPS at equal recall@10 (linear between the efs above):\n");
-    println!("| metric | recall@10 | kindred QPS | hnswlib QPS | FAISS HNSWFlat QPS | FAISS HNSWSQ8 QPS | kindred / hnswlib | kindred / FAISS HNSWFlat |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| metric | recall@10 | kindred QPS | kindred SQ8 QPS | hnswlib QPS | FAISS HNSWFlat QPS | FAISS HNSWSQ8 QPS | kindred / FAISS HNSWFlat | kindred SQ8 / FAISS HNSWFlat | kindred SQ8 / FAISS HNSWSQ8 |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut metrics: Vec<&String> = rows.iter().map(|r| &r.metric).collect();
     metrics.dedup();
     for m in metrics {
@@ -368,25 +385,27 @@ fn main() {
             let qps = |lib: &str| {
                 let curve: Vec<&Row> = rows
                     .iter()
-                    .filter(|r| &r.metric == m && r.library.starts_with(lib))
+                    .filter(|r| &r.metric == m && r.library == lib)
                     .collect();
                 qps_at(&curve, at)
             };
-            let (k, h) = (qps("kindred"), qps("hnswlib"));
+            let (k, k8, h) = (qps("kindred"), qps("kindred SQ8"), qps("hnswlib 0.8"));
             let (flat, sq) = (qps("FAISS 1.15 HNSWFlat"), qps("FAISS 1.15 HNSWSQ8"));
             let show = |q: Option<f64>| q.map_or("-".to_string(), |q| format!("{q:.0}"));
-            let ratio = |peer: Option<f64>| {
-                k.zip(peer)
+            let ratio = |ours: Option<f64>, peer: Option<f64>| {
+                ours.zip(peer)
                     .map_or("-".to_string(), |(k, p)| format!("{:.2}", k / p))
             };
             println!(
-                "| {m} | {at} | {} | {} | {} | {} | {} | {} |",
+                "| {m} | {at} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 show(k),
+                show(k8),
                 show(h),
                 show(flat),
                 show(sq),
-                ratio(h),
-                ratio(flat)
+                ratio(k, flat),
+                ratio(k8, flat),
+                ratio(k8, sq)
             );
         }
     }

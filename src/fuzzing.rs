@@ -168,6 +168,7 @@ pub fn graph_seed() -> Vec<u8> {
         Params {
             m: 4,
             ef_construction: 8,
+            ..Params::default()
         },
     );
     let pts: Vec<(u64, Vec<f32>)> = (0..12u64)

@@ -23,6 +23,10 @@ pub struct IndexInfo {
     pub w2_tombstones: usize,
     /// Documents in the lexical index.
     pub lexical_documents: usize,
+    /// Bytes of memory the two graphs' point vectors take (tombstones included; embedded
+    /// backend only): 4 a dimension with `hnsw.vectors` f32, 1 (and 4 a point) with sq8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_vector_bytes: Option<u64>,
     /// How this process's graphs came to be (embedded backend only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opened: Option<OpenedFrom>,

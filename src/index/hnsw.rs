@@ -111,6 +111,7 @@ fn graph_params(p: HnswParams) -> Params {
     Params {
         m: p.m,
         ef_construction: p.ef_construction,
+        vectors: p.vectors,
     }
 }
 
@@ -148,6 +149,11 @@ impl VectorIndex {
     /// Points in the graph, tombstoned ones included.
     pub fn points(&self) -> usize {
         self.graph.len()
+    }
+
+    /// Bytes of memory the points' vectors take (tombstoned ones included).
+    pub fn vector_bytes(&self) -> u64 {
+        (self.graph.len() * self.graph.vector_bytes()) as u64
     }
 
     /// Tombstoned points.

@@ -1,11 +1,66 @@
 //! The graph's distance kernels: cosine distance `1 − a·b` of unit vectors and squared L2,
-//! portable and in AVX-512 / AVX2+FMA intrinsics, the widest this CPU has chosen once at run
-//! time ([`kernels`]).
+//! between two `f32` vectors ([`kernels`]) and between an `f32` query and an int8-coded vector
+//! ([`kernels_sq8`]; codes from [`sq8_encode`]), portable and in AVX-512 / AVX2+FMA
+//! intrinsics, the widest this CPU has chosen once at run time.
 
 use std::sync::OnceLock;
 
 /// A distance kernel (unsafe: a SIMD one needs the CPU feature [`kernels`] checked).
 pub type DistFn = unsafe fn(&[f32], &[f32]) -> f32;
+
+/// An asymmetric kernel: the distance from an `f32` query to the vector `scale × codes`
+/// (unsafe: a SIMD one needs the CPU feature [`kernels_sq8`] checked).
+pub type Dist8Fn = unsafe fn(&[f32], &[i8], f32) -> f32;
+
+/// Codes `v` as `scale × codes` with one scale per vector (`max |v_k| / 127`; 1 for a zero
+/// vector) and codes rounded into −127..=127; writes `codes` (as long as `v`) and returns
+/// the scale. The largest component codes to ±127 exactly, so coding a decoded vector again
+/// gives the same codes and scale.
+pub fn sq8_encode(v: &[f32], codes: &mut [i8]) -> f32 {
+    let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+    for (c, &x) in codes.iter_mut().zip(v) {
+        *c = (x / scale).round().clamp(-127.0, 127.0) as i8;
+    }
+    scale
+}
+
+/// Cosine distance `1 − q·(scale × codes)`, portable.
+pub fn cos_sq8_portable(q: &[f32], codes: &[i8], scale: f32) -> f32 {
+    let mut acc = [0f32; 8];
+    let (cq, cc) = (q.chunks_exact(8), codes.chunks_exact(8));
+    let tail: f32 = cq
+        .remainder()
+        .iter()
+        .zip(cc.remainder())
+        .map(|(x, &c)| x * c as f32)
+        .sum();
+    for (x, c) in cq.zip(cc) {
+        for ((s, x), &c) in acc.iter_mut().zip(x).zip(c) {
+            *s += x * c as f32;
+        }
+    }
+    1.0 - scale * (acc.iter().sum::<f32>() + tail)
+}
+
+/// Squared L2 distance `|q − scale × codes|²`, portable.
+pub fn l2sq_sq8_portable(q: &[f32], codes: &[i8], scale: f32) -> f32 {
+    let mut acc = [0f32; 8];
+    let (cq, cc) = (q.chunks_exact(8), codes.chunks_exact(8));
+    let tail: f32 = cq
+        .remainder()
+        .iter()
+        .zip(cc.remainder())
+        .map(|(x, &c)| (x - scale * c as f32).powi(2))
+        .sum();
+    for (x, c) in cq.zip(cc) {
+        for ((s, x), &c) in acc.iter_mut().zip(x).zip(c) {
+            let d = x - scale * c as f32;
+            *s += d * d;
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
 
 /// Squared L2 distance, portable (eight independent accumulators).
 pub fn l2sq_portable(a: &[f32], b: &[f32]) -> f32 {
@@ -165,6 +220,156 @@ mod simd {
             _mm256_fmadd_ps(d, d, s)
         }
     }
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn cos_sq8_512(q: &[f32], codes: &[i8], scale: f32) -> f32 {
+        let n = q.len().min(codes.len());
+        let (pq, pc) = (q.as_ptr(), codes.as_ptr());
+        let (mut s0, mut s1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+        let mut i = 0;
+        // SAFETY: every load reads 16 floats and 16 codes at offset i with i + 16 <= n.
+        unsafe {
+            let codes16 = |at: usize| {
+                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                    pc.add(at) as *const __m128i
+                )))
+            };
+            while i + 32 <= n {
+                s0 = _mm512_fmadd_ps(_mm512_loadu_ps(pq.add(i)), codes16(i), s0);
+                s1 = _mm512_fmadd_ps(_mm512_loadu_ps(pq.add(i + 16)), codes16(i + 16), s1);
+                i += 32;
+            }
+            while i + 16 <= n {
+                s0 = _mm512_fmadd_ps(_mm512_loadu_ps(pq.add(i)), codes16(i), s0);
+                i += 16;
+            }
+        }
+        let tail: f32 = q[i..n]
+            .iter()
+            .zip(&codes[i..n])
+            .map(|(x, &c)| x * c as f32)
+            .sum();
+        1.0 - scale * (_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) + tail)
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn l2sq_sq8_512(q: &[f32], codes: &[i8], scale: f32) -> f32 {
+        let n = q.len().min(codes.len());
+        let (pq, pc) = (q.as_ptr(), codes.as_ptr());
+        let (mut s0, mut s1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+        let k = _mm512_set1_ps(scale);
+        let mut i = 0;
+        // SAFETY: every load reads 16 floats and 16 codes at offset i with i + 16 <= n.
+        unsafe {
+            let diff = |at: usize| {
+                let c = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                    pc.add(at) as *const __m128i
+                )));
+                _mm512_fnmadd_ps(k, c, _mm512_loadu_ps(pq.add(at)))
+            };
+            while i + 32 <= n {
+                let (d0, d1) = (diff(i), diff(i + 16));
+                s0 = _mm512_fmadd_ps(d0, d0, s0);
+                s1 = _mm512_fmadd_ps(d1, d1, s1);
+                i += 32;
+            }
+            while i + 16 <= n {
+                let d0 = diff(i);
+                s0 = _mm512_fmadd_ps(d0, d0, s0);
+                i += 16;
+            }
+        }
+        let tail: f32 = q[i..n]
+            .iter()
+            .zip(&codes[i..n])
+            .map(|(x, &c)| (x - scale * c as f32).powi(2))
+            .sum();
+        _mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) + tail
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn cos_sq8_256(q: &[f32], codes: &[i8], scale: f32) -> f32 {
+        let n = q.len().min(codes.len());
+        let (pq, pc) = (q.as_ptr(), codes.as_ptr());
+        let (mut s0, mut s1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let mut i = 0;
+        // SAFETY: every load reads 8 floats and 8 codes at offset i with i + 8 <= n.
+        unsafe {
+            let codes8 = |at: usize| {
+                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                    pc.add(at) as *const __m128i
+                )))
+            };
+            while i + 16 <= n {
+                s0 = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(i)), codes8(i), s0);
+                s1 = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(i + 8)), codes8(i + 8), s1);
+                i += 16;
+            }
+            while i + 8 <= n {
+                s0 = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(i)), codes8(i), s0);
+                i += 8;
+            }
+        }
+        let tail: f32 = q[i..n]
+            .iter()
+            .zip(&codes[i..n])
+            .map(|(x, &c)| x * c as f32)
+            .sum();
+        1.0 - scale * (hsum256(_mm256_add_ps(s0, s1)) + tail)
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn l2sq_sq8_256(q: &[f32], codes: &[i8], scale: f32) -> f32 {
+        let n = q.len().min(codes.len());
+        let (pq, pc) = (q.as_ptr(), codes.as_ptr());
+        let (mut s0, mut s1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let k = _mm256_set1_ps(scale);
+        let mut i = 0;
+        // SAFETY: every load reads 8 floats and 8 codes at offset i with i + 8 <= n.
+        unsafe {
+            let diff = |at: usize| {
+                let c = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                    pc.add(at) as *const __m128i
+                )));
+                _mm256_fnmadd_ps(k, c, _mm256_loadu_ps(pq.add(at)))
+            };
+            while i + 16 <= n {
+                let (d0, d1) = (diff(i), diff(i + 8));
+                s0 = _mm256_fmadd_ps(d0, d0, s0);
+                s1 = _mm256_fmadd_ps(d1, d1, s1);
+                i += 16;
+            }
+            while i + 8 <= n {
+                let d0 = diff(i);
+                s0 = _mm256_fmadd_ps(d0, d0, s0);
+                i += 8;
+            }
+        }
+        let tail: f32 = q[i..n]
+            .iter()
+            .zip(&codes[i..n])
+            .map(|(x, &c)| (x - scale * c as f32).powi(2))
+            .sum();
+        hsum256(_mm256_add_ps(s0, s1)) + tail
+    }
+
+    #[inline(always)]
+    fn hsum256(s: __m256) -> f32 {
+        // SAFETY: only inlined into the avx2+fma kernels above.
+        unsafe {
+            let h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+            let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)))
+        }
+    }
+
     kernel512!(dot512, fma512);
     kernel512!(l2sq512, sq512);
     kernel256!(dot256, fma256, |(x, y)| x * y);
@@ -201,4 +406,71 @@ pub fn kernels() -> (DistFn, DistFn) {
         }
         (cos_portable as DistFn, l2sq_portable as DistFn)
     })
+}
+
+/// (cosine distance, squared L2) kernels from an `f32` query to int8 codes, for this CPU,
+/// chosen once.
+pub fn kernels_sq8() -> (Dist8Fn, Dist8Fn) {
+    static K: OnceLock<(Dist8Fn, Dist8Fn)> = OnceLock::new();
+    *K.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f") {
+                return (simd::cos_sq8_512 as Dist8Fn, simd::l2sq_sq8_512 as Dist8Fn);
+            }
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                return (simd::cos_sq8_256 as Dist8Fn, simd::l2sq_sq8_256 as Dist8Fn);
+            }
+        }
+        (cos_sq8_portable as Dist8Fn, l2sq_sq8_portable as Dist8Fn)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vector(n: usize, seed: u64) -> Vec<f32> {
+        let mut rng = super::super::SplitMix64(seed);
+        (0..n).map(|_| rng.next_f64() as f32 * 2.0 - 1.0).collect()
+    }
+
+    #[test]
+    fn sq8_kernels_agree_with_the_portable_ones_and_with_decoding() {
+        let (cos, l2) = kernels_sq8();
+        for n in [1, 7, 8, 15, 16, 17, 31, 33, 384, 768, 1000] {
+            let (q, v) = (vector(n, 1), vector(n, 2));
+            let mut codes = vec![0i8; n];
+            let scale = sq8_encode(&v, &mut codes);
+            let decoded: Vec<f32> = codes.iter().map(|&c| scale * c as f32).collect();
+            // SAFETY: the kernels come from kernels_sq8(), which checked the CPU.
+            let (c, d) = unsafe { (cos(&q, &codes, scale), l2(&q, &codes, scale)) };
+            let tol = 1e-4 * n as f32;
+            assert!((c - cos_sq8_portable(&q, &codes, scale)).abs() < tol, "{n}");
+            assert!(
+                (d - l2sq_sq8_portable(&q, &codes, scale)).abs() < tol,
+                "{n}"
+            );
+            assert!((c - cos_portable(&q, &decoded)).abs() < tol, "{n}");
+            assert!((d - l2sq_portable(&q, &decoded)).abs() < tol, "{n}");
+            // Coding the decoded vector again changes nothing.
+            let mut again = vec![0i8; n];
+            assert_eq!(sq8_encode(&decoded, &mut again), scale);
+            assert_eq!(again, codes);
+        }
+    }
+
+    #[test]
+    fn sq8_codes_stay_close_to_the_vector() {
+        let v = vector(384, 3);
+        let mut codes = vec![0i8; 384];
+        let scale = sq8_encode(&v, &mut codes);
+        let worst = v
+            .iter()
+            .zip(&codes)
+            .map(|(x, &c)| (x - scale * c as f32).abs())
+            .fold(0f32, f32::max);
+        assert!(worst <= scale / 2.0 + 1e-6, "{worst} vs step {scale}");
+        assert_eq!(sq8_encode(&[0.0; 4], &mut [0i8; 4]), 1.0);
+    }
 }

@@ -23,14 +23,12 @@ impl I8Tokens {
         let mut codes = Vec::with_capacity(tokens.len() * dim);
         let mut scales = Vec::with_capacity(tokens.len());
         for i in 0..tokens.len() {
-            let row = tokens.row(i);
-            let max = row.iter().fold(0f32, |m, x| m.max(x.abs()));
-            let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
-            scales.push(scale);
-            codes.extend(
-                row.iter()
-                    .map(|&x| (x / scale).round().clamp(-127.0, 127.0) as i8),
-            );
+            let at = codes.len();
+            codes.resize(at + dim, 0);
+            scales.push(crate::math::distance::sq8_encode(
+                tokens.row(i),
+                &mut codes[at..],
+            ));
         }
         I8Tokens { codes, scales, dim }
     }

@@ -884,13 +884,16 @@ fn reindex_over_http_keeps_serving_and_survives_a_restart() {
 }
 
 #[test]
-fn collections_keep_their_own_precision_over_http_and_across_a_restart() {
+fn collections_keep_their_own_precision_and_graph_vectors_over_http_and_across_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(dir.path(), &[], &[]);
-    // The server's default (int8) and an fp32 collection side by side.
+    // The server's default (int8) and an fp32 collection side by side, and one whose graphs
+    // keep int8 codes (sq8).
+    let hnsw8 = json!({ "m": 16, "ef_construction": 200, "ef_search": 128, "vectors": "sq8" });
     for (name, body) in [
         ("i", json!({ "name": "i" })),
         ("f", json!({ "name": "f", "precision": "fp32" })),
+        ("q", json!({ "name": "q", "hnsw": hnsw8 })),
     ] {
         let (st, out) = call("POST", &s.url("/v1/collections"), None, Some(&body));
         assert_eq!(st, 201, "{name}: {out}");
@@ -910,7 +913,49 @@ fn collections_keep_their_own_precision_over_http_and_across_a_restart() {
     );
     assert_eq!(st, 422, "{out}");
     assert!(out.to_string().contains("fp32"), "names the choices: {out}");
+    let pq = json!({ "name": "x", "hnsw": { "m": 16, "ef_construction": 200, "ef_search": 128, "vectors": "pq" } });
+    let (st, out) = call("POST", &s.url("/v1/collections"), None, Some(&pq));
+    assert_eq!(st, 422, "{out}");
+    assert!(out.to_string().contains("sq8"), "names the choices: {out}");
+    let graph_bytes = |s: &Server, name: &str| {
+        let (_, info) = call(
+            "GET",
+            &s.url(&format!("/v1/collections/{name}")),
+            None,
+            None,
+        );
+        let vectors = info["settings"]["hnsw"]
+            .get("vectors")
+            .and_then(Value::as_str)
+            .unwrap_or("f32")
+            .to_string();
+        let bytes = info["index"]["graph_vector_bytes"].as_f64().expect("bytes");
+        (vectors, bytes)
+    };
     let check = |s: &Server| {
+        // The same documents, a quarter of the memory: 1 byte a dimension and a 4-byte scale
+        // a vector against 4 bytes a dimension (384 + 768 dimensions).
+        let ((vf, f32_bytes), (vq, sq8_bytes)) = (graph_bytes(s, "i"), graph_bytes(s, "q"));
+        assert_eq!((vf.as_str(), vq.as_str()), ("f32", "sq8"));
+        let ratio = f32_bytes / sq8_bytes;
+        assert!((3.9..4.0).contains(&ratio), "{f32_bytes} / {sq8_bytes}");
+        let q = json!({ "text": "How do I reset my password?", "k": 3, "mode": "cosine" });
+        let hits = |name: &str| {
+            let (st, out) = call(
+                "POST",
+                &s.url(&format!("/v1/collections/{name}/search")),
+                None,
+                Some(&q),
+            );
+            assert_eq!(st, 200, "{name}: {out}");
+            out["hits"].clone()
+        };
+        // Same ranking, and the same exact scores: candidates are scored from their records.
+        assert_eq!(ids(&hits("q")), ids(&hits("i")));
+        assert_eq!(
+            hits("q")[0]["stages"]["cosine"]["score"],
+            hits("i")[0]["stages"]["cosine"]["score"]
+        );
         for (name, precision, suffix) in [("i", "int8", true), ("f", "fp32", false)] {
             let (_, info) = call(
                 "GET",

@@ -220,6 +220,7 @@ impl Backend for Embedded {
                 tombstones: cosine.tombstones(),
                 w2_tombstones: w2.tombstones(),
                 lexical_documents: ix.lexical.len(),
+                graph_vector_bytes: Some(cosine.vector_bytes() + w2.vector_bytes()),
                 opened: Some(ix.opened),
             }
         };

@@ -48,7 +48,19 @@ impl Backend for Milvus {
         self.remote.collections()
     }
 
+    /// Milvus keeps its own HNSW graphs, in f32: `hnsw.vectors` sq8 is refused, not ignored.
     fn create_collection(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
+        if !settings.hnsw.vectors.is_f32() {
+            return Err(crate::error::UserError::InvalidArgument {
+                name: "hnsw.vectors",
+                reason: format!(
+                    "{}: graph vectors in int8 are the embedded backend's; Milvus builds its \
+                     own HNSW indexes over f32 vectors. Leave `vectors` out (f32)",
+                    settings.hnsw.vectors.name()
+                ),
+            }
+            .into());
+        }
         self.remote.create_collection(name, settings)
     }
 
@@ -75,6 +87,7 @@ impl Backend for Milvus {
                 tombstones: 0,
                 w2_tombstones: 0,
                 lexical_documents: r.lexical_len(name),
+                graph_vector_bytes: None,
                 opened: None,
             },
             settings,

@@ -145,7 +145,7 @@ impl Graph {
                 let _ = st.upper[s as usize].set(block);
             }
             st.flags[s as usize].fetch_or(READY, Release);
-            self.link(st, s, level);
+            self.link(st, s, v, level);
         };
         if points.len() == 1 {
             points.iter().enumerate().for_each(one);
@@ -154,9 +154,8 @@ impl Graph {
         }
     }
 
-    /// Connects the written slot `s` into the graph.
-    pub(super) fn link(&self, st: &Store, s: u32, level: usize) {
-        let q = st.vec(s);
+    /// Connects the written slot `s` (vector `q`, as inserted) into the graph.
+    pub(super) fn link(&self, st: &Store, s: u32, q: &[f32], level: usize) {
         let mut top_guard = None;
         let mut ep = self.entry.load(Acquire);
         if ep == NO_ENTRY || level > (ep >> 32) as usize {
@@ -172,7 +171,7 @@ impl Graph {
         }
         let (ep_s, ep_l) = (ep as u32, (ep >> 32) as usize);
         let top = Near {
-            d: self.d(q, st.vec(ep_s)),
+            d: self.d(q, st.row(ep_s)),
             s: ep_s,
         };
         let mut cur = self.greedy(st, q, top, ep_l, level);
@@ -243,19 +242,20 @@ impl Graph {
         }
         let mut sel: Vec<Near> = Vec::with_capacity(m);
         let (mut pruned, mut dups) = (Vec::new(), Vec::new());
+        let mut buf = Vec::new();
         for &c in cands {
             if sel.len() >= m {
                 break;
             }
-            let vc = st.vec(c.s);
+            let vc = st.floats(c.s, &mut buf);
             let mut verdict = 0; // 0 keep, 1 pruned, 2 duplicate
             for r in &sel {
-                let (vr, d) = (st.vec(r.s), self.d(vc, st.vec(r.s)));
+                let d = self.d(vc, st.row(r.s));
                 if d < c.d {
                     verdict = 1;
                     break;
                 }
-                if d == c.d && vc == vr {
+                if d == c.d && st.row(c.s) == st.row(r.s) {
                     verdict = 2;
                     break;
                 }
@@ -283,11 +283,12 @@ impl Graph {
         keep.sort_unstable();
         keep.dedup();
         if keep.len() > maxm {
-            let vs = st.vec(s);
+            let mut buf = Vec::new();
+            let vs = st.floats(s, &mut buf);
             let mut c: Vec<Near> = keep
                 .iter()
                 .map(|&t| Near {
-                    d: self.d(vs, st.vec(t)),
+                    d: self.d(vs, st.row(t)),
                     s: t,
                 })
                 .collect();
@@ -318,12 +319,13 @@ impl Graph {
             }
             return;
         }
-        let vn = st.vec(n);
+        let mut buf = Vec::new();
+        let vn = st.floats(n, &mut buf);
         let mut c: Vec<Near> = old
             .iter()
             .chain([&x])
             .map(|&s| Near {
-                d: self.d(vn, st.vec(s)),
+                d: self.d(vn, st.row(s)),
                 s,
             })
             .collect();
@@ -359,9 +361,10 @@ impl Graph {
             let st = self.store.reading();
             let slots: Vec<u32> = (0..st.cap as u32).filter(|&s| st.live(s)).collect();
             let mut flat = Vec::with_capacity(slots.len() * self.dim);
+            let mut buf = Vec::new();
             slots
                 .iter()
-                .for_each(|&s| flat.extend_from_slice(st.vec(s)));
+                .for_each(|&s| flat.extend_from_slice(st.floats(s, &mut buf)));
             (
                 slots
                     .iter()

@@ -6,7 +6,9 @@ pub(super) const MAGIC: &[u8; 8] = b"KNDHNSW\0";
 
 /// 2 added the anchors; version 1 files load with none (the next inserts adopt them again).
 /// 3 ends with a CRC-32 instead of FNV-1a 64 (files of 1 and 2 still load).
-pub(super) const VERSION: u32 = 3;
+/// 4 says after the metric how the vectors are kept (`u8`: 0 f32, 1 sq8); sq8 vectors are
+/// each a scale `f32` and `dim` int8 codes. Files of 1-3 hold f32 vectors.
+pub(super) const VERSION: u32 = 4;
 
 /// Reads every node's link lists (level 0, then each upper level) into `st`, validating each
 /// count and target, and counts level-0 in-degrees.
@@ -52,6 +54,7 @@ pub(super) fn read_links(
 struct Header {
     version: u32,
     metric: Metric,
+    vectors: GraphVectors,
     dim: usize,
     m: usize,
     efc: usize,
@@ -83,19 +86,29 @@ impl Header {
             1 => Metric::L2,
             _ => return Err(bad("bad metric")),
         };
+        let vectors = match if version >= 4 { rd.u8()? } else { 0 } {
+            0 => GraphVectors::F32,
+            1 => GraphVectors::Sq8,
+            _ => return Err(bad("bad vector encoding")),
+        };
         let (dim, m, efc) = (rd.u32()? as usize, rd.u32()? as usize, rd.u32()? as usize);
         if !(1..=MAX_DIM).contains(&dim) || !(2..=MAX_M).contains(&m) || efc == 0 {
             return Err(bad("bad dim or params"));
         }
         let n = rd.u64()?;
         let ep = rd.u32()?;
-        // Each point needs at least dim*4 + 8 + 1 + 1 + 4 bytes: bound n before allocating.
-        if n > rd.left() / (dim as u64 * 4 + 14) {
+        // Each point needs at least its vector + 8 + 1 + 1 + 4 bytes: bound n before allocating.
+        let vector = match vectors {
+            GraphVectors::F32 => dim as u64 * 4,
+            GraphVectors::Sq8 => dim as u64 + 4,
+        };
+        if n > rd.left() / (vector + 14) {
             return Err(bad("point count exceeds data"));
         }
         Ok(Header {
             version,
             metric,
+            vectors,
             dim,
             m,
             efc,
@@ -105,9 +118,20 @@ impl Header {
     }
 }
 
-/// Reads `n` vectors of `dim` little-endian f32 straight into their slots; a non-finite value
-/// is corruption.
+/// Reads `n` vectors straight into their slots: `dim` little-endian f32 each, or (sq8) a
+/// scale and `dim` codes; a non-finite value (or a scale not above 0) is corruption.
 fn read_vectors(rd: &mut Src, st: &Store, n: usize, dim: usize) -> Result<(), GraphError> {
+    if st.vecs.kind() == GraphVectors::Sq8 {
+        for s in 0..n {
+            let scale = f32::from_bits(rd.u32()?);
+            if !(scale.is_finite() && scale > 0.0) {
+                return Err(GraphError::Corrupt("bad vector scale".into()));
+            }
+            let codes: Vec<i8> = rd.take(dim)?.iter().map(|&b| b as i8).collect();
+            st.write_codes(s as u32, &codes, scale);
+        }
+        return Ok(());
+    }
     let mut v = vec![0f32; dim];
     for s in 0..n {
         let bytes = rd.take(dim * 4)?;
@@ -274,6 +298,7 @@ impl Graph {
         o.put(MAGIC)?;
         o.put(&VERSION.to_le_bytes())?;
         o.put(&[(self.metric == Metric::L2) as u8])?;
+        o.put(&[(self.params.vectors == GraphVectors::Sq8) as u8])?;
         for x in [self.dim, self.params.m, self.params.ef_construction] {
             o.put(&(x as u32).to_le_bytes())?;
         }
@@ -281,8 +306,17 @@ impl Graph {
         let ep = self.entry.load(Acquire);
         o.put(&(if ep == NO_ENTRY { u32::MAX } else { ep as u32 }).to_le_bytes())?;
         for s in 0..n as u32 {
-            for x in st.vec(s) {
-                o.put(&x.to_le_bytes())?;
+            match st.row(s) {
+                Row::F32(v) => {
+                    for x in v {
+                        o.put(&x.to_le_bytes())?;
+                    }
+                }
+                Row::Sq8(r) => {
+                    let (codes, scale) = Row::sq8(r);
+                    o.put(&scale.to_le_bytes())?;
+                    o.put(&codes.iter().map(|&c| c as u8).collect::<Vec<u8>>())?;
+                }
             }
         }
         for s in 0..n {
@@ -327,6 +361,7 @@ impl Graph {
         let Header {
             version,
             metric,
+            vectors,
             dim,
             m,
             efc,
@@ -339,6 +374,7 @@ impl Graph {
             Params {
                 m,
                 ef_construction: efc,
+                vectors,
             },
         );
         // Room for an eighth more: the writes a loaded graph is caught up with would otherwise

@@ -5,8 +5,9 @@
 //! `L2` = Euclidean (compared squared internally, square-rooted on output).
 //!
 //! # Layout (hnswlib-style)
-//! * Points live in *slots* `0..len`, assigned in insertion order. Vectors sit in one flat `f32`
-//!   buffer (`slot * dim`); level-0 links in one flat `u32` buffer (`slot * (2M + 1)`, count
+//! * Points live in *slots* `0..len`, assigned in insertion order. Vectors sit in one flat
+//!   buffer (`slot * dim`): `f32`, or (`GraphVectors::Sq8`) int8 codes with one scale per slot,
+//!   4× smaller, distances taken from the query's `f32` vector to the codes; level-0 links in one flat `u32` buffer (`slot * (2M + 1)`, count
 //!   first); upper-level links in a per-node boxed block (`level * (M + 1)`, count first).
 //! * All per-slot storage lives in a `Store` behind an `RwLock`: inserts and searches take it
 //!   shared for their whole duration; only capacity growth (doubling) takes it exclusively.
@@ -38,8 +39,9 @@
 //! graph) findable at the default ef.
 //!
 //! # File format (little-endian)
-//! `b"KNDHNSW\0"`, version `u32`, metric `u8`, dim `u32`, M `u32`, ef_construction `u32`, n `u64`,
-//! entry slot `u32` (`u32::MAX` = none), n×dim `f32` vectors, n `u64` ids, n `u8` levels,
+//! `b"KNDHNSW\0"`, version `u32`, metric `u8`, (version 4) vectors `u8` (0 f32, 1 sq8), dim `u32`,
+//! M `u32`, ef_construction `u32`, n `u64`, entry slot `u32` (`u32::MAX` = none), n vectors
+//! (`dim` `f32`, or sq8: scale `f32` and `dim` `i8`), n `u64` ids, n `u8` levels,
 //! n `u8` flags (1 = tombstone), per node `count u32 + count u32` level-0 links, per node and
 //! level `1..=level` the same for upper links, (version 2) per node the anchor slot `u32`
 //! (`u32::MAX` = none) and its distance `f32`, then the checksum of all preceding bytes (u64:
@@ -49,6 +51,7 @@
 
 use super::files::Checksum;
 use crate::sync::{MutexExt, RwLockExt};
+pub use crate::types::GraphVectors;
 use rayon::prelude::*;
 use std::cell::{Cell, UnsafeCell};
 use std::cmp::{Ordering, Reverse};
@@ -87,6 +90,8 @@ pub struct Params {
     pub m: usize,
     /// Beam width while inserting. Clamped to `>= 1`.
     pub ef_construction: usize,
+    /// How points' vectors are kept.
+    pub vectors: GraphVectors,
 }
 
 impl Default for Params {
@@ -95,6 +100,7 @@ impl Default for Params {
         Params {
             m: 16,
             ef_construction: 200,
+            vectors: GraphVectors::F32,
         }
     }
 }
@@ -151,6 +157,7 @@ pub struct Graph {
     m0: usize,
     ml: f64,
     dist: DistFn,
+    dist8: Dist8Fn,
     gate: RwLock<()>,
     map: RwLock<HashMap<u64, u32>>,
     store: RwLock<Store>,
@@ -191,14 +198,16 @@ impl Graph {
         let params = Params {
             m,
             ef_construction: params.ef_construction.max(1),
+            vectors: params.vectors,
         };
         let (cos, l2) = kernels();
+        let (cos8, l28) = kernels_sq8();
         let store = Store {
             cap: 0,
             dim,
             s0: 2 * m + 1,
             s1: m + 1,
-            vecs: Floats(Vec::new()),
+            vecs: Vectors::new(params.vectors),
             ids: Vec::new(),
             flags: Vec::new(),
             levels: Vec::new(),
@@ -216,6 +225,7 @@ impl Graph {
             m0: 2 * m,
             ml: 1.0 / (m as f64).ln(),
             dist: if metric == Metric::Cosine { cos } else { l2 },
+            dist8: if metric == Metric::Cosine { cos8 } else { l28 },
             gate: RwLock::new(()),
             map: RwLock::new(HashMap::new()),
             store: RwLock::new(store),
@@ -279,11 +289,35 @@ impl Graph {
         self.map.reading().get(&id).copied()
     }
 
+    /// The (internal) distance from `q` to a stored vector.
     #[inline]
-    fn d(&self, a: &[f32], b: &[f32]) -> f32 {
-        // SAFETY: `dist` comes from `kernels()`, which picks a SIMD kernel only after detecting
-        // the CPU features it needs.
-        unsafe { (self.dist)(a, b) }
+    fn d(&self, q: &[f32], r: Row<'_>) -> f32 {
+        // SAFETY: `dist` and `dist8` come from `kernels()` and `kernels_sq8()`, which pick a
+        // SIMD kernel only after detecting the CPU features it needs.
+        unsafe {
+            match r {
+                Row::F32(v) => (self.dist)(q, v),
+                Row::Sq8(r) => {
+                    let (c, scale) = Row::sq8(r);
+                    (self.dist8)(q, c, scale)
+                }
+            }
+        }
+    }
+
+    /// How points' vectors are kept.
+    #[inline]
+    pub fn vectors(&self) -> GraphVectors {
+        self.params.vectors
+    }
+
+    /// Bytes of memory one point's vector takes.
+    #[inline]
+    pub fn vector_bytes(&self) -> usize {
+        match self.params.vectors {
+            GraphVectors::F32 => 4 * self.dim,
+            GraphVectors::Sq8 => self.dim + 4,
+        }
     }
 
     #[inline]

@@ -95,7 +95,7 @@ impl Graph {
                 changed = false;
                 for a in entries(st.links(cur.s, l)) {
                     let nb = a.load(Acquire);
-                    let d = self.d(q, st.vec(nb));
+                    let d = self.d(q, st.row(nb));
                     if d < cur.d {
                         cur = Near { d, s: nb };
                         changed = true;
@@ -141,12 +141,12 @@ impl Graph {
                 let nb = a.load(Acquire);
                 if sc.visit(nb) {
                     #[cfg(target_arch = "x86_64")]
-                    prefetch_vec(st.vec(nb));
+                    prefetch_vec(st.row(nb));
                     fresh.push(nb);
                 }
             }
             for &nb in &fresh {
-                let d = self.d(q, st.vec(nb));
+                let d = self.d(q, st.row(nb));
                 if sc.res.len() < ef || d < bound {
                     sc.cand.push(Reverse(Near { d, s: nb }));
                     if accept(nb) {
@@ -214,7 +214,7 @@ impl Graph {
             st,
             q,
             Near {
-                d: self.d(q, st.vec(s)),
+                d: self.d(q, st.row(s)),
                 s,
             },
             l,
@@ -242,7 +242,7 @@ impl Graph {
         let mut v: Vec<Near> = slots
             .filter(|&s| st.live(s))
             .map(|s| Near {
-                d: self.d(q, st.vec(s)),
+                d: self.d(q, st.row(s)),
                 s,
             })
             .collect();
@@ -276,21 +276,32 @@ impl Graph {
         self.exact_slots(&st, q, k, 0..st.cap as u32)
     }
 
-    /// A copy of a live point's vector.
+    /// A copy of a live point's vector (decoded, where the graph keeps codes).
     #[inline]
     pub fn vector(&self, id: u64) -> Option<Vec<f32>> {
         let s = self.slot(id)?;
         let st = self.store.reading();
-        st.live(s).then(|| st.vec(s).to_vec())
+        st.live(s).then(|| st.floats(s, &mut Vec::new()).to_vec())
     }
 
-    /// Whether point `id` is live and holds exactly vector `v`; None when `id` was never a
-    /// point of this graph (a removed point is `Some(false)`: its id cannot be inserted again).
+    /// Whether point `id` is live and holds exactly vector `v` (as this graph keeps vectors:
+    /// coded, `v`'s codes); None when `id` was never a point of this graph (a removed point
+    /// is `Some(false)`: its id cannot be inserted again).
     #[inline]
     pub fn holds(&self, id: u64, v: &[f32]) -> Option<bool> {
         let s = self.slot(id)?;
         let st = self.store.reading();
-        Some(st.live(s) && st.vec(s) == v)
+        if !st.live(s) || v.len() != self.dim {
+            return Some(false);
+        }
+        Some(match st.row(s) {
+            Row::F32(kept) => kept == v,
+            Row::Sq8(r) => {
+                let (codes, scale) = Row::sq8(r);
+                let mut c = vec![0i8; self.dim];
+                sq8_encode(v, &mut c) == scale && c == codes
+            }
+        })
     }
 
     /// None when `id` was never a point of this graph; else whether it is live (a removed

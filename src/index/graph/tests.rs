@@ -201,6 +201,7 @@ fn filtered_search() {
         Params {
             m: 16,
             ef_construction: 100,
+            ..Params::default()
         },
     );
     let allowed: Vec<u64> = (0..20_000).filter(|i| i % 100 == 37).collect();
@@ -317,6 +318,7 @@ fn persistence_round_trip_and_corruption() {
         Params {
             m: 8,
             ef_construction: 64,
+            ..Params::default()
         },
     );
     g.remove(3);
@@ -368,7 +370,7 @@ fn persistence_round_trip_and_corruption() {
         // With a valid checksum the structural checks must still never panic.
         let _ = Graph::read_from(&mut reseal(c).as_slice());
     }
-    let header = 8 + 4 + 1 + 12;
+    let header = 8 + 4 + 1 + 1 + 12;
     let mut huge = b.clone();
     huge[header..header + 8].copy_from_slice(&(1u64 << 60).to_le_bytes());
     assert!(matches!(
@@ -376,7 +378,7 @@ fn persistence_round_trip_and_corruption() {
         Err(GraphError::Corrupt(_))
     ));
     let mut dim = b.clone();
-    dim[13..17].copy_from_slice(&9u32.to_le_bytes());
+    dim[14..18].copy_from_slice(&9u32.to_le_bytes());
     assert!(Graph::read_from(&mut reseal(dim).as_slice()).is_err());
     // Point the first level-0 link of node 0 out of range.
     let links = header + 8 + 4 + 50 * (8 * 4 + 8 + 1 + 1);
@@ -466,6 +468,7 @@ fn anchors_keep_their_links() {
         Params {
             m: 4,
             ef_construction: 32,
+            ..Params::default()
         },
     );
     for id in 0..3000 {
@@ -480,7 +483,11 @@ fn anchors_keep_their_links() {
         }
         anchored += 1;
         let d = f32::from_bits(st.anchor_d[x as usize].load(Relaxed));
-        assert_eq!(d, g.d(st.vec(x), st.vec(a)), "anchor distance of {x}");
+        assert_eq!(
+            d,
+            g.d(st.floats(x, &mut Vec::new()), st.row(a)),
+            "anchor distance of {x}"
+        );
         if !entries(st.links(a, 0)).iter().any(|l| l.load(Relaxed) == x) {
             broken += 1;
         }
@@ -503,8 +510,7 @@ fn version_1_files_load_without_anchors() {
     let end = b.len() - 8 - 8 * g.len();
     let mut v1 = b[..end].to_vec();
     v1.extend_from_slice(&[0; 8]);
-    v1[8..12].copy_from_slice(&1u32.to_le_bytes());
-    let h = Graph::read_from(&mut reseal(v1).as_slice()).expect("version 1 loads");
+    let h = Graph::read_from(&mut as_version(&v1, 1).as_slice()).expect("version 1 loads");
     for _ in 0..50 {
         let q = r.unit(12);
         assert_eq!(g.search(&q, 10, 64), h.search(&q, 10, 64));
@@ -525,13 +531,12 @@ fn version_2_files_with_the_fnv_checksum_still_load() {
     let mut r = Rng(6);
     let data: Vec<Vec<f32>> = (0..300).map(|_| r.unit(8)).collect();
     let g = build(Metric::L2, &data, Params::default());
-    let mut v3 = Vec::new();
-    g.write_to(&mut v3).expect("write");
+    let mut v4 = Vec::new();
+    g.write_to(&mut v4).expect("write");
+    let v3 = as_version(&v4, 3);
     let n = v3.len() - 8;
     assert_eq!(v3[n..], Checksum::crc32().of(&v3[..n]));
-    let mut v2 = v3.clone();
-    v2[8..12].copy_from_slice(&2u32.to_le_bytes());
-    let v2 = reseal(v2);
+    let v2 = as_version(&v4, 2);
     assert_eq!(v2[n..], Checksum::fnv().of(&v2[..n]));
     let h = Graph::read_from(&mut v2.as_slice()).expect("version 2 loads");
     for _ in 0..30 {
@@ -544,6 +549,17 @@ fn version_2_files_with_the_fnv_checksum_still_load() {
     let mut crossed = v3.clone();
     crossed[n..].copy_from_slice(&Checksum::fnv().of(&v3[..n]));
     assert!(Graph::read_from(&mut crossed.as_slice()).is_err());
+    let h = Graph::read_from(&mut v3.as_slice()).expect("version 3 loads");
+    assert_eq!(h.params(), g.params());
+}
+
+/// A file of this version (f32 vectors) as an older `version` writes it: without the vectors
+/// byte after the metric, checksummed as that version.
+fn as_version(b: &[u8], version: u32) -> Vec<u8> {
+    let mut old = b.to_vec();
+    assert_eq!(old.remove(13), 0, "f32 vectors");
+    old[8..12].copy_from_slice(&version.to_le_bytes());
+    reseal(old)
 }
 
 /// A graph larger than the reader's block streams in and reads back the same; every
@@ -596,4 +612,84 @@ fn a_cosine_graph_of_duplicates_round_trips() {
     g.write_to(&mut b).expect("write");
     let h = Graph::read_from(&mut b.as_slice()).expect("loads");
     assert_eq!(h.len(), 600);
+}
+
+/// Graphs keeping int8 codes: recall beside the f32 graph on the same data, self-retrieval,
+/// `holds`, 4× smaller vectors, the file round trip and compaction.
+#[test]
+fn sq8_graphs_find_what_f32_graphs_find() {
+    let mut r = Rng(29);
+    let centres: Vec<Vec<f32>> = (0..100).map(|_| r.unit(96)).collect();
+    let noisy = |c: &[f32], r: &mut Rng| {
+        normalise(c.iter().zip(r.unit(96)).map(|(a, b)| a + 0.7 * b).collect())
+    };
+    let data: Vec<Vec<f32>> = (0..6_000)
+        .map(|i| noisy(&centres[i % 100], &mut r))
+        .collect();
+    let qs: Vec<Vec<f32>> = (0..200).map(|i| noisy(&data[i * 29], &mut r)).collect();
+    let sq8 = Params {
+        vectors: GraphVectors::Sq8,
+        ..Params::default()
+    };
+    for metric in [Metric::Cosine, Metric::L2] {
+        let exact = build(metric, &data, Params::default());
+        let g = build(metric, &data, sq8);
+        assert_eq!((g.vectors(), g.vector_bytes()), (GraphVectors::Sq8, 96 + 4));
+        assert_eq!(exact.vector_bytes(), 4 * 96);
+        // Recall against the exact answer over the f32 vectors.
+        let hits: usize = qs
+            .iter()
+            .map(|q| {
+                let truth: HashSet<u64> = exact.exact_all(q, 10).iter().map(|h| h.0).collect();
+                g.search(q, 10, 64)
+                    .iter()
+                    .filter(|h| truth.contains(&h.0))
+                    .count()
+            })
+            .sum();
+        let rec = hits as f64 / (qs.len() * 10) as f64;
+        assert!(rec >= 0.97, "{metric:?} sq8 recall@10 {rec}");
+        let missed = data
+            .iter()
+            .enumerate()
+            .filter(|(i, v)| g.search(v, 10, 200).first().map(|h| h.0) != Some(*i as u64))
+            .count();
+        assert_eq!(missed, 0, "{metric:?} sq8 self-retrieval");
+        assert_eq!(g.holds(5, &data[5]), Some(true));
+        assert_eq!(g.holds(5, &data[6]), Some(false));
+        let decoded = g.vector(5).expect("live");
+        assert!(decoded
+            .iter()
+            .zip(&data[5])
+            .all(|(a, b)| (a - b).abs() < 0.01));
+
+        let mut bytes = Vec::new();
+        g.write_to(&mut bytes).expect("write");
+        let h = Graph::read_from(&mut bytes.as_slice()).expect("read");
+        assert_eq!((h.params(), h.len()), (g.params(), g.len()));
+        for q in &qs[..50] {
+            assert_eq!(g.search(q, 10, 32), h.search(q, 10, 32));
+        }
+        let mut again = Vec::new();
+        h.write_to(&mut again).expect("write");
+        assert_eq!(again, bytes);
+        let mut f32_bytes = Vec::new();
+        exact.write_to(&mut f32_bytes).expect("write");
+        // Every vector 4 × 96 bytes there, 96 codes and a scale here (the links differ a little).
+        let saved = f32_bytes.len() as f64 - bytes.len() as f64;
+        assert!(
+            (saved / (6_000.0 * (4.0 * 96.0 - 100.0)) - 1.0).abs() < 0.02,
+            "{saved}"
+        );
+
+        for id in (0..6_000).step_by(4) {
+            g.remove(id);
+        }
+        let c = g.compacted();
+        assert_eq!((c.live(), c.vectors()), (4_500, GraphVectors::Sq8));
+        assert_eq!(c.vector(5), g.vector(5));
+        for q in &qs[..50] {
+            assert_eq!(c.search(q, 10, 200), g.search(q, 10, 200));
+        }
+    }
 }

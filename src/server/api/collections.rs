@@ -136,6 +136,27 @@ pub struct HnswParams {
     pub ef_construction: usize,
     /// Candidate list size while searching (at least k).
     pub ef_search: usize,
+    /// How the graphs keep vectors in memory: `f32` (default) or `sq8` (int8 codes, 4× smaller;
+    /// candidates are still scored from their exact stored vectors). Embedded backend only.
+    #[serde(default, skip_serializing_if = "GraphVectors::is_f32")]
+    pub vectors: GraphVectors,
+}
+
+/// How a vector index keeps vectors: `f32` or `sq8`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GraphVectors {
+    /// 4 bytes a dimension.
+    #[default]
+    F32,
+    /// 1 byte a dimension and one scale a vector.
+    Sq8,
+}
+
+impl GraphVectors {
+    fn is_f32(&self) -> bool {
+        *self == GraphVectors::F32
+    }
 }
 
 impl From<types::HnswParams> for HnswParams {
@@ -144,6 +165,10 @@ impl From<types::HnswParams> for HnswParams {
             m: h.m,
             ef_construction: h.ef_construction,
             ef_search: h.ef_search,
+            vectors: match h.vectors {
+                types::GraphVectors::F32 => GraphVectors::F32,
+                types::GraphVectors::Sq8 => GraphVectors::Sq8,
+            },
         }
     }
 }
@@ -154,6 +179,10 @@ impl From<HnswParams> for types::HnswParams {
             m: h.m,
             ef_construction: h.ef_construction,
             ef_search: h.ef_search,
+            vectors: match h.vectors {
+                GraphVectors::F32 => types::GraphVectors::F32,
+                GraphVectors::Sq8 => types::GraphVectors::Sq8,
+            },
         }
     }
 }
@@ -241,6 +270,10 @@ pub struct IndexInfo {
     pub w2_tombstones: usize,
     /// Documents in the lexical index.
     pub lexical_documents: usize,
+    /// Bytes of memory the two graphs' point vectors take, tombstones included (embedded
+    /// backend only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_vector_bytes: Option<u64>,
     /// How this server's graphs of the collection came to be when it opened them (embedded
     /// backend only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -255,6 +288,7 @@ impl From<db::IndexInfo> for IndexInfo {
             tombstones: i.tombstones,
             w2_tombstones: i.w2_tombstones,
             lexical_documents: i.lexical_documents,
+            graph_vector_bytes: i.graph_vector_bytes,
             opened: i.opened.map(OpenedFrom::from),
         }
     }

@@ -328,6 +328,7 @@ mod tests {
                     tombstones: 1,
                     w2_tombstones: 2,
                     lexical_documents: 10,
+                    graph_vector_bytes: Some(12_672),
                     opened: Some(db::OpenedFrom {
                         saved_seq: Some(12),
                         inserted: 4,
