@@ -220,145 +220,143 @@ mod simd {
             _mm256_fmadd_ps(d, d, s)
         }
     }
-    /// # Safety
-    /// The CPU must support AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn cos_sq8_512(q: &[f32], codes: &[i8], scale: f32) -> f32 {
-        let n = q.len().min(codes.len());
-        let (pq, pc) = (q.as_ptr(), codes.as_ptr());
-        let (mut s0, mut s1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
-        let mut i = 0;
-        // SAFETY: every load reads 16 floats and 16 codes at offset i with i + 16 <= n.
-        unsafe {
-            let codes16 = |at: usize| {
-                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
-                    pc.add(at) as *const __m128i
-                )))
-            };
-            while i + 32 <= n {
-                s0 = _mm512_fmadd_ps(_mm512_loadu_ps(pq.add(i)), codes16(i), s0);
-                s1 = _mm512_fmadd_ps(_mm512_loadu_ps(pq.add(i + 16)), codes16(i + 16), s1);
-                i += 32;
+    // The asymmetric kernels: `$step(q, codes as floats, scale, acc)` per lane block,
+    // `$tail(q, code, scale)` per leftover element, `$finish(sum, scale)` at the end.
+    macro_rules! sq8_kernel512 {
+        ($name:ident, $step:ident, $tail:expr, $finish:expr) => {
+            /// # Safety
+            /// The CPU must support AVX-512F.
+            #[target_feature(enable = "avx512f")]
+            pub(super) unsafe fn $name(q: &[f32], codes: &[i8], scale: f32) -> f32 {
+                let n = q.len().min(codes.len());
+                let (pq, pc) = (q.as_ptr(), codes.as_ptr());
+                let (mut s0, mut s1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+                let k = _mm512_set1_ps(scale);
+                let mut i = 0;
+                // SAFETY: every load reads 16 floats and 16 codes at offset i with i + 16 <= n.
+                unsafe {
+                    let at = |i: usize| {
+                        let c = _mm_loadu_si128(pc.add(i) as *const __m128i);
+                        (
+                            _mm512_loadu_ps(pq.add(i)),
+                            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c)),
+                        )
+                    };
+                    while i + 32 <= n {
+                        let ((q0, c0), (q1, c1)) = (at(i), at(i + 16));
+                        s0 = $step(q0, c0, k, s0);
+                        s1 = $step(q1, c1, k, s1);
+                        i += 32;
+                    }
+                    while i + 16 <= n {
+                        let (q0, c0) = at(i);
+                        s0 = $step(q0, c0, k, s0);
+                        i += 16;
+                    }
+                }
+                let tail: f32 = q[i..n]
+                    .iter()
+                    .zip(&codes[i..n])
+                    .map(|(&x, &c)| $tail(x, c as f32, scale))
+                    .sum();
+                $finish(_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) + tail, scale)
             }
-            while i + 16 <= n {
-                s0 = _mm512_fmadd_ps(_mm512_loadu_ps(pq.add(i)), codes16(i), s0);
-                i += 16;
-            }
-        }
-        let tail: f32 = q[i..n]
-            .iter()
-            .zip(&codes[i..n])
-            .map(|(x, &c)| x * c as f32)
-            .sum();
-        1.0 - scale * (_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) + tail)
+        };
     }
-
-    /// # Safety
-    /// The CPU must support AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn l2sq_sq8_512(q: &[f32], codes: &[i8], scale: f32) -> f32 {
-        let n = q.len().min(codes.len());
-        let (pq, pc) = (q.as_ptr(), codes.as_ptr());
-        let (mut s0, mut s1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
-        let k = _mm512_set1_ps(scale);
-        let mut i = 0;
-        // SAFETY: every load reads 16 floats and 16 codes at offset i with i + 16 <= n.
-        unsafe {
-            let diff = |at: usize| {
-                let c = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
-                    pc.add(at) as *const __m128i
-                )));
-                _mm512_fnmadd_ps(k, c, _mm512_loadu_ps(pq.add(at)))
-            };
-            while i + 32 <= n {
-                let (d0, d1) = (diff(i), diff(i + 16));
-                s0 = _mm512_fmadd_ps(d0, d0, s0);
-                s1 = _mm512_fmadd_ps(d1, d1, s1);
-                i += 32;
+    macro_rules! sq8_kernel256 {
+        ($name:ident, $step:ident, $tail:expr, $finish:expr) => {
+            /// # Safety
+            /// The CPU must support AVX2 and FMA.
+            #[target_feature(enable = "avx2,fma")]
+            pub(super) unsafe fn $name(q: &[f32], codes: &[i8], scale: f32) -> f32 {
+                let n = q.len().min(codes.len());
+                let (pq, pc) = (q.as_ptr(), codes.as_ptr());
+                let (mut s0, mut s1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+                let k = _mm256_set1_ps(scale);
+                let mut i = 0;
+                // SAFETY: every load reads 8 floats and 8 codes at offset i with i + 8 <= n.
+                unsafe {
+                    let at = |i: usize| {
+                        let c = _mm_loadl_epi64(pc.add(i) as *const __m128i);
+                        (
+                            _mm256_loadu_ps(pq.add(i)),
+                            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c)),
+                        )
+                    };
+                    while i + 16 <= n {
+                        let ((q0, c0), (q1, c1)) = (at(i), at(i + 8));
+                        s0 = $step(q0, c0, k, s0);
+                        s1 = $step(q1, c1, k, s1);
+                        i += 16;
+                    }
+                    while i + 8 <= n {
+                        let (q0, c0) = at(i);
+                        s0 = $step(q0, c0, k, s0);
+                        i += 8;
+                    }
+                }
+                let tail: f32 = q[i..n]
+                    .iter()
+                    .zip(&codes[i..n])
+                    .map(|(&x, &c)| $tail(x, c as f32, scale))
+                    .sum();
+                $finish(hsum256(_mm256_add_ps(s0, s1)) + tail, scale)
             }
-            while i + 16 <= n {
-                let d0 = diff(i);
-                s0 = _mm512_fmadd_ps(d0, d0, s0);
-                i += 16;
-            }
-        }
-        let tail: f32 = q[i..n]
-            .iter()
-            .zip(&codes[i..n])
-            .map(|(x, &c)| (x - scale * c as f32).powi(2))
-            .sum();
-        _mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) + tail
+        };
     }
-
-    /// # Safety
-    /// The CPU must support AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn cos_sq8_256(q: &[f32], codes: &[i8], scale: f32) -> f32 {
-        let n = q.len().min(codes.len());
-        let (pq, pc) = (q.as_ptr(), codes.as_ptr());
-        let (mut s0, mut s1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        let mut i = 0;
-        // SAFETY: every load reads 8 floats and 8 codes at offset i with i + 8 <= n.
-        unsafe {
-            let codes8 = |at: usize| {
-                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
-                    pc.add(at) as *const __m128i
-                )))
-            };
-            while i + 16 <= n {
-                s0 = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(i)), codes8(i), s0);
-                s1 = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(i + 8)), codes8(i + 8), s1);
-                i += 16;
-            }
-            while i + 8 <= n {
-                s0 = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(i)), codes8(i), s0);
-                i += 8;
-            }
-        }
-        let tail: f32 = q[i..n]
-            .iter()
-            .zip(&codes[i..n])
-            .map(|(x, &c)| x * c as f32)
-            .sum();
-        1.0 - scale * (hsum256(_mm256_add_ps(s0, s1)) + tail)
+    /// Dot with the raw codes (scaled once at the end).
+    #[inline(always)]
+    fn dot8_512(q: __m512, c: __m512, _k: __m512, s: __m512) -> __m512 {
+        // SAFETY: only inlined into the avx512f kernels.
+        unsafe { _mm512_fmadd_ps(q, c, s) }
     }
-
-    /// # Safety
-    /// The CPU must support AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn l2sq_sq8_256(q: &[f32], codes: &[i8], scale: f32) -> f32 {
-        let n = q.len().min(codes.len());
-        let (pq, pc) = (q.as_ptr(), codes.as_ptr());
-        let (mut s0, mut s1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        let k = _mm256_set1_ps(scale);
-        let mut i = 0;
-        // SAFETY: every load reads 8 floats and 8 codes at offset i with i + 8 <= n.
+    /// Squared difference with the decoded vector `k × c`.
+    #[inline(always)]
+    fn l2_8_512(q: __m512, c: __m512, k: __m512, s: __m512) -> __m512 {
+        // SAFETY: only inlined into the avx512f kernels.
         unsafe {
-            let diff = |at: usize| {
-                let c = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
-                    pc.add(at) as *const __m128i
-                )));
-                _mm256_fnmadd_ps(k, c, _mm256_loadu_ps(pq.add(at)))
-            };
-            while i + 16 <= n {
-                let (d0, d1) = (diff(i), diff(i + 8));
-                s0 = _mm256_fmadd_ps(d0, d0, s0);
-                s1 = _mm256_fmadd_ps(d1, d1, s1);
-                i += 16;
-            }
-            while i + 8 <= n {
-                let d0 = diff(i);
-                s0 = _mm256_fmadd_ps(d0, d0, s0);
-                i += 8;
-            }
+            let d = _mm512_fnmadd_ps(k, c, q);
+            _mm512_fmadd_ps(d, d, s)
         }
-        let tail: f32 = q[i..n]
-            .iter()
-            .zip(&codes[i..n])
-            .map(|(x, &c)| (x - scale * c as f32).powi(2))
-            .sum();
-        hsum256(_mm256_add_ps(s0, s1)) + tail
     }
+    #[inline(always)]
+    fn dot8_256(q: __m256, c: __m256, _k: __m256, s: __m256) -> __m256 {
+        // SAFETY: only inlined into the avx2+fma kernels.
+        unsafe { _mm256_fmadd_ps(q, c, s) }
+    }
+    #[inline(always)]
+    fn l2_8_256(q: __m256, c: __m256, k: __m256, s: __m256) -> __m256 {
+        // SAFETY: only inlined into the avx2+fma kernels.
+        unsafe {
+            let d = _mm256_fnmadd_ps(k, c, q);
+            _mm256_fmadd_ps(d, d, s)
+        }
+    }
+    // The cosine kernels sum q·codes (the scale applied once, at the end).
+    sq8_kernel512!(
+        cos_sq8_512,
+        dot8_512,
+        |x: f32, c: f32, _: f32| x * c,
+        |sum: f32, k: f32| 1.0 - k * sum
+    );
+    sq8_kernel512!(
+        l2sq_sq8_512,
+        l2_8_512,
+        |x: f32, c: f32, k: f32| (x - k * c).powi(2),
+        |sum: f32, _: f32| sum
+    );
+    sq8_kernel256!(
+        cos_sq8_256,
+        dot8_256,
+        |x: f32, c: f32, _: f32| x * c,
+        |sum: f32, k: f32| 1.0 - k * sum
+    );
+    sq8_kernel256!(
+        l2sq_sq8_256,
+        l2_8_256,
+        |x: f32, c: f32, k: f32| (x - k * c).powi(2),
+        |sum: f32, _: f32| sum
+    );
 
     #[inline(always)]
     fn hsum256(s: __m256) -> f32 {
@@ -453,6 +451,18 @@ mod tests {
             );
             assert!((c - cos_portable(&q, &decoded)).abs() < tol, "{n}");
             assert!((d - l2sq_portable(&q, &decoded)).abs() < tol, "{n}");
+            // The AVX2 pair too, where this CPU would have chosen AVX-512.
+            #[cfg(target_arch = "x86_64")]
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                // SAFETY: the CPU features were just checked.
+                let (c2, d2) = unsafe {
+                    (
+                        simd::cos_sq8_256(&q, &codes, scale),
+                        simd::l2sq_sq8_256(&q, &codes, scale),
+                    )
+                };
+                assert!((c2 - c).abs() < tol && (d2 - d).abs() < tol, "{n}");
+            }
             // Coding the decoded vector again changes nothing.
             let mut again = vec![0i8; n];
             assert_eq!(sq8_encode(&decoded, &mut again), scale);

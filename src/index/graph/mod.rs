@@ -6,9 +6,10 @@
 //!
 //! # Layout (hnswlib-style)
 //! * Points live in *slots* `0..len`, assigned in insertion order. Vectors sit in one flat
-//!   buffer (`slot * dim`): `f32`, or (`GraphVectors::Sq8`) int8 codes with one scale per slot,
-//!   4× smaller, distances taken from the query's `f32` vector to the codes; level-0 links in one flat `u32` buffer (`slot * (2M + 1)`, count
-//!   first); upper-level links in a per-node boxed block (`level * (M + 1)`, count first).
+//!   buffer: `f32` (`slot * dim`), or with `GraphVectors::Sq8` per slot a scale and `dim` int8
+//!   codes (`slot * (4 + dim)` bytes, about 4× smaller; distances are taken from the query's
+//!   `f32` vector to the codes). Level-0 links sit in one flat `u32` buffer (`slot * (2M + 1)`,
+//!   count first); upper-level links in a per-node boxed block (`level * (M + 1)`, count first).
 //! * All per-slot storage lives in a `Store` behind an `RwLock`: inserts and searches take it
 //!   shared for their whole duration; only capacity growth (doubling) takes it exclusively.
 //!
