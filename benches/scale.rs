@@ -12,6 +12,11 @@
 //! besides the whole search's p50 and p99, the p50 of its two parts as the pipeline times them
 //! (candidates: first stages, fusion, loading records; rerank: RCMD, stage scores, P(duplicate)).
 //!
+//! Each row also gives the memory the collection's graph vectors take (embedded backend) and
+//! the process's peak resident memory so far (`VmHWM`: the model, the real documents and
+//! every backend filled before included). `SCALE_GRAPH_VECTORS=sq8` makes the collection with
+//! int8 graph vectors (`hnsw.vectors`; the embedded backend only, Milvus refuses it).
+//!
 //! `SCALE_BACKENDS` (default `embedded,milvus`) picks the backends; `SCALE_DIR` where the
 //! data goes (default the system's temporary directory); `KINDRED_MILVUS_MMAP_DIR` makes the
 //! Milvus server memory-map its loaded fields from that directory (scripts/milvus_server.py),
@@ -66,6 +71,25 @@ fn document(real: &[(String, Encoded)], i: usize, noise: &mut Noise) -> (NewDocu
     (doc, e)
 }
 
+/// `SCALE_GRAPH_VECTORS` (default f32).
+fn graph_vectors() -> kindred::types::GraphVectors {
+    std::env::var("SCALE_GRAPH_VECTORS")
+        .unwrap_or_else(|_| "f32".into())
+        .parse()
+        .expect("SCALE_GRAPH_VECTORS: f32 or sq8")
+}
+
+/// This process's peak resident memory so far, GiB (0 where /proc does not say).
+fn peak_rss_gib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    kb / (1 << 20) as f64
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
@@ -79,7 +103,10 @@ fn run(
     queries: &[(String, Encoded)],
     sizes: &[usize],
 ) -> Vec<String> {
-    let settings = CollectionSettings::for_model(encoder.identity().clone());
+    let mut settings = CollectionSettings::for_model(encoder.identity().clone());
+    if label == "embedded" {
+        settings.hnsw.vectors = graph_vectors();
+    }
     db.create_collection("scale", &settings).expect("creates");
     let engine = Engine::with_encoder(Arc::new(db), encoder.clone());
     let mut noise = Noise(7);
@@ -118,12 +145,23 @@ fn run(
         for v in [&mut ms, &mut candidates, &mut rerank] {
             v.sort_by(f64::total_cmp);
         }
+        let graph = engine
+            .db()
+            .info("scale")
+            .expect("info")
+            .index
+            .graph_vector_bytes
+            .map_or("—".to_string(), |b| {
+                format!("{:.0}", b as f64 / (1 << 20) as f64)
+            });
+        let vectors = settings.hnsw.vectors.name();
         let row = format!(
-            "| {label} | {size} | {rate:.0} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            "| {label} | {vectors} | {size} | {rate:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {graph} | {:.2} |",
             percentile(&ms, 0.5),
             percentile(&ms, 0.99),
             percentile(&candidates, 0.5),
-            percentile(&rerank, 0.5)
+            percentile(&rerank, 0.5),
+            peak_rss_gib()
         );
         eprintln!("{row}");
         rows.push(row);
@@ -200,8 +238,9 @@ fn main() {
             &sizes,
         ));
     }
-    println!("| backend | documents | ingest docs/s (encoded) | search p50 ms | search p99 ms | candidates p50 ms | rerank p50 ms |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("CPU: {}", support::cpu_model());
+    println!("| backend | graph vectors | documents | ingest docs/s (encoded) | search p50 ms | search p99 ms | candidates p50 ms | rerank p50 ms | graph vectors MiB | peak RSS GiB |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         println!("{r}");
     }
